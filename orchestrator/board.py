@@ -1,0 +1,36 @@
+"""A board of the fleet, fully resolved: what every adapter needs to reach and use it.
+
+Produced by ``inventory`` (YAML + group/all variables + ``~/.ssh/config`` + the lab),
+consumed by ``remote`` (connection), ``deploy`` and ``bench``. Pure data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class Board:
+    name: str
+    hostname: str
+    port: int = 22
+    user: str | None = None
+    identity_file: Path | None = None
+    proxy_jump: str | None = None
+    target: str = "lab"
+    # The board's own interpreter, used to create release venvs (not the release's python).
+    python: str = "python3"
+    # Where orch keeps releases on the board; relative paths are relative to the login home.
+    workdir: str = "orch"
+    tags: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    # Anything else the inventory set (host/group/all vars), for user templates and reports.
+    extra: dict[str, object] = field(default_factory=dict, compare=False)
+    # Where each resolved value came from: key -> "host nano01 (inventory.yaml:12)", "group jetsons", "ssh_config", "default".
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def address(self) -> str:
+        """host:port as shown to users (never passed to a shell)."""
+        return f"{self.hostname}:{self.port}"

@@ -1,0 +1,7 @@
+"""One module per ``orch`` sub-command.
+
+Each module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
+``cli`` discovers them from ``COMMANDS`` below; shared options live in ``options``.
+"""
+
+COMMANDS = ("build", "deploy", "bench", "results", "report", "lab", "inventory", "exec", "doctor", "demo")

@@ -1,0 +1,55 @@
+"""Options shared by sub-commands, defined once: inventory, board selection, --json, --dry-run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from orchestrator.board import Board
+from orchestrator.paths import default_inventory_path
+
+
+def add_inventory_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-i",
+        "--inventory",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="inventory file (default: ./inventory.yaml or $ORCH_INVENTORY)",
+    )
+
+
+def add_selection_options(parser: argparse.ArgumentParser) -> None:
+    add_inventory_option(parser)
+    group = parser.add_argument_group("board selection")
+    group.add_argument("--host", action="append", default=[], metavar="NAME", help="a board by name (repeatable)")
+    group.add_argument("--group", action="append", default=[], metavar="NAME", help="every board of a group (repeatable)")
+    group.add_argument("--all-devices", action="store_true", help="every board of the inventory")
+    group.add_argument(
+        "--limit",
+        metavar="PATTERN",
+        help="Ansible-style pattern: globs, 'a:b' union, 'a:&b' intersection, 'a:!b' exclusion",
+    )
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def add_dry_run_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+
+
+def inventory_path(args: argparse.Namespace) -> Path:
+    return args.inventory or default_inventory_path()
+
+
+def selected_boards(args: argparse.Namespace) -> list[Board]:
+    """Load the inventory and apply --host/--group/--all-devices/--limit; selecting nothing is an error."""
+    from orchestrator.inventory import load_inventory
+
+    inventory = load_inventory(inventory_path(args))
+    return inventory.select(
+        hosts=args.host, groups=args.group, all_devices=args.all_devices, limit=args.limit
+    )

@@ -1,0 +1,40 @@
+"""Where orch keeps its state on the workstation.
+
+``ORCH_HOME`` (default ``~/.orch``) holds what belongs to the user rather than to a
+project: the lab's keys and state, orch's own known_hosts, the ccache volumes' names.
+Project-relative things (``artifacts/``, ``results/``, ``inventory.yaml``) live in the
+current directory so a project carries its own builds and measurements.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# The repository root: data files (toolchains/, docker/) ship next to the package.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+TOOLCHAINS_DIR = PROJECT_ROOT / "toolchains"
+DOCKER_DIR = PROJECT_ROOT / "docker"
+
+
+def orch_home() -> Path:
+    home = Path(os.environ.get("ORCH_HOME") or Path.home() / ".orch")
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def known_hosts_path() -> Path:
+    """orch's own known_hosts: host keys recorded by the lab or accepted by the user."""
+    return orch_home() / "known_hosts"
+
+
+def default_inventory_path() -> Path:
+    return Path(os.environ.get("ORCH_INVENTORY") or "inventory.yaml")
+
+
+def artifacts_dir() -> Path:
+    return Path(os.environ.get("ORCH_ARTIFACTS") or "artifacts")
+
+
+def results_dir() -> Path:
+    return Path(os.environ.get("ORCH_RESULTS") or "results")
