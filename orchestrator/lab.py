@@ -1,0 +1,340 @@
+"""The lab: emulated arm64 boards (Debian containers under qemu-user) that orch reaches over real SSH.
+
+``lab_up`` makes the board image when missing (offline: debootstrapped base + docker/board.Dockerfile),
+gives each board its own host key (recorded in orch's known_hosts before the board starts) and the
+lab's client key, starts the containers with sshd published on 127.0.0.1 only, waits for each SSH
+banner, and writes ``$ORCH_HOME/lab/state.json`` so the inventory shows the boards in group ``lab``.
+Containers are named and labelled with a lab id derived from ORCH_HOME: a test lab never touches a
+user's lab. Planning (names, image inputs) is pure; ``Engine`` does the Docker work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator import base_images, lab_state, sshkeys
+from orchestrator.container import Engine
+from orchestrator.errors import ContainerError, UsageError
+from orchestrator.paths import DOCKER_DIR, known_hosts_path, orch_home
+from orchestrator.targets import TargetProfile, resolve_target
+
+LAB_TARGET = "lab"
+LAB_USER = "root"
+DEFAULT_BOARDS = 2
+MAX_BOARDS = 16
+BOARD_PREFIX = "lab"
+# What a board needs: sshd, the Python its profile claims (venvs for releases), TLS roots.
+LAB_PACKAGES = ("openssh-server", "python3", "python3-venv", "ca-certificates")
+BOARD_DOCKERFILE = DOCKER_DIR / "board.Dockerfile"
+BOARD_CONTEXT = DOCKER_DIR / "board"
+BOARD_IMAGE_REPO = "orch/lab-board"
+LABEL_LAB = "orch.lab"
+LABEL_BOARD = "orch.board"
+HOST_KEY_NAME = "ssh_host_ed25519_key"
+
+Log = Callable[[str], None]
+
+
+# -- pure planning ------------------------------------------------------------------------------------
+
+
+def lab_id(home: Path | None = None) -> str:
+    """8 hex digits naming the lab of one ORCH_HOME."""
+    return hashlib.sha256(str(home or orch_home()).encode()).hexdigest()[:8]
+
+
+def container_name(board: str, lab: str | None = None) -> str:
+    return f"orch-lab-{lab or lab_id()}-{board}"
+
+
+def known_hosts_marker(lab: str | None = None) -> str:
+    """The comment ending each of this lab's known_hosts lines (how `lab down` finds them)."""
+    return f"orch-lab-{lab or lab_id()}"
+
+
+def board_names(count: int) -> list[str]:
+    return [f"{BOARD_PREFIX}{index}" for index in range(1, count + 1)]
+
+
+def wanted_board_count(requested: int | None, existing: int) -> int:
+    """``--boards N`` adds boards up to N and never removes running ones; no N keeps what runs (or 2)."""
+    if requested is not None and not 1 <= requested <= MAX_BOARDS:
+        raise UsageError(f"--boards must be between 1 and {MAX_BOARDS}, not {requested}")
+    if requested is None:
+        return existing or DEFAULT_BOARDS
+    return max(requested, existing)
+
+
+def board_image_inputs(base_image: str, base_image_id: str, qemu_cpu: str) -> dict[str, str]:
+    """Everything the board image depends on, as build arguments (hashed into its tag)."""
+    return {"BASE_IMAGE": base_image, "BASE_IMAGE_ID": base_image_id, "PACKAGES": " ".join(LAB_PACKAGES),
+            "QEMU_CPU": qemu_cpu}
+
+
+def board_image_tag(inputs: dict[str, str]) -> str:
+    digest = hashlib.sha256()
+    for path in [BOARD_DOCKERFILE, *sorted(p for p in BOARD_CONTEXT.rglob("*") if p.is_file())]:
+        digest.update(str(path.relative_to(DOCKER_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for key in sorted(inputs):
+        digest.update(f"{key}={inputs[key]}\0".encode())
+    return f"{BOARD_IMAGE_REPO}:{digest.hexdigest()[:12]}"
+
+
+# -- small real-world probes ----------------------------------------------------------------------------
+
+
+def ssh_banner(host: str, port: int, timeout: float = 3.0) -> str | None:
+    """The SSH identification line a server sends first (``SSH-2.0-OpenSSH_...``), or None."""
+    data = b""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            while b"\n" not in data and len(data) < 512:
+                chunk = sock.recv(512)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    line = data.split(b"\n", 1)[0].decode(errors="replace").strip()
+    return line if line.startswith("SSH-") else None
+
+
+# -- image ----------------------------------------------------------------------------------------------
+
+
+def lab_profile() -> TargetProfile:
+    return resolve_target(LAB_TARGET)
+
+
+def ensure_board_image(engine: Engine, profile: TargetProfile, on_log: Log | None = None) -> str:
+    """The board image's tag; built (and its base made) when missing."""
+    suite = profile.bootstrap_suite or profile.os.codename
+    base = base_images.ensure_base_image(engine, suite, profile.arch, LAB_PACKAGES, on_log=on_log)
+    base_id = engine.image_id(base) or "registry"
+    inputs = board_image_inputs(base, base_id, profile.qemu_cpu)
+    tag = board_image_tag(inputs)
+    if engine.image_id(tag) is None:
+        if on_log:
+            on_log(f"building board image {tag} from {base}")
+        engine.build_image(
+            BOARD_CONTEXT,
+            BOARD_DOCKERFILE,
+            tag,
+            buildargs={key: value for key, value in inputs.items() if key != "BASE_IMAGE_ID"},
+            labels={"orch.role": "lab-board", "orch.base": base},
+            on_log=on_log,
+        )
+    return tag
+
+
+# -- up / status / down ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class BoardStatus:
+    name: str
+    container: str
+    state: str  # container state: running, exited, missing ...
+    port: int | None
+    bound_ip: str | None
+    banner: str | None
+
+    @property
+    def healthy(self) -> bool:
+        return self.state == "running" and self.banner is not None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"name": self.name, "container": self.container, "state": self.state, "port": self.port,
+                "host": self.bound_ip, "ssh_banner": self.banner, "healthy": self.healthy}
+
+
+def _lab_containers(engine: Engine, lab: str) -> dict[str, dict[str, object]]:
+    found = engine.containers({LABEL_LAB: lab})
+    return {str(item["labels"].get(LABEL_BOARD, item["name"])): item for item in found}
+
+
+def _host_key(board: str) -> sshkeys.KeyPair:
+    return sshkeys.ensure_keypair(lab_state.lab_dir() / "hostkeys" / board / HOST_KEY_NAME, comment=f"{board}-host")
+
+
+def client_key() -> sshkeys.KeyPair:
+    """The lab's client key pair ($ORCH_HOME/lab/id_ed25519), made once and kept."""
+    return sshkeys.ensure_keypair(lab_state.lab_dir() / "id_ed25519", comment=f"orch-lab-{lab_id()}")
+
+
+def _create_board(engine: Engine, image: str, board: str, profile: TargetProfile, lab: str) -> None:
+    name = container_name(board, lab)
+    host_key = _host_key(board)
+    authorized = lab_state.lab_dir() / "authorized_keys"
+    authorized.write_text(client_key().public_line + "\n")
+    engine.create(
+        image,
+        None,
+        name=name,
+        environment={"QEMU_CPU": profile.qemu_cpu},
+        # 127.0.0.1 only, port chosen by the engine: a lab board is never reachable from the network.
+        ports={"22/tcp": ("127.0.0.1", None)},
+        labels={LABEL_LAB: lab, LABEL_BOARD: board, "orch.home": str(orch_home())},
+    )
+    # Keys go in before the first start: sshd never runs with a key orch does not know.
+    engine.copy_into(name, host_key.private_path, "/etc/ssh", mode=0o600)
+    engine.copy_into(name, authorized, "/root/.ssh", mode=0o600)
+    engine.start_existing(name)
+
+
+def _wait_for_banners(
+    engine: Engine, ports: dict[str, int], lab: str, timeout: float, on_progress: Callable[[str, str], None] | None
+) -> dict[str, str]:
+    """Poll every board until its sshd sends a banner; a board whose container dies fails at once."""
+    pending = dict(ports)
+    banners: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    while pending:
+        for board, port in list(pending.items()):
+            banner = ssh_banner(lab_state.LAB_HOSTNAME, port, timeout=2.0)
+            if banner:
+                banners[board] = banner
+                del pending[board]
+                if on_progress:
+                    on_progress(board, banner)
+                continue
+            state = engine.status(container_name(board, lab))
+            if state not in ("running", "created"):
+                logs = engine.logs(container_name(board, lab), tail=20) if state else ""
+                raise ContainerError(
+                    f"lab board {board}: its container is {state or 'gone'} before sshd answered\n{logs}".rstrip(),
+                    hint="`orch doctor` checks aarch64 emulation; `orch lab down` then `orch lab up` starts afresh",
+                )
+        if not pending:
+            break
+        if time.monotonic() > deadline:
+            raise ContainerError(
+                f"no SSH banner within {timeout:.0f} s from: "
+                + ", ".join(f"{board} (127.0.0.1:{port})" for board, port in sorted(pending.items())),
+                hint="the machine may be busy (emulation is slow); retry with a larger --timeout",
+            )
+        time.sleep(0.5)
+    return banners
+
+
+def lab_up(
+    engine: Engine,
+    requested: int | None,
+    *,
+    timeout: float = 180.0,
+    on_log: Log | None = None,
+    on_progress: Callable[[str, str], None] | None = None,
+) -> lab_state.LabState:
+    """Make sure the lab runs at least ``requested`` boards; running boards are kept as they are."""
+    lab = lab_id()
+    profile = lab_profile()
+    previous = lab_state.read_state()
+    existing = _lab_containers(engine, lab)
+    known = set(existing) | {record.name for record in (previous.boards if previous else ())}
+    count = wanted_board_count(requested, len([name for name in known if name.startswith(BOARD_PREFIX)]))
+    names = sorted(set(board_names(count)) | known, key=_board_order)
+    client_key()
+
+    image: str | None = None
+    for board in names:
+        item = existing.get(board)
+        if item is not None and item["status"] == "running":
+            continue
+        if item is not None and item["status"] in ("exited", "created"):
+            if on_log:
+                on_log(f"{board}: starting its stopped container again")
+            engine.start_existing(container_name(board, lab))
+            continue
+        if item is not None:
+            # Paused, dead or restarting: replace it rather than guess.
+            engine.remove(container_name(board, lab))
+        if image is None:
+            image = ensure_board_image(engine, profile, on_log)
+        if on_log:
+            on_log(f"{board}: starting container {container_name(board, lab)}")
+        _create_board(engine, image, board, profile, lab)
+
+    ports = {board: engine.published_port(container_name(board, lab), 22) for board in names}
+    state = lab_state.LabState(
+        user=LAB_USER,
+        identity_file=client_key().private_path,
+        boards=tuple(
+            lab_state.LabBoardRecord(name=board, port=ports[board], container=container_name(board, lab),
+                                     target=profile.name)
+            for board in names
+        ),
+    )
+    # Recorded before waiting: the host keys are known whatever happens next, and `lab down` finds everything.
+    _record_known_hosts(state, lab)
+    lab_state.write_state(state)
+    _wait_for_banners(engine, ports, lab, timeout, on_progress)
+    return state
+
+
+def _board_order(name: str) -> tuple[int, str]:
+    digits = name[len(BOARD_PREFIX):]
+    return (int(digits), name) if name.startswith(BOARD_PREFIX) and digits.isdigit() else (10**6, name)
+
+
+def _record_known_hosts(state: lab_state.LabState, lab: str) -> None:
+    lines = [
+        sshkeys.known_hosts_line(lab_state.LAB_HOSTNAME, record.port, _host_key(record.name), known_hosts_marker(lab))
+        for record in state.boards
+    ]
+    sshkeys.replace_known_hosts_lines(known_hosts_path(), known_hosts_marker(lab), lines)
+
+
+def lab_status(engine: Engine) -> list[BoardStatus]:
+    """Each board of the state file and each container of this lab, with its SSH health."""
+    lab = lab_id()
+    state = lab_state.read_state()
+    containers = _lab_containers(engine, lab)
+    names = sorted({record.name for record in (state.boards if state else ())} | set(containers), key=_board_order)
+    statuses = []
+    for board in names:
+        item = containers.get(board)
+        port: int | None = None
+        bound_ip: str | None = None
+        if item is not None:
+            for binding in item["ports"].get("22/tcp") or []:  # type: ignore[union-attr]
+                if binding.get("HostPort"):
+                    port, bound_ip = int(binding["HostPort"]), binding.get("HostIp")
+                    break
+        running = item is not None and item["status"] == "running"
+        banner = ssh_banner(lab_state.LAB_HOSTNAME, port) if running and port else None
+        statuses.append(
+            BoardStatus(
+                name=board,
+                container=container_name(board, lab),
+                state=str(item["status"]) if item is not None else "missing",
+                port=port,
+                bound_ip=bound_ip,
+                banner=banner,
+            )
+        )
+    return statuses
+
+
+def lab_down(engine: Engine) -> list[str]:
+    """Remove this lab's containers, its state and its known_hosts lines; keys and images stay as a cache."""
+    lab = lab_id()
+    removed = []
+    state = lab_state.read_state()
+    names = {item["name"] for item in engine.containers({LABEL_LAB: lab})}
+    names |= {record.container for record in (state.boards if state else ())}
+    for name in sorted(str(n) for n in names):
+        engine.remove(name, force=True)
+        removed.append(name)
+    lab_state.clear_state()
+    sshkeys.replace_known_hosts_lines(known_hosts_path(), known_hosts_marker(lab), [])
+    return removed
+
+
+def remaining_containers(engine: Engine) -> Sequence[dict[str, object]]:
+    return engine.containers({LABEL_LAB: lab_id()})
