@@ -3,16 +3,110 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from typing import Any
 
-from orchestrator.errors import UsageError
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.board import Board
+from orchestrator.commands.options import (
+    add_inventory_option,
+    add_json_option,
+    add_selection_options,
+    inventory_path,
+)
+from orchestrator.console import console, emit_json
 
 NAME = "inventory"
 HELP = "list the boards of the inventory or show one board's resolved variables"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    actions = parser.add_subparsers(dest="inventory_action", metavar="ACTION")
+    list_parser = actions.add_parser("list", help="a table of the boards (all of them unless a selection is given)")
+    add_selection_options(list_parser)
+    add_json_option(list_parser)
+    show_parser = actions.add_parser("show", help="every resolved variable of one board and where it came from")
+    show_parser.add_argument("name", metavar="NAME", help="the board's name")
+    add_inventory_option(show_parser)
+    add_json_option(show_parser)
+    for sub in (list_parser, show_parser):
+        # --debug after the action too; SUPPRESS keeps the value given earlier on the line.
+        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def board_document(board: Board) -> dict[str, Any]:
+    """A board as JSON: every field, paths as strings."""
+    document = dataclasses.asdict(board)
+    document["identity_file"] = str(board.identity_file) if board.identity_file else None
+    document["tags"] = list(board.tags)
+    document["groups"] = list(board.groups)
+    document["address"] = board.address
+    return document
+
+
+def _list(args: argparse.Namespace) -> int:
+    from orchestrator.inventory import load_inventory
+
+    inventory = load_inventory(inventory_path(args))
+    hosts, groups, limit = getattr(args, "host", []), getattr(args, "group", []), getattr(args, "limit", None)
+    all_devices = getattr(args, "all_devices", False)
+    if hosts or groups or all_devices or limit is not None:
+        boards = inventory.select(hosts=hosts, groups=groups, all_devices=all_devices, limit=limit)
+    else:
+        boards = list(inventory.boards.values())
+    if getattr(args, "json", False):
+        emit_json({
+            "inventory": str(inventory.path),
+            "boards": [board_document(board) for board in boards],
+            "groups": inventory.groups,
+        })
+        return 0
+    if not boards:
+        console.print(f"{escape(str(inventory.path))}: no boards (start the lab with `orch lab up`, or add boards)")
+        return 0
+    table = Table(title=f"{escape(str(inventory.path))}: {len(boards)} board(s)", title_justify="left")
+    for column in ("name", "address", "user", "target", "groups", "tags"):
+        table.add_column(column)
+    for board in boards:
+        table.add_row(*(escape(text) for text in (
+            board.name, board.address, board.user or "-", board.target,
+            ", ".join(board.groups) or "-", ", ".join(board.tags) or "-",
+        )))
+    console.print(table)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from orchestrator.inventory import load_inventory
+
+    board = load_inventory(inventory_path(args)).board(args.name)
+    document = board_document(board)
+    variables = {
+        key: {"value": document[key], "source": board.sources.get(key, "default")}
+        for key in ("hostname", "port", "user", "identity_file", "proxy_jump", "target", "python", "workdir", "tags")
+    }
+    for key, value in board.extra.items():
+        variables[f"vars.{key}"] = {"value": value, "source": board.sources.get(f"vars.{key}", "inventory")}
+    if args.json:
+        emit_json({"name": board.name, "groups": list(board.groups), "variables": variables})
+        return 0
+    table = Table(title=f"board {escape(board.name)} (groups: {escape(', '.join(board.groups) or '-')})",
+                  title_justify="left")
+    for column in ("variable", "value", "source"):
+        table.add_column(column)
+    for key, entry in variables.items():
+        value = entry["value"]
+        shown = "-" if value is None else (", ".join(map(str, value)) or "-") if isinstance(value, list) else str(value)
+        table.add_row(escape(key), escape(shown), escape(entry["source"]))
+    console.print(table)
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("`orch inventory` is not built yet")
+    if getattr(args, "inventory_action", None) == "show":
+        return _show(args)
+    if getattr(args, "inventory_action", None) is None:
+        args.inventory = None  # `orch inventory` alone lists every board of the default inventory
+    return _list(args)

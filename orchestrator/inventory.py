@@ -1,0 +1,512 @@
+"""The inventory: ``inventory.yaml`` + ssh_config + the lab, resolved into ``Board`` objects.
+
+The file format is Ansible's YAML inventory (``all`` / ``hosts`` / ``children`` /
+``vars``, groups merged by name, nested groups). Each board's settings are resolved
+with this precedence, and ``Board.sources`` records where each value came from:
+
+    host > nearest group > parent groups > all > ssh_config > defaults
+
+The file is read with ``yaml.compose`` rather than ``safe_load`` because the node tree
+keeps line numbers (every error names file, line and key) and shows duplicate mapping
+keys, which ``safe_load`` silently collapses to the last one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.board import Board
+from orchestrator.errors import InventoryError, TargetError, UsageError
+from orchestrator.lab_state import LAB_GROUP, lab_boards, state_path
+from orchestrator.selection import describe_inventory, select_names
+from orchestrator.ssh_config import OPTIONS as SSH_OPTIONS
+from orchestrator.ssh_config import load_ssh_config
+from orchestrator.targets import resolve_target
+
+# Settings a host (and group/all ``vars``) may set; ``vars`` is the host's free-form dict.
+SETTINGS = ("hostname", "port", "user", "identity_file", "proxy_jump", "target", "python", "workdir", "tags")
+HOST_KEYS = (*SETTINGS, "vars")
+GROUP_KEYS = ("hosts", "vars", "children")
+ROOT_GROUP = "all"
+# Ansible spellings users bring along: pointed at orch's name instead of a fuzzy guess.
+ANSIBLE_NAMES = {
+    "ansible_host": "hostname", "ansible_port": "port", "ansible_user": "user",
+    "ansible_ssh_private_key_file": "identity_file", "ansible_python_interpreter": "python",
+    "ansible_ssh_host": "hostname", "ansible_ssh_port": "port", "ansible_ssh_user": "user",
+}
+_SECRET = re.compile(r"passw(or)?d|passphrase|(^|[_-])(pass|secret|token)$", re.IGNORECASE)
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_NULL_TAG = "tag:yaml.org,2002:null"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setting:
+    """One value set in the file, with the line that set it."""
+
+    value: Any
+    line: int
+
+
+@dataclass(kw_only=True)
+class _Group:
+    name: str
+    line: int
+    settings: dict[str, Setting] = field(default_factory=dict)
+    hosts: list[str] = field(default_factory=list)
+    children: dict[str, int] = field(default_factory=dict)  # child -> line of the reference
+    parents: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class _Host:
+    name: str
+    line: int
+    settings: dict[str, Setting] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    raw: Any = None  # the constructed YAML value, to compare repeated definitions
+
+
+class _Parser:
+    """Walks the composed node tree once, validating as it goes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file = str(path)
+        self.groups: dict[str, _Group] = {}
+        self.hosts: dict[str, _Host] = {}
+        self._open: list[int] = []  # group nodes being walked: guards against recursive YAML aliases
+
+    # -- error helpers -------------------------------------------------------------------------
+    def error(self, node: yaml.Node | int, where: str, message: str, hint: str | None = None) -> InventoryError:
+        line = node if isinstance(node, int) else node.start_mark.line + 1
+        prefix = f"{self.file}:{line}: {where}: " if where else f"{self.file}:{line}: "
+        return InventoryError(prefix + message, hint=hint)
+
+    def check_key(self, key_node: yaml.Node, where: str, known: Sequence[str]) -> str:
+        key = self.scalar_key(key_node, where)
+        if _SECRET.search(key):
+            raise self.error(
+                key_node, where,
+                f"key '{key}' looks like a secret; orch never reads passwords or passphrases from the"
+                " inventory: it authenticates only with ssh-agent or key files",
+                hint="remove it; load your key with `ssh-add` or point identity_file at a key file",
+            )
+        if key not in known:
+            if key in ANSIBLE_NAMES and ANSIBLE_NAMES[key] in known:
+                suggestion = f" (orch calls it '{ANSIBLE_NAMES[key]}')"
+            else:
+                close = difflib.get_close_matches(key, list(known), n=1)
+                suggestion = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(known)})"
+            raise self.error(key_node, where, f"unknown key '{key}'{suggestion}")
+        return key
+
+    def scalar_key(self, key_node: yaml.Node, where: str) -> str:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise self.error(key_node, where, "a key must be a plain name, not a list or mapping")
+        if key_node.value == "<<":
+            raise self.error(key_node, where, "key '<<': YAML merge keys are not supported; use group vars instead")
+        return key_node.value
+
+    def pairs(self, node: yaml.Node, where: str, what: str) -> list[tuple[yaml.Node, yaml.Node]]:
+        """The (key, value) nodes of a mapping, or none for an empty value; anything else is an error."""
+        if isinstance(node, yaml.ScalarNode) and (node.tag == _NULL_TAG or node.value == ""):
+            return []
+        if not isinstance(node, yaml.MappingNode):
+            kind = "a list" if isinstance(node, yaml.SequenceNode) else f"'{node.value}'"
+            raise self.error(node, where, f"{what} must be a mapping, not {kind}")
+        return node.value
+
+    def name(self, key_node: yaml.Node, where: str, kind: str) -> str:
+        name = self.scalar_key(key_node, where)
+        if not _NAME.match(name):
+            raise self.error(
+                key_node, where,
+                f"{kind} name '{name}' is not valid: use letters, digits, '_', '.', '-' (not first)",
+            )
+        return name
+
+    # -- duplicate keys ----------------------------------------------------------------------------
+    def check_duplicates(self, node: yaml.Node, seen_nodes: set[int] | None = None) -> None:
+        seen_nodes = set() if seen_nodes is None else seen_nodes
+        if id(node) in seen_nodes:  # an alias points back at a node already checked
+            return
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    if key_node.value in first:
+                        raise self.error(
+                            key_node, "",
+                            f"duplicate key '{key_node.value}' (first at line {first[key_node.value]});"
+                            " YAML would silently keep only the last one",
+                        )
+                    first[key_node.value] = key_node.start_mark.line + 1
+                self.check_duplicates(value_node, seen_nodes)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                self.check_duplicates(item, seen_nodes)
+
+    # -- structure -----------------------------------------------------------------------------------
+    def parse(self, root: yaml.Node | None) -> None:
+        self.groups[ROOT_GROUP] = _Group(name=ROOT_GROUP, line=1)
+        if root is None:
+            return
+        self.check_duplicates(root)
+        for key_node, value_node in self.pairs(root, "", "the inventory"):
+            key = self.scalar_key(key_node, "top level")
+            if key != ROOT_GROUP:
+                close = difflib.get_close_matches(key, [ROOT_GROUP], n=1)
+                raise self.error(
+                    key_node, "top level",
+                    f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""),
+                    hint="an inventory starts with `all:`; put groups under `all: children:`",
+                )
+            self.groups[ROOT_GROUP].line = key_node.start_mark.line + 1
+            self.group(ROOT_GROUP, value_node, key_node.start_mark.line + 1)
+
+    def group(self, name: str, node: yaml.Node, line: int) -> None:
+        where = "all" if name == ROOT_GROUP else f"group '{name}'"
+        if id(node) in self._open:
+            raise self.error(node, where, "a YAML alias makes this group contain itself")
+        self._open.append(id(node))
+        group = self.groups.setdefault(name, _Group(name=name, line=line))
+        self._group_body(name, node, where, group)
+        self._open.pop()
+
+    def _group_body(self, name: str, node: yaml.Node, where: str, group: _Group) -> None:
+        for key_node, value_node in self.pairs(node, where, where):
+            key = self.check_key(key_node, where, GROUP_KEYS)
+            if key == "vars":
+                for var_key, var_node in self.pairs(value_node, f"{where} vars", "vars"):
+                    setting = self.setting(var_key, var_node, f"{where} vars", SETTINGS)
+                    previous = group.settings.get(setting[0])
+                    if previous is not None and previous.value != setting[1].value:
+                        raise self.error(
+                            var_key, f"{where} vars",
+                            f"key '{setting[0]}' is set twice with different values"
+                            f" (line {previous.line} and line {setting[1].line})",
+                        )
+                    group.settings[setting[0]] = setting[1]
+            elif key == "hosts":
+                if isinstance(value_node, yaml.SequenceNode):
+                    raise self.error(
+                        value_node, where, "key 'hosts' must be a mapping of board name -> settings, not a list",
+                        hint="write `hosts: {pi01: {}, pi02: {}}` or one `pi01:` line per board",
+                    )
+                for host_key, host_node in self.pairs(value_node, where, "hosts"):
+                    self.host(self.name(host_key, where, "board"), host_key, host_node, group)
+            else:
+                for child_key, child_node in self.pairs(value_node, where, "children"):
+                    child = self.name(child_key, where, "group")
+                    if child == ROOT_GROUP:
+                        raise self.error(child_key, where, "group 'all' cannot be a child: it contains every group")
+                    group.children.setdefault(child, child_key.start_mark.line + 1)
+                    child_group = self.groups.get(child)
+                    if child_group is None:
+                        child_group = self.groups[child] = _Group(name=child, line=child_key.start_mark.line + 1)
+                    if name not in child_group.parents:
+                        child_group.parents.append(name)
+                    self.group(child, child_node, child_key.start_mark.line + 1)
+
+    def host(self, name: str, key_node: yaml.Node, node: yaml.Node, group: _Group) -> None:
+        where = f"host '{name}'"
+        line = key_node.start_mark.line + 1
+        raw = _construct(node, self)
+        host = _Host(name=name, line=line, raw=raw)
+        for setting_key, setting_node in self.pairs(node, where, where):
+            key = self.check_key(setting_key, where, HOST_KEYS)
+            if key == "vars":
+                host.extra = self.free_vars(setting_node, f"{where} vars")
+            else:
+                host.settings[key] = self.setting(setting_key, setting_node, where, SETTINGS)[1]
+        previous = self.hosts.get(name)
+        if previous is None:
+            self.hosts[name] = host
+        elif raw and previous.raw and raw != previous.raw:
+            raise self.error(
+                key_node, where,
+                f"board '{name}' is defined twice with different settings (line {previous.line} and line {line});"
+                f" define it once and list it elsewhere as `{name}:` with no settings",
+            )
+        elif raw and not previous.raw:
+            host.line = line
+            self.hosts[name] = host  # the first mention was a bare reference; this one describes it
+        if name not in group.hosts:
+            group.hosts.append(name)
+
+    def free_vars(self, node: yaml.Node, where: str) -> dict[str, Any]:
+        """A host's free-form ``vars``: any names, but no secrets at any depth."""
+        self.check_secrets(node, where)
+        self.pairs(node, where, "key 'vars'")
+        value = _construct(node, self)
+        return dict(value or {})
+
+    def check_secrets(self, node: yaml.Node, where: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                self.check_key(key_node, where, [self.scalar_key(key_node, where)])
+                self.check_secrets(value_node, where)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                self.check_secrets(item, where)
+
+    # -- values --------------------------------------------------------------------------------------
+    def setting(self, key_node: yaml.Node, node: yaml.Node, where: str, known: Sequence[str]) -> tuple[str, Setting]:
+        key = self.check_key(key_node, where, known)
+        value = _construct(node, self)
+        line = key_node.start_mark.line + 1
+
+        def bad(expected: str) -> InventoryError:
+            return self.error(key_node, where, f"key '{key}' must be {expected}, not {value!r}")
+
+        if key == "port":
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+                raise bad("an integer in 1..65535")
+        elif key == "tags":
+            if not isinstance(value, list) or not all(isinstance(tag, str) and tag for tag in value):
+                raise bad("a list of strings, e.g. [camera, lab-a]")
+            value = tuple(value)
+        elif not isinstance(value, str) or not value.strip():
+            raise bad("a non-empty string")
+        elif key in ("hostname", "user", "proxy_jump") and (re.search(r"\s", value) or value.startswith("-")):
+            # These end up as connection parameters: no spaces and no leading '-' (never an option).
+            raise bad("a name without spaces that does not start with '-'")
+        elif key in ("python", "workdir") and ("\x00" in value or "\n" in value or value.startswith("-")):
+            raise bad("a path without newlines that does not start with '-'")
+        elif key == "target":
+            try:
+                value = resolve_target(value).name
+            except TargetError as error:
+                raise self.error(key_node, where, f"key 'target': {error.message}") from error
+        elif key == "identity_file":
+            value = Path(value).expanduser()
+            if not value.is_absolute():
+                value = self.path.parent / value  # relative to the inventory, not to wherever orch runs
+        return key, Setting(value=value, line=line)
+
+
+def _construct(node: yaml.Node, parser: _Parser) -> Any:
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_document(node)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        raise parser.error(mark.line + 1 if mark else node.start_mark.line + 1, "", f"YAML: {error.problem}") from error
+    finally:
+        loader.dispose()
+
+
+def _check_cycles(parser: _Parser) -> None:
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        path.append(name)
+        group = parser.groups[name]
+        for child, line in group.children.items():
+            if state.get(child) == 1:
+                cycle = [*path[path.index(child):], child]
+                raise parser.error(
+                    line, f"group '{name}'",
+                    f"child '{child}' makes a cycle of groups: {' -> '.join(cycle)}",
+                )
+            if state.get(child) is None:
+                visit(child)
+        path.pop()
+        state[name] = 2
+
+    for name in parser.groups:
+        if state.get(name) is None:
+            visit(name)
+
+
+def _members(parser: _Parser) -> dict[str, list[str]]:
+    """Group -> board names (nested groups flattened), in inventory order."""
+    order = {name: index for index, name in enumerate(parser.hosts)}
+    cache: dict[str, set[str]] = {}
+
+    def members(name: str) -> set[str]:
+        if name not in cache:
+            group = parser.groups[name]
+            found = set(group.hosts)
+            for child in group.children:
+                found |= members(child)
+            cache[name] = found
+        return cache[name]
+
+    return {name: sorted(members(name), key=lambda host: order.get(host, len(order))) for name in parser.groups}
+
+
+def _depths(parser: _Parser) -> dict[str, int]:
+    """Distance from ``all`` along the longest path: deeper groups are "nearer" to a host and win."""
+    depths: dict[str, int] = {}
+
+    def depth(name: str) -> int:
+        if name not in depths:
+            parents = parser.groups[name].parents
+            depths[name] = 0 if name == ROOT_GROUP else 1 + max((depth(p) for p in parents), default=0)
+        return depths[name]
+
+    for name in parser.groups:
+        depth(name)
+    return depths
+
+
+def _resolve(parser: _Parser, host: _Host, groups: list[str], depths: dict[str, int], ssh: Any) -> Board:
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    order = list(parser.groups)
+    for group_name in sorted(groups, key=lambda g: (depths[g], order.index(g))):
+        group = parser.groups[group_name]
+        for key, setting in group.settings.items():
+            values[key] = setting.value
+            label = "all" if group_name == ROOT_GROUP else f"group {group_name}"
+            sources[key] = f"{label} ({parser.file}:{setting.line})"
+    for key, setting in host.settings.items():
+        values[key] = setting.value
+        sources[key] = f"host {host.name} ({parser.file}:{setting.line})"
+    if ssh is not None and any(f not in values for f in SSH_OPTIONS.values()):
+        found = ssh.defaults_for(host.name, values.get("hostname"))
+        for key, value in found.values.items():
+            if key not in values:
+                values[key] = value
+                sources[key] = found.source
+    if "hostname" not in values:
+        values["hostname"] = host.name
+        sources["hostname"] = "default (the board name)"
+    for board_field in dataclasses.fields(Board):
+        if board_field.name in SETTINGS and board_field.name not in sources:
+            sources[board_field.name] = "default"
+    for key in host.extra:
+        sources[f"vars.{key}"] = f"host {host.name} ({parser.file}:{host.line})"
+    member_of = tuple(g for g in order if g in groups and g != ROOT_GROUP)
+    return Board(name=host.name, groups=member_of, extra=dict(host.extra), sources=sources, **values)
+
+
+def _lab() -> list[Board]:
+    try:
+        return lab_boards()
+    except (ValueError, KeyError, TypeError, OSError) as error:
+        raise InventoryError(
+            f"{state_path()}: the lab's state file is unreadable: {error}",
+            hint="run `orch lab down` and `orch lab up` to rewrite it",
+        ) from error
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inventory:
+    """Resolved boards (inventory order, lab boards last) and groups (flattened, without ``all``)."""
+
+    path: Path
+    boards: dict[str, Board]
+    groups: dict[str, list[str]]
+
+    def board(self, name: str) -> Board:
+        if name not in self.boards:
+            close = difflib.get_close_matches(name, list(self.boards), n=1)
+            suggestion = f" (did you mean '{close[0]}'?)" if close else ""
+            raise UsageError(
+                f"no board named '{name}'{suggestion}; {describe_inventory(list(self.boards), self.groups)}"
+            )
+        return self.boards[name]
+
+    def select(
+        self,
+        hosts: Sequence[str] = (),
+        groups: Sequence[str] = (),
+        all_devices: bool = False,
+        limit: str | None = None,
+    ) -> list[Board]:
+        """--host/--group/--all-devices united, then --limit (or --limit alone); never empty."""
+        names = select_names(
+            boards=list(self.boards), groups=self.groups, hosts=hosts or (), group_names=groups or (),
+            all_devices=all_devices, limit=limit,
+        )
+        return [self.boards[name] for name in names]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError(
+            f"{path}: inventory file not found",
+            hint="create it (see the inventory.yaml shipped with orch), pass -i PATH or set $ORCH_INVENTORY;"
+            " `all: {}` is a valid empty inventory (lab boards are added to it)",
+        ) from None
+    except IsADirectoryError:
+        raise InventoryError(f"{path}: is a directory, not an inventory file", hint="pass -i PATH/inventory.yaml") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InventoryError(f"{path}: cannot read the inventory: {error}") from error
+
+
+def load_inventory(path: Path) -> Inventory:
+    """Read, validate and resolve an inventory file, then add the lab's boards (group ``lab``)."""
+    path = Path(path)
+    parser = _Parser(path)
+    text = _read(path)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = error.problem or error.context or "invalid YAML"
+        raise InventoryError(f"{where}: YAML syntax error: {problem}") from error
+    except yaml.YAMLError as error:
+        raise InventoryError(f"{path}: YAML error: {error}") from error
+    parser.parse(root)
+    _check_cycles(parser)
+    lab = _lab()
+    lab_names = {board.name for board in lab}
+    for name, host in parser.hosts.items():
+        if name in parser.groups:
+            raise parser.error(host.line, f"host '{name}'", f"'{name}' is both a board and a group; rename one")
+        if name in lab_names:
+            raise parser.error(
+                host.line, f"host '{name}'",
+                f"the name '{name}' belongs to a running lab board; rename this board (or `orch lab down`)",
+            )
+    lab_group = parser.groups.get(LAB_GROUP)
+    if lab_group is not None and (lab_group.hosts or lab_group.settings or lab_group.children):
+        raise parser.error(
+            lab_group.line, f"group '{LAB_GROUP}'",
+            f"group '{LAB_GROUP}' is reserved for the lab's boards; it may be referenced (`{LAB_GROUP}: {{}}`)"
+            " but not given hosts, vars or children",
+        )
+    members = _members(parser)
+    depths = _depths(parser)
+    ssh = load_ssh_config() if parser.hosts else None
+    boards: dict[str, Board] = {}
+    for name, host in parser.hosts.items():
+        host_groups = [g for g, names in members.items() if name in names]
+        boards[name] = _resolve(parser, host, host_groups, depths, ssh)
+    # Lab boards are complete already; they join group 'lab' and any user group that lists 'lab' as a child.
+    for board in lab:
+        extra_groups = [g for g in parser.groups if g != ROOT_GROUP and LAB_GROUP in _descendants(parser, g)]
+        boards[board.name] = dataclasses.replace(board, groups=(LAB_GROUP, *[g for g in extra_groups if g != LAB_GROUP]))
+    groups = {name: list(names) for name, names in members.items() if name not in (ROOT_GROUP, LAB_GROUP)}
+    if lab or LAB_GROUP in parser.groups:
+        for board in lab:
+            for group_name in boards[board.name].groups:
+                if group_name != LAB_GROUP:
+                    groups[group_name].append(board.name)
+        groups[LAB_GROUP] = [board.name for board in lab]
+    return Inventory(path=path, boards=boards, groups=groups)
+
+
+def _descendants(parser: _Parser, group: str) -> set[str]:
+    """Groups reachable downwards from ``group`` (itself included)."""
+    found = {group}
+    for child in parser.groups[group].children:
+        found |= _descendants(parser, child)
+    return found

@@ -1,0 +1,122 @@
+"""Board selection: --host / --group / --all-devices / --limit over board and group names.
+
+Pure name matching, no files: the inventory hands in its board names (in inventory
+order) and its groups (group -> member board names, nested groups flattened).
+
+``--limit`` speaks Ansible's pattern language: terms separated by ``:`` (or ``,``);
+a term is a board name, a group name or an fnmatch glob over both; ``&term``
+intersects, ``!term`` excludes; ``all`` and ``*`` mean every board. As in Ansible,
+plain terms are united first, then intersections apply, then exclusions, whatever
+their order in the pattern; a pattern made only of ``&``/``!`` terms starts from all.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+from collections.abc import Mapping, Sequence
+
+from orchestrator.errors import UsageError
+
+ALL_NAMES = ("all", "*")
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_HINT = "choose boards with --host NAME, --group NAME, --all-devices or --limit PATTERN (see `orch inventory list`)"
+
+
+def _suggest(name: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def describe_inventory(boards: Sequence[str], groups: Mapping[str, Sequence[str]]) -> str:
+    """'the inventory has boards: a, b; groups: x (2), y (0)' -- said whenever a selection finds nothing."""
+    board_text = ", ".join(boards) if boards else "(none)"
+    group_text = ", ".join(f"{name} ({len(members)})" for name, members in groups.items()) or "(none)"
+    return f"the inventory has boards: {board_text}; groups: {group_text}"
+
+
+def _nothing(message: str, boards: Sequence[str], groups: Mapping[str, Sequence[str]]) -> UsageError:
+    return UsageError(f"{message}; {describe_inventory(boards, groups)}", hint=_HINT)
+
+
+def match_term(term: str, boards: Sequence[str], groups: Mapping[str, Sequence[str]]) -> set[str]:
+    """The boards one pattern term names. An unknown plain name is an error, a glob may match nothing."""
+    if term in ALL_NAMES:
+        return set(boards)
+    if term in groups:
+        return set(groups[term])
+    if term in boards:
+        return {term}
+    if _GLOB_CHARS.search(term):
+        matched = {name for name in boards if fnmatch.fnmatchcase(name, term)}
+        for group, members in groups.items():
+            if fnmatch.fnmatchcase(group, term):
+                matched.update(members)
+        return matched
+    suggestion = _suggest(term, [*boards, *groups])
+    raise _nothing(f"--limit: '{term}' is neither a board nor a group{suggestion}", boards, groups)
+
+
+def match_pattern(pattern: str, boards: Sequence[str], groups: Mapping[str, Sequence[str]]) -> set[str]:
+    """The boards an Ansible-style pattern selects (a set; callers restore inventory order)."""
+    terms = [term.strip() for term in re.split(r"[:,]", pattern) if term.strip()]
+    if not terms:
+        raise UsageError(f"--limit: empty pattern '{pattern}'", hint="e.g. --limit 'rpis:!pi01'")
+    plain = [term for term in terms if term[0] not in "&!"]
+    selected: set[str] = set()
+    for term in plain:
+        selected |= match_term(term, boards, groups)
+    if not plain:
+        selected = set(boards)
+    for term in terms:
+        if term.startswith("&"):
+            selected &= match_term(term[1:], boards, groups)
+    for term in terms:
+        if term.startswith("!"):
+            selected -= match_term(term[1:], boards, groups)
+    return selected
+
+
+def select_names(
+    *,
+    boards: Sequence[str],
+    groups: Mapping[str, Sequence[str]],
+    hosts: Sequence[str] = (),
+    group_names: Sequence[str] = (),
+    all_devices: bool = False,
+    limit: str | None = None,
+) -> list[str]:
+    """Union of hosts, groups and all_devices, restricted by limit (or chosen by it alone).
+
+    Returns board names in inventory order without duplicates; selecting nothing is a
+    ``UsageError`` that lists the boards and groups that exist.
+    """
+    asked = bool(hosts or group_names or all_devices)
+    if not asked and limit is None:
+        raise _nothing("no boards selected", boards, groups)
+    chosen: set[str] = set()
+    for name in hosts:
+        if name not in boards:
+            raise _nothing(f"--host: no board named '{name}'{_suggest(name, boards)}", boards, groups)
+        chosen.add(name)
+    for name in group_names:
+        if name in ALL_NAMES:
+            chosen.update(boards)
+            continue
+        if name not in groups:
+            raise _nothing(f"--group: no group named '{name}'{_suggest(name, list(groups))}", boards, groups)
+        chosen.update(groups[name])
+    if all_devices:
+        chosen.update(boards)
+    if limit is not None:
+        limited = match_pattern(limit, boards, groups)
+        chosen = chosen & limited if asked else limited
+    if not chosen:
+        asked_text = " ".join(
+            [*(f"--host {h}" for h in hosts), *(f"--group {g}" for g in group_names)]
+            + (["--all-devices"] if all_devices else [])
+            + ([f"--limit '{limit}'"] if limit is not None else [])
+        )
+        raise _nothing(f"{asked_text} selects no board", boards, groups)
+    return [name for name in boards if name in chosen]
