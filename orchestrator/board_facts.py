@@ -1,0 +1,126 @@
+"""Facts about a board that decide whether a wheel fits it: a command plus a pure parser.
+
+``FACTS_SCRIPT`` is a POSIX sh script sent to the board (values reach it only as quoted
+positional arguments); it prints ``key=value`` lines. ``parse_facts`` turns that text into
+``BoardFacts`` and is tested from sample outputs, without a board. ``read_facts`` glues
+the two through an ``orchestrator.remote`` session.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from orchestrator.errors import RemoteError
+
+if TYPE_CHECKING:
+    from orchestrator.board import Board
+
+# $1 = the board's python, $2 = orch's working directory on the board.
+# `python -V` answers before the interpreter initialises: much faster than `-c` under emulation.
+FACTS_SCRIPT = r"""
+py="$1"; workdir="$2"
+echo "home=$(pwd)"
+echo "arch=$(uname -m)"
+echo "kernel=$(uname -r)"
+g=$(getconf GNU_LIBC_VERSION 2>/dev/null) || g=""
+if [ -z "$g" ]; then g=$(ldd --version 2>&1 | head -n 1); fi
+echo "glibc_raw=$g"
+v=$("$py" -V 2>&1) || v="missing: $v"
+echo "python_raw=$v"
+if [ -f /etc/os-release ]; then
+  . /etc/os-release
+  echo "os_id=${ID:-}"
+  echo "os_version=${VERSION_ID:-}"
+  echo "os_name=${PRETTY_NAME:-}"
+fi
+dir="$workdir"
+while [ ! -d "$dir" ]; do
+  parent=$(dirname -- "$dir")
+  if [ "$parent" = "$dir" ]; then break; fi
+  dir="$parent"
+done
+echo "disk_dir=$dir"
+df -Pk -- "$dir" 2>/dev/null | awk 'NR==2 {print "free_kib=" $4}'
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BoardFacts:
+    board: str
+    home: str
+    arch: str
+    kernel: str
+    glibc: str
+    python_version: str
+    free_bytes: int | None
+    os_id: str = ""
+    os_version: str = ""
+    os_name: str = ""
+
+    @property
+    def python_tag(self) -> str:
+        """The wheel tag of the board's Python: ``3.13.5`` -> ``cp313``."""
+        major, minor = self.python_version.split(".")[:2]
+        return f"cp{major}{minor}"
+
+    @property
+    def python_short(self) -> str:
+        """``3.13``: what ``pip download --python-version`` takes."""
+        return ".".join(self.python_version.split(".")[:2])
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "home": self.home, "arch": self.arch, "kernel": self.kernel, "glibc": self.glibc,
+            "python_version": self.python_version, "python_tag": self.python_tag,
+            "free_bytes": self.free_bytes, "os_id": self.os_id, "os_version": self.os_version,
+            "os_name": self.os_name,
+        }
+
+
+_GLIBC = re.compile(r"(?:glibc|GLIBC|GNU libc)[^0-9]*(\d+\.\d+(?:\.\d+)?)")
+_PYTHON = re.compile(r"^Python (\d+\.\d+(?:\.\d+)?)")
+
+
+def parse_facts(text: str, *, board: str, python: str = "python3") -> BoardFacts:
+    """Parse FACTS_SCRIPT's output; anything the deploy cannot do without is a clear error."""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key and key not in values:
+            values[key] = value.strip()
+    arch = values.get("arch", "")
+    if not arch:
+        raise RemoteError(f"{board}: could not read the architecture (`uname -m` printed nothing)")
+    glibc_match = _GLIBC.search(values.get("glibc_raw", ""))
+    if not glibc_match:
+        raise RemoteError(
+            f"{board}: no glibc found (getconf/ldd said {values.get('glibc_raw', '')!r});"
+            " ONNX Runtime wheels need a glibc-based Linux",
+        )
+    python_match = _PYTHON.match(values.get("python_raw", ""))
+    if not python_match:
+        raise RemoteError(
+            f"{board}: Python interpreter '{python}' does not run there ({values.get('python_raw', '')!r})",
+            hint="install python3 (and python3-venv) on the board, or set `python:` for it in the inventory",
+        )
+    free_kib = values.get("free_kib", "")
+    return BoardFacts(
+        board=board,
+        home=values.get("home", ""),
+        arch=arch,
+        kernel=values.get("kernel", ""),
+        glibc=glibc_match.group(1),
+        python_version=python_match.group(1),
+        free_bytes=int(free_kib) * 1024 if free_kib.isdigit() else None,
+        os_id=values.get("os_id", ""),
+        os_version=values.get("os_version", ""),
+        os_name=values.get("os_name", ""),
+    )
+
+
+def read_facts(session: object, board: Board, workdir: str) -> BoardFacts:
+    """Run FACTS_SCRIPT through a ``remote`` session and parse it."""
+    result = session.run_script(FACTS_SCRIPT, (board.python, workdir), timeout=120)  # type: ignore[attr-defined]
+    return parse_facts(result.stdout, board=board.name, python=board.python)

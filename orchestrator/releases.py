@@ -1,0 +1,272 @@
+"""Releases on a board: the on-board layout, listing, the atomic `current` switch, pruning, rollback.
+
+Layout under the board's working directory (relative paths are relative to the login home)::
+
+    <workdir>/
+      store/sha256/<hex>          content-addressed uploads (wheels, dependency wheels, models, agent files)
+      releases/<release-id>/      one per deployed content; <variant>-<ort-version>-<8 hex>
+          release.json            written last: a release without it is incomplete and never used
+          venv/bin/python         the release's interpreter
+          wheels/<file>.whl       hard links into the store (what pip installed from, --no-index)
+          models/<name>.onnx      hard links into the store
+          agent/                  the on-device agent
+      current -> releases/<id>    replaced atomically by a rename
+      history                     "<utc time> <release-id>" per switch, newest last (rollback order)
+
+The parsers and choices are pure; the functions taking a ``session`` talk to the board
+through ``orchestrator.remote`` with fixed scripts whose values are quoted positional args.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.errors import DeployError
+
+if TYPE_CHECKING:
+    from orchestrator.board import Board
+
+RELEASE_JSON = "release.json"
+
+
+def normalize_workdir(workdir: str) -> str:
+    """``~/orch`` and ``orch`` mean the same: relative to the login home. Refuses unusable values."""
+    if not workdir or "\n" in workdir or "\0" in workdir:
+        raise DeployError(f"unusable workdir {workdir!r}: it must be a non-empty single-line path")
+    if workdir == "~":
+        return "."
+    workdir = workdir.removeprefix("~/")
+    return workdir.rstrip("/") or "/"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """Paths of the on-board layout, as the board's login shell sees them (relative to home or absolute)."""
+
+    workdir: str
+
+    @property
+    def store(self) -> str:
+        return posixpath.join(self.workdir, "store", "sha256")
+
+    def blob(self, sha256: str) -> str:
+        return posixpath.join(self.store, sha256)
+
+    @property
+    def releases(self) -> str:
+        return posixpath.join(self.workdir, "releases")
+
+    def release(self, release_id: str) -> str:
+        return posixpath.join(self.releases, release_id)
+
+    def python(self, release_id: str) -> str:
+        return posixpath.join(self.release(release_id), "venv", "bin", "python")
+
+    @property
+    def current(self) -> str:
+        return posixpath.join(self.workdir, "current")
+
+    @property
+    def history(self) -> str:
+        return posixpath.join(self.workdir, "history")
+
+
+def layout_for(board: Board) -> Layout:
+    return Layout(workdir=normalize_workdir(board.workdir))
+
+
+def make_release_id(variant: str, ort_version: str, content: Iterable[str]) -> str:
+    """``<variant>-<ort-version>-<8 hex>``: the hex is a digest of everything the release holds,
+    so deploying the same content again yields the same release (and nothing to do)."""
+    digest = hashlib.sha256("\n".join(sorted(content)).encode()).hexdigest()[:8]
+    safe_variant = "".join(c if c.isalnum() or c in "._" else "_" for c in variant) or "variant"
+    safe_version = "".join(c if c.isalnum() or c in "._+" else "_" for c in ort_version) or "unknown"
+    return f"{safe_variant}-{safe_version}-{digest}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseInfo:
+    id: str
+    variant: str
+    target: str
+    ort_version: str
+    path: str  # absolute on the board
+    python: str  # absolute path of the release's interpreter
+    models: dict[str, str] = field(default_factory=dict)  # "<name>.onnx" -> sha256
+    created: str = ""
+    current: bool = False
+    last_used: str = ""  # last time `current` was switched to it ("" when never)
+    document: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "variant": self.variant, "target": self.target, "ort_version": self.ort_version,
+            "path": self.path, "python": self.python, "models": dict(self.models), "created": self.created,
+            "current": self.current, "last_used": self.last_used,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Listing:
+    """What is on a board: complete releases (oldest use first), the current id, incomplete leftovers."""
+
+    workdir_abs: str
+    current: str | None
+    releases: tuple[ReleaseInfo, ...]
+    incomplete: tuple[str, ...]
+
+    def get(self, release_id: str) -> ReleaseInfo | None:
+        return next((r for r in self.releases if r.id == release_id), None)
+
+
+# $1 = workdir. One line per fact, tab-separated, so a release.json (one line) passes untouched.
+LIST_SCRIPT = r"""
+w="$1"
+if [ -d "$w" ]; then printf 'workdir\t%s\n' "$(cd -- "$w" && pwd)"; else printf 'workdir\t\n'; fi
+if [ -L "$w/current" ]; then printf 'current\t%s\n' "$(readlink -- "$w/current")"; fi
+if [ -f "$w/history" ]; then tail -n 200 -- "$w/history" | while IFS= read -r line; do printf 'history\t%s\n' "$line"; done; fi
+for d in "$w"/releases/*/; do
+  [ -d "$d" ] || continue
+  id=$(basename -- "$d")
+  if [ -f "$d/release.json" ]; then
+    printf 'release\t%s\t' "$id"; tr -d '\n' < "$d/release.json"; printf '\n'
+  else
+    printf 'incomplete\t%s\n' "$id"
+  fi
+done
+"""
+
+
+def parse_listing(text: str) -> Listing:
+    """Pure: LIST_SCRIPT's output -> Listing."""
+    workdir_abs = ""
+    current: str | None = None
+    last_used: dict[str, str] = {}
+    documents: dict[str, dict[str, Any]] = {}
+    incomplete: list[str] = []
+    for line in text.splitlines():
+        kind, _, rest = line.partition("\t")
+        if kind == "workdir":
+            workdir_abs = rest
+        elif kind == "current":
+            current = posixpath.basename(rest.rstrip("/")) or None
+        elif kind == "history":
+            when, _, release_id = rest.partition(" ")
+            if release_id:
+                last_used[release_id] = when
+        elif kind == "release":
+            release_id, _, document = rest.partition("\t")
+            try:
+                documents[release_id] = json.loads(document)
+            except json.JSONDecodeError:
+                incomplete.append(release_id)  # a damaged release.json is as good as none
+        elif kind == "incomplete":
+            incomplete.append(rest)
+    releases = []
+    for release_id, doc in documents.items():
+        path = posixpath.join(workdir_abs, "releases", release_id)
+        releases.append(ReleaseInfo(
+            id=release_id,
+            variant=str(doc.get("variant", "")),
+            target=str(doc.get("target", "")),
+            ort_version=str(doc.get("ort_version", "")),
+            path=path,
+            python=posixpath.join(path, "venv", "bin", "python"),
+            models=dict(doc.get("models", {})),
+            created=str(doc.get("created", "")),
+            current=release_id == current,
+            last_used=last_used.get(release_id, ""),
+            document=doc,
+        ))
+    releases.sort(key=lambda r: (r.last_used or r.created, r.created, r.id))
+    return Listing(workdir_abs=workdir_abs, current=current, releases=tuple(releases), incomplete=tuple(incomplete))
+
+
+def read_listing(session: Any, layout: Layout) -> Listing:
+    return parse_listing(session.run_script(LIST_SCRIPT, (layout.workdir,), timeout=120).stdout)
+
+
+def list_releases(session: Any, board: Board) -> list[ReleaseInfo]:
+    """Complete releases on a board, least recently used first; ``current`` marks the live one."""
+    return list(read_listing(session, layout_for(board)).releases)
+
+
+def choose_rollback(listing: Listing, *, board: str) -> ReleaseInfo:
+    """The release to go back to: the most recently used one that is not current."""
+    if listing.current is None:
+        raise DeployError(f"{board}: nothing to roll back: no release is current")
+    candidates = [r for r in listing.releases if r.id != listing.current]
+    if not candidates:
+        raise DeployError(
+            f"{board}: nothing to roll back to: {listing.current} is the only release on the board"
+        )
+    return candidates[-1]
+
+
+def releases_to_prune(listing: Listing, *, keep: int, protect: Iterable[str] = ()) -> list[str]:
+    """Ids to delete so that ``keep`` complete releases stay (the current one and ``protect`` always stay),
+    plus every incomplete leftover."""
+    if keep < 1:
+        raise DeployError(f"--keep must be at least 1 (got {keep})")
+    protected = set(protect) | ({listing.current} if listing.current else set())
+    ordered = [r.id for r in listing.releases]  # least recently used first
+    survivors = [i for i in ordered if i in protected]
+    for release_id in reversed(ordered):
+        if len(survivors) >= keep:
+            break
+        if release_id not in survivors:
+            survivors.append(release_id)
+    doomed = [i for i in ordered if i not in survivors]
+    return doomed + [i for i in listing.incomplete if i not in protected]
+
+
+# $1 = workdir, $2 = release id, $3 = temporary link name. The link is made under the temporary
+# name and renamed over `current`: rename(2) replaces it atomically, so a reader sees the old
+# release or the new one, never neither.
+SWITCH_SCRIPT = r"""
+w="$1"; id="$2"; tmp="$w/$3"
+[ -f "$w/releases/$id/release.json" ] || { echo "release $id is not complete on this board" >&2; exit 3; }
+rm -f -- "$tmp"
+ln -s -- "releases/$id" "$tmp"
+"""
+
+# $1 = workdir, $2 = release id, $3 = UTC time.
+HISTORY_SCRIPT = r"""
+printf '%s %s\n' "$3" "$2" >> "$1/history"
+"""
+
+
+def switch_current(session: Any, layout: Layout, release_id: str) -> None:
+    """Point ``current`` at a complete release atomically, and record the switch for rollback."""
+    tmp_name = f".current.{secrets.token_hex(4)}"
+    result = session.run_script(SWITCH_SCRIPT, (layout.workdir, release_id, tmp_name), timeout=60, check=False)
+    if result.exit_code != 0:
+        raise DeployError(f"cannot switch to {release_id}: {result.stderr.strip() or result.stdout.strip()}")
+    session.rename(posixpath.join(layout.workdir, tmp_name), layout.current)
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    session.run_script(HISTORY_SCRIPT, (layout.workdir, release_id, now), timeout=60)
+
+
+# $1 = workdir, then release ids to delete. Store blobs that no release links any more
+# (link count 1: only the store's own name) go too, so the disk does not fill over time.
+PRUNE_SCRIPT = r"""
+w="$1"; shift
+for id in "$@"; do
+  case "$id" in ""|.|..|*/*) continue ;; esac
+  rm -rf -- "$w/releases/$id"
+done
+if [ -d "$w/store/sha256" ]; then
+  find "$w/store/sha256" -type f -links 1 -exec rm -f -- {} + 2>/dev/null || true
+fi
+"""
+
+
+def prune(session: Any, layout: Layout, release_ids: Iterable[str]) -> None:
+    session.run_script(PRUNE_SCRIPT, (layout.workdir, *release_ids), timeout=600)

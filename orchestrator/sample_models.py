@@ -1,0 +1,82 @@
+"""Tiny ONNX models for tests and the demo, made with ``onnx.helper`` (no downloads).
+
+They are small on purpose: an emulated board runs ~700x slower than a real one, so the
+conv net below (1x3x32x32 -> 10 classes) stays well under a second per inference there.
+Weights come from a seeded generator: the same call always writes the same bytes, which
+keeps content-addressed deploys of these models idempotent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+# Opset 13 and IR 8 load on every ORT release the project targets (>= 1.10), old Jetsons included.
+OPSET = 13
+IR_VERSION = 8
+
+
+def _initializer(name: str, array: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(array.astype(np.float32), name=name)
+
+
+def tiny_convnet(*, size: int = 32, channels: int = 8, classes: int = 10, seed: int = 0) -> onnx.ModelProto:
+    """Conv-ReLU-Conv-ReLU-GlobalAveragePool-Flatten-Gemm on 1x3x<size>x<size>."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        _initializer("w1", rng.standard_normal((channels, 3, 3, 3)) * 0.2),
+        _initializer("b1", np.zeros(channels)),
+        _initializer("w2", rng.standard_normal((channels, channels, 3, 3)) * 0.1),
+        _initializer("b2", np.zeros(channels)),
+        _initializer("wf", rng.standard_normal((classes, channels)) * 0.3),
+        _initializer("bf", np.zeros(classes)),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["pooled"]),
+        helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+        helper.make_node("Gemm", ["flat", "wf", "bf"], ["logits"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny_convnet",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, classes])],
+        initializer=inits,
+    )
+    return _finish(graph)
+
+
+def wide_matmul(*, features: int = 256, outputs: int = 64, seed: int = 1) -> onnx.ModelProto:
+    """One MatMul whose weight is ``features x outputs`` floats: a model whose size is chosen freely
+    (e.g. 2500 x 4000 = 40 MB) while its inference stays one cheap matrix-vector product."""
+    rng = np.random.default_rng(seed)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["input", "w"], ["output"])], "wide_matmul",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, features])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, outputs])],
+        initializer=[_initializer("w", rng.standard_normal((features, outputs)) * 0.01)],
+    )
+    return _finish(graph)
+
+
+def _finish(graph: onnx.GraphProto) -> onnx.ModelProto:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="orch")
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model
+
+
+def write_model(model: onnx.ModelProto, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(path))
+    return path
+
+
+def write_tiny_convnet(path: Path, **kwargs: int) -> Path:
+    return write_model(tiny_convnet(**kwargs), path)
