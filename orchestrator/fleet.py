@@ -1,0 +1,220 @@
+"""Run one task per board in parallel, keeping every board's result or error.
+
+Like Fabric's ``GroupResult``: each board ends with a value or an error, and one
+board's failure never loses the others' results. Each board gets its own deadline
+(counted from when its task starts). Python threads cannot be killed, so a board
+that overruns is *reported* as timed out and its daemon thread is abandoned: the
+rest of the fleet finishes and the process can exit without waiting for it.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.board import Board
+from orchestrator.console import console
+from orchestrator.errors import OrchError, PartialFailure, RemoteError, UsageError
+
+T = TypeVar("T")
+
+
+class BoardTimeout(RemoteError):
+    """A board's task did not finish within the fleet's per-board timeout."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome(Generic[T]):
+    """What happened on one board: a value, or an error (``timed_out`` when the deadline passed)."""
+
+    board: Board
+    value: T | None = None
+    error: BaseException | None = None
+    duration: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def message(self) -> str:
+        """The error as one line for humans ("" when the board succeeded)."""
+        if self.error is None:
+            return ""
+        if isinstance(self.error, OrchError):
+            return self.error.message
+        return f"{self.board.name}: {type(self.error).__name__}: {self.error}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetResult(Generic[T]):
+    """Every selected board's outcome, in selection order."""
+
+    outcomes: dict[str, Outcome[T]] = field(default_factory=dict)
+
+    @property
+    def succeeded(self) -> dict[str, Outcome[T]]:
+        return {name: o for name, o in self.outcomes.items() if o.ok}
+
+    @property
+    def failed(self) -> dict[str, Outcome[T]]:
+        """Boards that raised or timed out."""
+        return {name: o for name, o in self.outcomes.items() if not o.ok}
+
+    @property
+    def timed_out(self) -> dict[str, Outcome[T]]:
+        return {name: o for name, o in self.outcomes.items() if o.timed_out}
+
+    @property
+    def exit_code(self) -> int:
+        """0 only if every board succeeded; 8 (PartialFailure) if some did; else the first error's code."""
+        failed = self.failed
+        if not failed:
+            return 0
+        if self.succeeded:
+            return PartialFailure.exit_code
+        first = next(iter(failed.values())).error
+        return first.exit_code if isinstance(first, OrchError) else 1
+
+    def values(self) -> dict[str, T]:
+        """The successful boards' values."""
+        return {name: o.value for name, o in self.succeeded.items()}  # type: ignore[misc]
+
+    def summary(self) -> str:
+        """One line: "3 boards: 2 succeeded, 1 failed (nano01)"."""
+        parts = [f"{len(self.succeeded)} succeeded"]
+        errors = [name for name, o in self.failed.items() if not o.timed_out]
+        if errors:
+            parts.append(f"{len(errors)} failed ({', '.join(errors)})")
+        if self.timed_out:
+            parts.append(f"{len(self.timed_out)} timed out ({', '.join(self.timed_out)})")
+        count = len(self.outcomes)
+        return f"{count} board{'s' if count != 1 else ''}: " + ", ".join(parts)
+
+
+class _LiveView:
+    """Per-board status lines on stderr while the fleet runs (rendered by rich.Live)."""
+
+    def __init__(self, boards: list[Board], label: str) -> None:
+        self.label = label
+        self.state: dict[str, tuple[str, float, float | None]] = {b.name: ("waiting", 0.0, None) for b in boards}
+        self.lock = threading.Lock()
+
+    def set(self, name: str, status: str, *, started: float | None = None, ended: float | None = None) -> None:
+        with self.lock:
+            _, old_start, _ = self.state[name]
+            self.state[name] = (status, started if started is not None else old_start, ended)
+
+    def __rich__(self) -> Table:
+        table = Table.grid(padding=(0, 2))
+        if self.label:
+            table.title = self.label
+        now = time.monotonic()
+        styles = {"waiting": "dim", "running": "cyan", "ok": "green", "failed": "red", "timed out": "red"}
+        with self.lock:
+            for name, (status, start, end) in self.state.items():
+                elapsed = "" if status == "waiting" else f"{(end or now) - start:6.1f}s"
+                table.add_row(Text(name, style="bold"), Text(status, style=styles.get(status, "")), elapsed)
+        return table
+
+
+def run_on_boards(
+    boards: Iterable[Board],
+    task: Callable[[Board], T],
+    *,
+    parallel: int = 8,
+    timeout: float | None = None,
+    label: str = "",
+    progress: bool | None = None,
+) -> FleetResult[T]:
+    """Run ``task(board)`` for every board, at most ``parallel`` at once.
+
+    ``timeout`` is per board, counted from the start of its task. ``progress``
+    shows live per-board status on stderr (default: when stderr is a terminal).
+    Never raises for a board's failure: inspect the returned ``FleetResult``.
+    """
+    if parallel < 1:
+        raise UsageError(f"--parallel must be at least 1 (got {parallel})")
+    if timeout is not None and timeout <= 0:
+        raise UsageError(f"--timeout must be positive (got {timeout:g})")
+    unique = list({board.name: board for board in boards}.values())
+    pending = deque(unique)
+    running: dict[str, float] = {}
+    outcomes: dict[str, Outcome[T]] = {}
+    finished: queue.Queue[Outcome[T]] = queue.Queue()
+    view = _LiveView(unique, label)
+
+    def work(board: Board, start: float) -> None:
+        try:
+            outcome: Outcome[T] = Outcome(board=board, value=task(board), duration=time.monotonic() - start)
+        except BaseException as error:  # noqa: BLE001 - any failure of a board is its outcome, not ours
+            outcome = Outcome(board=board, error=error, duration=time.monotonic() - start)
+        finished.put(outcome)
+
+    def record(outcome: Outcome[T]) -> None:
+        name = outcome.board.name
+        running.pop(name, None)
+        outcomes[name] = outcome
+        status = "ok" if outcome.ok else ("timed out" if outcome.timed_out else "failed")
+        view.set(name, status, ended=time.monotonic())
+
+    show = console.is_terminal if progress is None else progress
+    live = Live(view, console=console, refresh_per_second=4, transient=False) if show and unique else None
+    if live is not None:
+        live.start()
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                board = pending.popleft()
+                start = time.monotonic()
+                running[board.name] = start
+                view.set(board.name, "running", started=start)
+                # Daemon: a hung board must never keep the process alive at exit.
+                threading.Thread(target=work, args=(board, start), name=f"orch-{board.name}", daemon=True).start()
+            wait = None
+            if timeout is not None:
+                wait = max(0.0, min(running.values()) + timeout - time.monotonic())
+            try:
+                outcome = finished.get(timeout=wait)
+            except queue.Empty:
+                pass
+            else:
+                # A late result from a board already reported as timed out is dropped.
+                if outcome.board.name in running:
+                    record(outcome)
+            if timeout is None:
+                continue
+            now = time.monotonic()
+            for name, start in list(running.items()):
+                if now - start >= timeout:
+                    board = next(b for b in unique if b.name == name)
+                    what = f" ({label})" if label else ""
+                    error = BoardTimeout(
+                        f"{name} ({board.address}): timed out after {timeout:g}s{what}",
+                        hint="the board may be hung or very slow; raise --timeout or check it with `orch exec`",
+                    )
+                    record(Outcome(board=board, error=error, duration=now - start, timed_out=True))
+    finally:
+        if live is not None:
+            live.stop()
+    return FleetResult(outcomes={board.name: outcomes[board.name] for board in unique})
+
+
+def print_failures(result: FleetResult[object]) -> None:
+    """One red line per failed board naming its cause (for commands' human output)."""
+    for outcome in result.failed.values():
+        console.print(f"[red]✗[/] {escape(outcome.message)}", soft_wrap=True)
+        hint = getattr(outcome.error, "hint", None)
+        if hint:
+            console.print(f"  [yellow]hint:[/] {escape(hint)}", soft_wrap=True)
