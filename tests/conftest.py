@@ -1,0 +1,159 @@
+"""Shared fixtures: a real lab of emulated boards, and a runner for the real ``orch`` CLI.
+
+``lab`` (session-scoped) starts ``orch lab up --boards 2`` in a temporary ORCH_HOME with an
+empty inventory, so every test that needs boards talks to real arm64 containers over real
+SSH, and a developer's own lab (another ORCH_HOME, another lab id) is never touched. While it
+is active the test process itself also sees that ORCH_HOME (and ORCH_INVENTORY, ORCH_ARTIFACTS,
+ORCH_RESULTS), so in-process calls (``remote.connect(board)``) use the lab's known_hosts.
+``orch_cli(env, *args)`` runs the CLI for tests that need no lab; ``orch_env`` gives such a
+test its own temporary environment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from orchestrator.board import Board
+
+LAB_BOARDS = 2
+# Generous: on a machine that has never made the board image, `lab up` debootstraps one (minutes).
+LAB_UP_TIMEOUT = 1500
+_ENV_KEYS = ("ORCH_HOME", "ORCH_INVENTORY", "ORCH_ARTIFACTS", "ORCH_RESULTS")
+
+
+def orch_cli(
+    env: dict[str, str],
+    *args: str,
+    check: bool = False,
+    timeout: float = 600,
+    cwd: Path | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m orchestrator ARGS`` with ``env``; text mode, stdout and stderr captured.
+
+    ``check=True`` fails the test with both streams shown when the exit code is not 0.
+    """
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        check=False,
+        env=env,
+        cwd=cwd or env.get("ORCH_TEST_CWD") or None,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+    )
+    if check and result.returncode != 0:
+        pytest.fail(
+            f"orch {' '.join(args)} exited {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}",
+            pytrace=False,
+        )
+    return result
+
+
+def make_env(root: Path) -> dict[str, str]:
+    """os.environ plus orch's locations under ``root`` (an empty inventory: ``all: {}``)."""
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    inventory = root / "inventory.yaml"
+    if not inventory.exists():
+        inventory.write_text("all: {}\n")
+    for name in ("artifacts", "results"):
+        (root / name).mkdir(exist_ok=True)
+    return {
+        **os.environ,
+        "ORCH_HOME": str(home),
+        "ORCH_INVENTORY": str(inventory),
+        "ORCH_ARTIFACTS": str(root / "artifacts"),
+        "ORCH_RESULTS": str(root / "results"),
+        # Relative paths a command writes (none should) land in the temp dir, not the repository.
+        "ORCH_TEST_CWD": str(root),
+        # Rich wraps at 80 columns when not on a terminal; tests read whole lines.
+        "COLUMNS": "200",
+    }
+
+
+@dataclass
+class Lab:
+    """A running test lab: its environment, its boards, and the CLI bound to that environment."""
+
+    root: Path
+    env: dict[str, str]
+    home: Path
+    boards: list[Board] = field(default_factory=list)
+
+    def orch(self, *args: str, check: bool = False, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return orch_cli(self.env, *args, check=check, timeout=timeout)
+
+    def board(self, name: str) -> Board:
+        return next(board for board in self.boards if board.name == name)
+
+    def refresh(self) -> list[Board]:
+        """Re-read the boards from the lab's state (after a test restarted or added boards)."""
+        self.boards = lab_boards_of(self.home)
+        return self.boards
+
+
+def lab_boards_of(home: Path) -> list[Board]:
+    """The boards ``orch lab up`` recorded in ``home`` (read the way the inventory reads them)."""
+    from orchestrator import lab_state
+
+    previous = os.environ.get("ORCH_HOME")
+    os.environ["ORCH_HOME"] = str(home)
+    try:
+        return lab_state.lab_boards()
+    finally:
+        if previous is None:
+            os.environ.pop("ORCH_HOME", None)
+        else:
+            os.environ["ORCH_HOME"] = previous
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """``orch lab up --boards 2`` in a temporary ORCH_HOME; torn down (``orch lab down``) at the end."""
+    root = tmp_path_factory.mktemp("orch-lab")
+    env = make_env(root)
+    the_lab = Lab(root=root, env=env, home=Path(env["ORCH_HOME"]))
+    saved = {key: os.environ.get(key) for key in _ENV_KEYS}
+    try:
+        up = the_lab.orch("lab", "up", "--boards", str(LAB_BOARDS), timeout=LAB_UP_TIMEOUT)
+        if up.returncode != 0:
+            pytest.fail(
+                f"`orch lab up --boards {LAB_BOARDS}` failed ({up.returncode}); `orch doctor` says what is missing"
+                f"\n--- stdout\n{up.stdout}\n--- stderr\n{up.stderr}",
+                pytrace=False,
+            )
+        the_lab.refresh()
+        if len(the_lab.boards) != LAB_BOARDS:
+            pytest.fail(f"the lab state lists {len(the_lab.boards)} boards, expected {LAB_BOARDS}", pytrace=False)
+        os.environ.update({key: env[key] for key in _ENV_KEYS})
+        yield the_lab
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        down = the_lab.orch("lab", "down", timeout=300)
+        if down.returncode != 0:
+            sys.stderr.write(f"warning: `orch lab down` failed:\n{down.stdout}\n{down.stderr}\n")
+
+
+@pytest.fixture
+def orch_env(tmp_path: Path) -> dict[str, str]:
+    """A private environment (ORCH_HOME, empty inventory, artifacts, results) for one test, no lab."""
+    return make_env(tmp_path / "orch")
+
+
+@pytest.fixture(name="orch_cli")
+def orch_cli_fixture() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``orch_cli(env, *args, check=False, timeout=600)`` for tests that need no lab."""
+    return orch_cli
