@@ -3,16 +3,104 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator import report
+from orchestrator.commands import options
+from orchestrator.console import console, emit_json
 from orchestrator.errors import UsageError
+from orchestrator.results import ResultStore, flatten_series, pairings_between, pairings_within
 
 NAME = "results"
 HELP = "list, show, compare and export stored benchmark results"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = sub.add_parser("list", help="every stored run, newest last")
+    options.add_json_option(listing)
+    show = sub.add_parser("show", help="one run's tables (RUN: id, unique prefix, 'latest' or 'latest~1')")
+    show.add_argument("run", metavar="RUN")
+    show.add_argument("--threshold", type=float, default=0.05, help="smallest change called faster/slower")
+    options.add_json_option(show)
+    compare = sub.add_parser("compare", help="RUN_B against baseline RUN_A, per board and measurement")
+    compare.add_argument("run_a", metavar="RUN_A")
+    compare.add_argument("run_b", metavar="RUN_B")
+    compare.add_argument("--threshold", type=float, default=0.05, help="smallest change called faster/slower")
+    options.add_json_option(compare)
+    export = sub.add_parser("export", help="series summaries (or every sample) as CSV or JSON")
+    export.add_argument("runs", nargs="*", metavar="RUN", help="runs to export (default: every run)")
+    fmt = export.add_mutually_exclusive_group(required=True)
+    fmt.add_argument("--csv", action="store_true", help="CSV")
+    fmt.add_argument("--json", action="store_true", help="JSON")
+    export.add_argument("--samples", action="store_true", help="one row per timed inference instead of per series")
+    export.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise UsageError("`orch results` is not built yet")
+    store = ResultStore()
+    if args.action == "list":
+        runs = store.list_runs()
+        if args.json:
+            emit_json(runs)
+            return 0
+        if not runs:
+            console.print(f"no benchmark runs in {escape(str(store.root))} yet: run `orch bench`")
+            return 0
+        table = Table(title=f"Benchmark runs in {store.root}", title_justify="left")
+        for column in ("run", "created", "status", "boards ok", "failed", "series", "command"):
+            table.add_column(column)
+        for run_ in runs:
+            style = "red" if run_["status"] == "failed" else ""
+            table.add_row(run_["run_id"], run_["created"] or "", f"[{style}]{run_['status']}[/]" if style else
+                          run_["status"], str(run_["boards_ok"]), str(run_["boards_failed"]), str(run_["series"]),
+                          escape(run_["command"] or ""))
+        console.print(table)
+        return 0
+    if args.action == "show":
+        record = store.load(args.run)
+        series = record.series()
+        pairings = pairings_within(series, threshold=args.threshold)
+        if args.json:
+            emit_json({"run_id": record.run_id, "meta": record.meta, "series": flatten_series([record]),
+                       "comparisons": [p.as_dict() for p in pairings], "failed": record.failed})
+            return 0
+        console.print(f"run [bold]{record.run_id}[/]: {escape(str(record.meta.get('command', '')))}")
+        console.print(report.board_state_table(record))
+        if series:
+            console.print(report.summary_table(series))
+        if pairings:
+            console.print(report.comparison_table(pairings))
+        if record.failed:
+            console.print(report.failures_table(record.failed))
+        return 0
+    if args.action == "compare":
+        a, b = store.load(args.run_a), store.load(args.run_b)
+        pairings = pairings_between(a.series(), b.series(), threshold=args.threshold)
+        if args.json:
+            emit_json({"run_a": a.run_id, "run_b": b.run_id, "comparisons": [p.as_dict() for p in pairings]})
+            return 0
+        if not pairings:
+            raise UsageError(f"{a.run_id} and {b.run_id} have no board and measurement in common")
+        console.print(report.comparison_table(pairings, title=f"{b.run_id} (B) vs {a.run_id} (A)"))
+        return 0
+    # export
+    refs = args.runs or [run_["run_id"] for run_ in store.list_runs()]
+    records = [store.load(ref) for ref in refs]
+    rows = report.export_rows(records, samples=args.samples)
+    if args.csv:
+        text = report.to_csv(rows)
+    else:
+        import json
+
+        text = json.dumps(rows, indent=1, default=str) + "\n"
+    if args.output:
+        args.output.write_text(text)
+        console.print(f"{len(rows)} rows written to {escape(str(args.output))}")
+    else:
+        sys.stdout.write(text)
+    return 0

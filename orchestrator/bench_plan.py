@@ -1,0 +1,309 @@
+"""BenchPlan: what `orch bench` will run, decided before anything runs (pure: no SSH, no files).
+
+boards x releases (variants) x models x quantisation x settings, repeated in rounds. Within a
+round every combination runs once, in a fixed order (A B A B ...), so slow drift (heat, a
+background job) hits every variant and setting alike instead of biasing whichever ran last. A
+cooldown separates consecutive agent runs so one run's heat does not become the next one's
+throttling.
+
+Releases are only known once connected to a board, so the plan is made in two steps: the
+``BenchPlan`` from the command line, then ``board_steps(plan, releases)`` per board with the
+releases the board reported.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from orchestrator.board import Board
+from orchestrator.errors import BenchError, UsageError
+
+OPT_LEVELS = ("disable", "basic", "extended", "all")
+QUANTIZE_MODES = ("dynamic",)
+AGENT_SCRIPT = "agent/bench_agent.py"
+INT8_SUFFIX = ".int8.onnx"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setting:
+    """One session configuration of the agent."""
+
+    ep: str = "cpu"
+    opt_level: str = "all"
+    intra_threads: int = 0  # 0 = onnxruntime's default
+    inter_threads: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentOptions:
+    """How long the agent measures. The defaults suit a real board; the lab wants tiny values."""
+
+    warmup: int = 5
+    min_runs: int = 50
+    min_duration: float = 10.0
+    max_runs: int = 100000
+    shapes: tuple[str, ...] = ()
+    sysfs_root: str | None = None  # None = the board's /sys
+
+
+QUICK = AgentOptions(warmup=1, min_runs=5, min_duration=0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseRef:
+    """The part of a board's release that bench needs (see orchestrator.releases.ReleaseInfo)."""
+
+    id: str
+    variant: str
+    path: str
+    python: str
+    models: tuple[str, ...]  # file names under <path>/models
+    ort_version: str = ""
+    created: str = ""
+    current: bool = False
+
+    @classmethod
+    def from_info(cls, info: Any) -> ReleaseRef:
+        return cls(
+            id=info.id, variant=info.variant, path=info.path,
+            python=info.python or posixpath.join(info.path, "venv", "bin", "python"),
+            models=tuple(sorted(info.models)), ort_version=info.ort_version,
+            created=getattr(info, "created", "") or "", current=bool(getattr(info, "current", False)),
+        )
+
+    def model_path(self, model_file: str) -> str:
+        return posixpath.join(self.path, "models", model_file)
+
+    @property
+    def agent(self) -> str:
+        return posixpath.join(self.path, AGENT_SCRIPT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchPlan:
+    boards: tuple[Board, ...]
+    variants: tuple[str, ...] = ()  # empty: each board's current release
+    models: tuple[str, ...] = ()  # empty: every model of the release
+    settings: tuple[Setting, ...] = (Setting(),)
+    quantize: str | None = None
+    rounds: int = 3
+    cooldown_s: float = 5.0
+    agent: AgentOptions = field(default_factory=AgentOptions)
+    pin_clocks: bool = False
+    parallel: int = 8
+    step_timeout_s: float = 1800.0
+    threshold: float = 0.05
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "boards": [board.name for board in self.boards],
+            "variants": list(self.variants) or ["<current release>"],
+            "models": list(self.models) or ["<every deployed model>"],
+            "settings": [vars(setting) for setting in self.settings],
+            "quantize": self.quantize,
+            "rounds": self.rounds,
+            "cooldown_s": self.cooldown_s,
+            "agent": {**vars(self.agent), "shapes": list(self.agent.shapes)},
+            "pin_clocks": self.pin_clocks,
+            "parallel": self.parallel,
+            "step_timeout_s": self.step_timeout_s,
+            "threshold": self.threshold,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """One agent run on one board."""
+
+    index: int
+    round: int
+    release: ReleaseRef
+    model: str  # the fp32 model's file name (the series is named after it)
+    model_file: str  # the file actually measured (the .int8.onnx one when quant == int8)
+    quant: str
+    setting: Setting
+    cooldown_s: float
+    argv: tuple[str, ...]
+
+    def key(self) -> dict[str, Any]:
+        return {
+            "variant": self.release.variant, "release": self.release.id, "model": self.model,
+            "quant": self.quant, "ep": self.setting.ep, "opt_level": self.setting.opt_level,
+            "intra_threads": self.setting.intra_threads, "inter_threads": self.setting.inter_threads,
+        }
+
+
+# --------------------------------------------------------------------------- parsing options
+
+
+def split_list(text: str | None) -> list[str]:
+    """'a,b, c' -> ['a', 'b', 'c']; repeated options are joined by the caller."""
+    if not text:
+        return []
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_threads(values: Sequence[str]) -> list[int]:
+    threads = []
+    for value in values:
+        try:
+            number = int(value)
+        except ValueError:
+            raise UsageError(f"--threads {value!r}: expected whole numbers like 1,2,4") from None
+        if number < 0:
+            raise UsageError(f"--threads {value}: must be >= 0 (0 = onnxruntime's default)")
+        threads.append(number)
+    return threads
+
+
+def parse_opt_levels(values: Sequence[str]) -> list[str]:
+    for value in values:
+        if value not in OPT_LEVELS:
+            raise UsageError(f"--opt-level {value!r}: choose from {', '.join(OPT_LEVELS)}")
+    return list(values)
+
+
+def make_settings(
+    *, threads: Sequence[int] = (), opt_levels: Sequence[str] = (), eps: Sequence[str] = (), inter_threads: int = 0
+) -> tuple[Setting, ...]:
+    """The cross product of the swept values, in the order given (the first is the baseline)."""
+    settings = []
+    for ep in eps or ["cpu"]:
+        for opt_level in opt_levels or ["all"]:
+            for intra in threads or [0]:
+                settings.append(Setting(ep=ep, opt_level=opt_level, intra_threads=intra, inter_threads=inter_threads))
+    if len(set(settings)) != len(settings):
+        raise UsageError("the same setting is listed twice (check --threads / --opt-level / --ep)")
+    return tuple(settings)
+
+
+def make_plan(
+    boards: Sequence[Board],
+    *,
+    variants: Sequence[str] = (),
+    models: Sequence[str] = (),
+    settings: Sequence[Setting] = (Setting(),),
+    quantize: str | None = None,
+    rounds: int = 3,
+    cooldown_s: float = 5.0,
+    agent: AgentOptions | None = None,
+    pin_clocks: bool = False,
+    parallel: int = 8,
+    step_timeout_s: float = 1800.0,
+    threshold: float = 0.05,
+) -> BenchPlan:
+    if len(set(variants)) != len(variants):
+        raise UsageError(f"--variant lists a variant twice: {','.join(variants)}")
+    if quantize is not None and quantize not in QUANTIZE_MODES:
+        raise UsageError(f"--quantize {quantize!r}: supported: {', '.join(QUANTIZE_MODES)}")
+    if rounds < 1:
+        raise UsageError("--rounds must be at least 1")
+    if cooldown_s < 0 or step_timeout_s <= 0 or parallel < 1:
+        raise UsageError("--cooldown must be >= 0, --step-timeout > 0 and --parallel >= 1")
+    if threshold < 0:
+        raise UsageError("--threshold must be >= 0 (e.g. 0.05 for 5 %)")
+    agent = agent or AgentOptions()
+    if agent.min_runs < 1 or agent.warmup < 0 or agent.min_duration < 0:
+        raise UsageError("--min-runs must be >= 1, --warmup and --min-duration >= 0")
+    return BenchPlan(
+        boards=tuple(boards), variants=tuple(variants), models=tuple(models), settings=tuple(settings),
+        quantize=quantize, rounds=rounds, cooldown_s=cooldown_s, agent=agent, pin_clocks=pin_clocks,
+        parallel=parallel, step_timeout_s=step_timeout_s, threshold=threshold,
+    )
+
+
+# --------------------------------------------------------------------------- per board
+
+
+def pick_releases(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -> tuple[ReleaseRef, ...]:
+    """The release measured for each variant: the newest of that variant (or the current one)."""
+    if not releases:
+        raise BenchError(f"{board}: no release is deployed", hint=f"deploy one first: orch deploy --host {board}")
+    if not plan.variants:
+        current = [release for release in releases if release.current]
+        if not current:
+            raise BenchError(f"{board}: no release is current", hint=f"orch deploy --host {board}")
+        return (current[0],)
+    chosen = []
+    for variant in plan.variants:
+        mine = [release for release in releases if release.variant == variant]
+        if not mine:
+            present = ", ".join(sorted({r.variant for r in releases}))
+            raise BenchError(
+                f"{board}: no release of variant {variant!r} is deployed (deployed: {present})",
+                hint=f"orch deploy --host {board} --variant {variant}",
+            )
+        # Newest by creation time; among equals the list order (least recently used first) decides.
+        chosen.append(max(enumerate(mine), key=lambda item: (item[1].created, item[0]))[1])
+    return tuple(chosen)
+
+
+def _model_matches(wanted: str, file_name: str) -> bool:
+    return wanted in (file_name, file_name.removesuffix(".onnx"))
+
+
+def pick_models(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -> tuple[str, ...]:
+    """Model file names to measure: those asked for (by name or file name) present in EVERY chosen
+    release, or every model the releases have in common. A/B needs the same model on both sides."""
+    common = [m for m in releases[0].models if all(m in r.models for r in releases[1:]) and not m.endswith(INT8_SUFFIX)]
+    if not plan.models:
+        if not common:
+            raise BenchError(f"{board}: the release(s) {', '.join(r.id for r in releases)} have no model in common",
+                             hint=f"orch deploy --host {board} --model PATH")
+        return tuple(common)
+    chosen = []
+    for wanted in plan.models:
+        found = [m for m in common if _model_matches(wanted, m)]
+        if not found:
+            raise BenchError(
+                f"{board}: model {wanted!r} is not deployed in {', '.join(r.id for r in releases)}"
+                f" (models: {', '.join(common) or 'none'})",
+                hint=f"orch deploy --host {board} --model models/{wanted}.onnx",
+            )
+        chosen.append(found[0])
+    return tuple(dict.fromkeys(chosen))
+
+
+def int8_name(model_file: str) -> str:
+    return model_file.removesuffix(".onnx") + INT8_SUFFIX
+
+
+def agent_argv(release: ReleaseRef, model_path: str, setting: Setting, options: AgentOptions) -> tuple[str, ...]:
+    argv = [
+        release.python, release.agent, "--model", model_path,
+        "--ep", setting.ep, "--opt-level", setting.opt_level,
+        "--intra-op-threads", str(setting.intra_threads), "--inter-op-threads", str(setting.inter_threads),
+        "--warmup", str(options.warmup), "--min-runs", str(options.min_runs),
+        "--min-duration", f"{options.min_duration:g}", "--max-runs", str(options.max_runs),
+    ]
+    for shape in options.shapes:
+        argv += ["--shape", shape]
+    if options.sysfs_root:
+        argv += ["--sysfs-root", options.sysfs_root]
+    return tuple(argv)
+
+
+def board_steps(plan: BenchPlan, releases: Sequence[ReleaseRef], models: Sequence[str]) -> list[Step]:
+    """Every agent run of one board, interleaved: round 1 (A B ...), round 2 (A B ...), ..."""
+    quants = ("fp32", "int8") if plan.quantize else ("fp32",)
+    steps: list[Step] = []
+    for round_index in range(1, plan.rounds + 1):
+        for model in models:
+            for setting in plan.settings:
+                for quant in quants:
+                    for release in releases:
+                        model_file = int8_name(model) if quant == "int8" else model
+                        steps.append(Step(
+                            index=len(steps), round=round_index, release=release, model=model,
+                            model_file=model_file, quant=quant, setting=setting,
+                            cooldown_s=plan.cooldown_s if steps else 0.0,
+                            argv=agent_argv(release, release.model_path(model_file), setting, plan.agent),
+                        ))
+    return steps
+
+
+def with_agent(plan: BenchPlan, **changes: Any) -> BenchPlan:
+    return replace(plan, agent=replace(plan.agent, **changes))

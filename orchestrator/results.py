@@ -1,0 +1,435 @@
+"""The results store: every bench run's raw samples and metadata, on the workstation, never overwritten.
+
+Layout (root = ``orchestrator.paths.results_dir()``, ``./results`` by default)::
+
+    results/
+      index.sqlite              runs, per-board outcomes and per-series summaries, for listing and queries
+      <run-id>/
+        <board>.json            one per board: raw latencies of every agent run + all metadata (or the error)
+        run.json                the run's command line, options and per-board outcome (written at the end)
+
+The JSON files are the record; the index is derived from them (``reindex()`` rebuilds it) so a
+lost or damaged index loses nothing. Files are created with mode ``x``: a name that exists is an
+error, never an overwrite.
+
+A *series* is every timed latency of one (board, release, model, quantisation, setting) over all
+rounds of a run; series are what tables, plots and comparisons work on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from orchestrator import stats
+from orchestrator.errors import UsageError
+from orchestrator.paths import results_dir
+
+BOARD_SCHEMA = "orch-bench-board/1"
+RUN_FILE = "run.json"
+INDEX_FILE = "index.sqlite"
+
+# SQLite serialises writers itself; the lock keeps this process's threads from racing on schema setup.
+_index_lock = threading.Lock()
+
+_SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, created TEXT, command TEXT, status TEXT,
+    boards_ok INTEGER DEFAULT 0, boards_failed INTEGER DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS boards (
+    run_id TEXT, board TEXT, status TEXT, error TEXT, path TEXT, ort_version TEXT, kernel TEXT,
+    PRIMARY KEY (run_id, board)
+);
+CREATE TABLE IF NOT EXISTS series (
+    run_id TEXT, board TEXT, label TEXT, variant TEXT, release TEXT, model TEXT, quant TEXT, ep TEXT,
+    opt_level TEXT, intra_threads INTEGER, inter_threads INTEGER, n INTEGER, p50_ms REAL, p90_ms REAL,
+    p99_ms REAL, mean_ms REAL, std_ms REAL
+);
+CREATE INDEX IF NOT EXISTS series_run ON series (run_id, board);
+"""
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """Sortable and unique: ``20261129-201530-3f2a`` (UTC time + random suffix)."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def board_file_name(board: str) -> str:
+    """A board name made safe as a file name (inventory names may hold anything)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", board).lstrip(".") or "board"
+    return f"{safe}.json" if safe != "run" else "board_run.json"
+
+
+# --------------------------------------------------------------------------- series
+
+
+@dataclass(frozen=True, kw_only=True, order=True)
+class SeriesKey:
+    """What was measured: release (variant), model, quantisation and session setting."""
+
+    variant: str
+    release: str
+    model: str
+    quant: str = "fp32"
+    ep: str = "cpu"
+    opt_level: str = "all"
+    intra_threads: int = 0
+    inter_threads: int = 0
+
+    DIMENSIONS = ("variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SeriesKey:
+        return cls(**{name: data[name] for name in (*cls.DIMENSIONS, "release") if name in data})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in (*self.DIMENSIONS, "release")}
+
+    def label(self) -> str:
+        threads = "default" if self.intra_threads == 0 else str(self.intra_threads)
+        parts = [self.variant, self.model, self.quant, f"{self.ep}", f"opt={self.opt_level}", f"threads={threads}"]
+        if self.inter_threads:
+            parts.append(f"inter={self.inter_threads}")
+        return " · ".join(parts)
+
+    def without(self, dimension: str) -> tuple[Any, ...]:
+        """The key with one dimension left out (release follows variant)."""
+        skip = {dimension, "release"}
+        return tuple(getattr(self, name) for name in self.DIMENSIONS if name not in skip)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Series:
+    board: str
+    key: SeriesKey
+    latencies_ms: tuple[float, ...]
+    # Per round: (round index, latencies) so the report can plot drift over the run.
+    rounds: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    agents: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+
+    @property
+    def label(self) -> str:
+        return self.key.label()
+
+    def summary(self) -> stats.Summary:
+        return stats.summarize(self.latencies_ms)
+
+
+def series_of(board_doc: dict[str, Any]) -> list[Series]:
+    """Series of one stored board document, in first-measured order."""
+    grouped: dict[SeriesKey, list[dict[str, Any]]] = {}
+    for measurement in board_doc.get("measurements", []):
+        key = SeriesKey.from_dict(measurement["key"])
+        grouped.setdefault(key, []).append(measurement)
+    result = []
+    for key, items in grouped.items():
+        latencies: list[float] = []
+        rounds = []
+        for item in items:
+            values = tuple(float(v) for v in item["agent"]["timing"]["latencies_ms"])
+            latencies.extend(values)
+            rounds.append((int(item.get("round", 0)), values))
+        result.append(Series(
+            board=board_doc["board"], key=key, latencies_ms=tuple(latencies), rounds=tuple(rounds),
+            agents=tuple(item["agent"] for item in items),
+        ))
+    return result
+
+
+# --------------------------------------------------------------------------- comparisons
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pairing:
+    """Baseline A and candidate B of one board that differ in exactly one dimension."""
+
+    board: str
+    dimension: str
+    a: Series
+    b: Series
+    comparison: stats.Comparison
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "board": self.board, "dimension": self.dimension, "a": self.a.key.as_dict(),
+            "b": self.b.key.as_dict(), **self.comparison.as_dict(),
+        }
+
+
+def pairings_within(series: Sequence[Series], *, threshold: float = stats.DEFAULT_THRESHOLD) -> list[Pairing]:
+    """Comparisons inside one run: per board and dimension, every value against the first one measured
+    (the first ``--variant``, ``--threads`` or ``--opt-level`` value given is the baseline)."""
+    pairings = []
+    boards = list(dict.fromkeys(s.board for s in series))
+    for board in boards:
+        mine = [s for s in series if s.board == board]
+        for dimension in SeriesKey.DIMENSIONS:
+            values = list(dict.fromkeys(getattr(s.key, dimension) for s in mine))
+            if len(values) < 2 or dimension == "model":
+                continue
+            baseline_value = values[0]
+            for candidate in mine:
+                if getattr(candidate.key, dimension) == baseline_value:
+                    continue
+                baseline = next(
+                    (s for s in mine if getattr(s.key, dimension) == baseline_value
+                     and s.key.without(dimension) == candidate.key.without(dimension)),
+                    None,
+                )
+                if baseline is not None:
+                    pairings.append(_pair(board, dimension, baseline, candidate, threshold))
+    return pairings
+
+
+def pairings_between(
+    run_a: Sequence[Series], run_b: Sequence[Series], *, threshold: float = stats.DEFAULT_THRESHOLD
+) -> list[Pairing]:
+    """Comparisons across two runs: the same board and measurement in both (run A is the baseline).
+
+    Matched on every dimension except the release id; when a board has exactly one series per
+    model in each run, those are matched even if their variant or setting differs.
+    """
+    pairings = []
+    for b_series in run_b:
+        match = [a for a in run_a if a.board == b_series.board and a.key.without("release") == b_series.key.without(
+            "release")]
+        if not match:
+            same_model_a = [a for a in run_a if a.board == b_series.board and a.key.model == b_series.key.model]
+            same_model_b = [b for b in run_b if b.board == b_series.board and b.key.model == b_series.key.model]
+            if len(same_model_a) == 1 and len(same_model_b) == 1:
+                match = same_model_a
+        if match:
+            pairings.append(_pair(b_series.board, "run", match[0], b_series, threshold))
+    return pairings
+
+
+def _pair(board: str, dimension: str, a: Series, b: Series, threshold: float) -> Pairing:
+    comparison = stats.compare(a.latencies_ms, b.latencies_ms, threshold=threshold)
+    return Pairing(board=board, dimension=dimension, a=a, b=b, comparison=comparison)
+
+
+# --------------------------------------------------------------------------- the store
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    run_id: str
+    path: Path
+    meta: dict[str, Any]
+    boards: dict[str, dict[str, Any]]  # board name -> stored board document
+
+    def series(self) -> list[Series]:
+        found: list[Series] = []
+        for doc in self.boards.values():
+            found.extend(series_of(doc))
+        return found
+
+    @property
+    def failed(self) -> dict[str, str]:
+        return {name: doc.get("error") or "failed" for name, doc in self.boards.items() if doc.get("status") != "ok"}
+
+
+class ResultStore:
+    """Writes and reads ``results/``; safe to use from the fleet's worker threads."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else results_dir()
+
+    # --- writing ------------------------------------------------------------------------
+    def run_dir(self, run_id: str) -> Path:
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", run_id) or run_id.startswith("."):
+            raise UsageError(f"not a run id: {run_id!r}")
+        return self.root / run_id
+
+    def begin_run(self, run_id: str, *, command: str) -> Path:
+        path = self.run_dir(run_id)
+        path.mkdir(parents=True, exist_ok=False)  # a run id is never reused
+        with self._index() as db:
+            db.execute(
+                "INSERT INTO runs (run_id, created, command, status) VALUES (?, ?, ?, 'running')",
+                (run_id, utc_now(), command),
+            )
+        return path
+
+    def write_board(self, run_id: str, document: dict[str, Any]) -> Path:
+        """Store one board's document (status ok or failed) and index it."""
+        board = document["board"]
+        path = self.run_dir(run_id) / board_file_name(board)
+        _write_new(path, document)
+        self._index_board(run_id, document, path)
+        return path
+
+    def finish_run(self, run_id: str, meta: dict[str, Any]) -> Path:
+        path = self.run_dir(run_id) / RUN_FILE
+        _write_new(path, meta)
+        ok = sum(1 for outcome in meta.get("boards", {}).values() if outcome.get("status") == "ok")
+        failed = len(meta.get("boards", {})) - ok
+        with self._index() as db:
+            db.execute(
+                "UPDATE runs SET status = ?, boards_ok = ?, boards_failed = ? WHERE run_id = ?",
+                ("ok" if failed == 0 else "failed", ok, failed, run_id),
+            )
+        return path
+
+    # --- reading ------------------------------------------------------------------------
+    def list_runs(self) -> list[dict[str, Any]]:
+        if not self.root.is_dir():
+            return []
+        if not (self.root / INDEX_FILE).exists():
+            self.reindex()
+        with self._index() as db:
+            rows = db.execute(
+                "SELECT run_id, created, command, status, boards_ok, boards_failed FROM runs ORDER BY run_id"
+            ).fetchall()
+            result = []
+            for run_id, created, command, status, ok, failed in rows:
+                boards = [b for (b,) in db.execute("SELECT board FROM boards WHERE run_id = ? ORDER BY board",
+                                                   (run_id,))]
+                n_series = db.execute("SELECT COUNT(*) FROM series WHERE run_id = ?", (run_id,)).fetchone()[0]
+                result.append({
+                    "run_id": run_id, "created": created, "command": command, "status": status,
+                    "boards_ok": ok, "boards_failed": failed, "boards": boards, "series": n_series,
+                })
+        return result
+
+    def resolve(self, ref: str) -> str:
+        """A run id from 'latest', 'latest~1' (the one before), a full id or a unique prefix."""
+        runs = sorted(p.name for p in self.root.glob("*") if p.is_dir()) if self.root.is_dir() else []
+        if not runs:
+            raise UsageError(f"no benchmark runs in {self.root}", hint="run `orch bench` first")
+        match = re.fullmatch(r"latest(?:~(\d+))?", ref)
+        if match:
+            back = int(match.group(1) or 0)
+            if back >= len(runs):
+                raise UsageError(f"{ref}: there are only {len(runs)} runs")
+            return runs[-1 - back]
+        if ref in runs:
+            return ref
+        candidates = [run for run in runs if run.startswith(ref)]
+        if len(candidates) == 1:
+            return candidates[0]
+        shown = ", ".join(runs[-5:])
+        if not candidates:
+            raise UsageError(f"no run {ref!r} in {self.root}", hint=f"recent runs: {shown} (see `orch results list`)")
+        raise UsageError(f"{ref!r} matches several runs: {', '.join(candidates)}")
+
+    def load(self, ref: str) -> RunRecord:
+        run_id = self.resolve(ref)
+        path = self.run_dir(run_id)
+        boards: dict[str, dict[str, Any]] = {}
+        for board_file in sorted(path.glob("*.json")):
+            if board_file.name == RUN_FILE:
+                continue
+            document = json.loads(board_file.read_text())
+            if document.get("schema") == BOARD_SCHEMA:
+                boards[document["board"]] = document
+        meta_file = path / RUN_FILE
+        meta = json.loads(meta_file.read_text()) if meta_file.exists() else {"run_id": run_id, "status": "incomplete"}
+        return RunRecord(run_id=run_id, path=path, meta=meta, boards=boards)
+
+    def reindex(self) -> None:
+        """Rebuild index.sqlite from the JSON files (the record)."""
+        index = self.root / INDEX_FILE
+        index.unlink(missing_ok=True)
+        for run_dir in sorted(p for p in self.root.glob("*") if p.is_dir()):
+            record = self.load(run_dir.name)
+            with self._index() as db:
+                db.execute(
+                    "INSERT INTO runs (run_id, created, command, status) VALUES (?, ?, ?, ?)",
+                    (record.run_id, record.meta.get("created", ""), record.meta.get("command", ""),
+                     record.meta.get("status", "incomplete")),
+                )
+            for document in record.boards.values():
+                self._index_board(record.run_id, document, run_dir / board_file_name(document["board"]))
+            if RUN_FILE in {p.name for p in run_dir.iterdir()}:
+                ok = sum(1 for d in record.boards.values() if d.get("status") == "ok")
+                with self._index() as db:
+                    db.execute("UPDATE runs SET boards_ok = ?, boards_failed = ? WHERE run_id = ?",
+                               (ok, len(record.boards) - ok, record.run_id))
+
+    # --- index internals ----------------------------------------------------------------
+    def _index(self) -> _IndexConnection:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return _IndexConnection(self.root / INDEX_FILE)
+
+    def _index_board(self, run_id: str, document: dict[str, Any], path: Path) -> None:
+        first_agent = next((m["agent"] for m in document.get("measurements", [])), {})
+        ort_version = (first_agent.get("ort") or {}).get("version")
+        kernel = ((first_agent.get("board") or {}).get("before") or {}).get("kernel")
+        rows = []
+        for series in series_of(document):
+            summary = series.summary()
+            key = series.key
+            rows.append((
+                run_id, series.board, series.label, key.variant, key.release, key.model, key.quant, key.ep,
+                key.opt_level, key.intra_threads, key.inter_threads, summary.n, summary.p50, summary.p90,
+                summary.p99, summary.mean, summary.std,
+            ))
+        with self._index() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO boards VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, document["board"], document.get("status"), document.get("error"), str(path),
+                 ort_version, kernel),
+            )
+            db.executemany(f"INSERT INTO series VALUES ({', '.join('?' * 17)})", rows)
+
+
+class _IndexConnection:
+    """``with`` block = one transaction on the index, committed on success."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> sqlite3.Connection:
+        _index_lock.acquire()
+        try:
+            self.db = sqlite3.connect(self.path, timeout=30)
+            self.db.executescript(_SCHEMA_SQL)
+        except BaseException:
+            _index_lock.release()
+            raise
+        return self.db
+
+    def __exit__(self, kind: object, value: object, tb: object) -> None:
+        try:
+            if kind is None:
+                self.db.commit()
+            self.db.close()
+        finally:
+            _index_lock.release()
+
+
+def _write_new(path: Path, document: dict[str, Any]) -> None:
+    """Write a JSON file that must not exist yet (results are never overwritten)."""
+    try:
+        with path.open("x") as handle:
+            json.dump(document, handle, indent=1, sort_keys=True, default=str)
+            handle.write("\n")
+    except FileExistsError:
+        raise UsageError(f"{path} exists already; results are never overwritten") from None
+
+
+def flatten_series(records: Iterable[RunRecord]) -> list[dict[str, Any]]:
+    """One row per series (for CSV/JSON export and `results show --json`)."""
+    rows = []
+    for record in records:
+        for series in record.series():
+            rows.append({
+                "run_id": record.run_id, "board": series.board, **series.key.as_dict(),
+                "rounds": len(series.rounds), **series.summary().as_dict(),
+            })
+    return rows
