@@ -108,10 +108,14 @@ class _LiveView:
 
     def __init__(self, boards: list[Board], label: str) -> None:
         self.label = label
-        self.state: dict[str, tuple[str, float, float | None]] = {b.name: ("waiting", 0.0, None) for b in boards}
+        self.state: dict[str, tuple[str, float, float | None]] = {
+            b.name: ("waiting", 0.0, None) for b in boards
+        }
         self.lock = threading.Lock()
 
-    def set(self, name: str, status: str, *, started: float | None = None, ended: float | None = None) -> None:
+    def set(
+        self, name: str, status: str, *, started: float | None = None, ended: float | None = None
+    ) -> None:
         with self.lock:
             _, old_start, _ = self.state[name]
             self.state[name] = (status, started if started is not None else old_start, ended)
@@ -181,7 +185,9 @@ def run_on_boards(
                 running[board.name] = start
                 view.set(board.name, "running", started=start)
                 # Daemon: a hung board must never keep the process alive at exit.
-                threading.Thread(target=work, args=(board, start), name=f"orch-{board.name}", daemon=True).start()
+                threading.Thread(
+                    target=work, args=(board, start), name=f"orch-{board.name}", daemon=True
+                ).start()
             wait = None
             if timeout is not None:
                 wait = max(0.0, min(running.values()) + timeout - time.monotonic())

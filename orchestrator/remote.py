@@ -192,12 +192,19 @@ def _parse_jumps(board: Board) -> list[_Hop]:
         elif hostport.count(":") == 1:
             host, _, port_text = hostport.partition(":")
             if not port_text.isdigit():
-                raise RemoteError(f"{board.name}: ProxyJump {board.proxy_jump!r} has a bad port {port_text!r}")
+                raise RemoteError(
+                    f"{board.name}: ProxyJump {board.proxy_jump!r} has a bad port {port_text!r}"
+                )
             port = int(port_text)
         if not host:
             raise RemoteError(f"{board.name}: cannot read ProxyJump {board.proxy_jump!r}")
         hops.append(
-            _Hop(label=_label(f"jump host for {board.name}", host, port), hostname=host, port=port, user=user or None)
+            _Hop(
+                label=_label(f"jump host for {board.name}", host, port),
+                hostname=host,
+                port=port,
+                user=user or None,
+            )
         )
     return hops
 
@@ -286,7 +293,9 @@ def _translate(error: BaseException, hop: _Hop, board: Board, timeout: float) ->
         )
     if isinstance(error, OSError):
         reason = error.strerror or str(error) or type(error).__name__
-        return RemoteError(f"{label}: connection failed: {reason}", hint="check the board's address and network")
+        return RemoteError(
+            f"{label}: connection failed: {reason}", hint="check the board's address and network"
+        )
     return RemoteError(f"{label}: {type(error).__name__}: {error}")
 
 
@@ -299,10 +308,15 @@ def connect(board: Board, *, connect_timeout: float = 15) -> RemoteSession:
         )
     opened: list[Connection] = []
     gateway: Connection | None = None
-    hops = [*_parse_jumps(board), _Hop(
-        label=_label(board.name, board.hostname, board.port),
-        hostname=board.hostname, port=board.port, user=board.user,
-    )]
+    hops = [
+        *_parse_jumps(board),
+        _Hop(
+            label=_label(board.name, board.hostname, board.port),
+            hostname=board.hostname,
+            port=board.port,
+            user=board.user,
+        ),
+    ]
     for hop in hops:
         conn = _connection(hop, board, gateway, connect_timeout)
         try:
@@ -417,7 +431,11 @@ class RemoteSession:
                     err += channel.recv_stderr(_CHUNK)
                     progressed = True
                 # sshd sends all output before the exit status, so once it is here the buffers are complete.
-                if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+                if (
+                    channel.exit_status_ready()
+                    and not channel.recv_ready()
+                    and not channel.recv_stderr_ready()
+                ):
                     break
                 if channel.closed and not channel.recv_ready() and not channel.recv_stderr_ready():
                     break
@@ -529,7 +547,9 @@ class RemoteSession:
             except (OSError, paramiko.SSHException) as error:
                 raise self._file_error("stat of", str(current), error) from error
             if attrs.st_mode is not None and not stat_module.S_ISDIR(attrs.st_mode):
-                raise RemoteError(f"{self.label}: cannot create directory {path}: {current} is not a directory")
+                raise RemoteError(
+                    f"{self.label}: cannot create directory {path}: {current} is not a directory"
+                )
 
     def home(self) -> str:
         """The absolute path of the login home directory."""
