@@ -1,0 +1,147 @@
+"""Results store, comparisons, CLI listing/export and the HTML report, on documents made by the real agent
+run locally (x86 onnxruntime), so no board is needed."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bench_models import conv_model
+
+from orchestrator import report, results, stats
+from orchestrator.errors import UsageError
+from orchestrator.results import ResultStore
+
+AGENT = Path(__file__).resolve().parents[2] / "orchestrator" / "agent" / "bench_agent.py"
+
+
+def agent_doc(model: Path, opt_level: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(AGENT), "--model", str(model), "--opt-level", opt_level, "--warmup", "3",
+         "--min-runs", "60", "--min-duration", "0", "--intra-op-threads", "1"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def board_doc(run_id: str, board: str, agents: list[tuple[str, int, dict]]) -> dict:
+    measurements = [
+        {"key": {"variant": "stock", "release": "stock-1.32.0-00000000", "model": "fold.onnx", "quant": "fp32",
+                 "ep": "cpu", "opt_level": opt, "intra_threads": 1, "inter_threads": 0},
+         "round": round_, "step": index, "agent": agent}
+        for index, (opt, round_, agent) in enumerate(agents)
+    ]
+    return {"schema": results.BOARD_SCHEMA, "run_id": run_id, "board": board, "status": "ok", "error": None,
+            "measurements": measurements, "clocks": None}
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory) -> tuple[ResultStore, str]:
+    """One run of two 'boards': opt-level disable vs all, 2 interleaved rounds each, on a model where
+    constant folding removes most of the work."""
+    root = tmp_path_factory.mktemp("store")
+    model = conv_model(root / "fold.onnx", folded_chain=24)
+    store = ResultStore(root / "results")
+    run_id = results.new_run_id()
+    store.begin_run(run_id, command="orch bench --opt-level disable,all")
+    for board in ("labA", "labB"):
+        agents = [(opt, round_, agent_doc(model, opt)) for round_ in (1, 2) for opt in ("disable", "all")]
+        store.write_board(run_id, board_doc(run_id, board, agents))
+    store.write_board(run_id, {"schema": results.BOARD_SCHEMA, "run_id": run_id, "board": "labC",
+                               "status": "failed", "error": "labC: connection refused", "measurements": []})
+    store.finish_run(run_id, {"run_id": run_id, "command": "orch bench --opt-level disable,all",
+                              "boards": {"labA": {"status": "ok"}, "labB": {"status": "ok"},
+                                         "labC": {"status": "failed"}}})
+    return store, run_id
+
+
+def test_series_comparisons_and_index(stored):
+    store, run_id = stored
+    record = store.load("latest")
+    assert record.run_id == run_id
+    assert record.failed == {"labC": "labC: connection refused"}
+    series = record.series()
+    assert [(s.board, s.key.opt_level, len(s.latencies_ms), len(s.rounds)) for s in series] == [
+        ("labA", "disable", 120, 2), ("labA", "all", 120, 2), ("labB", "disable", 120, 2), ("labB", "all", 120, 2)]
+    pairings = results.pairings_within(series)
+    assert [(p.board, p.dimension, p.a.key.opt_level, p.b.key.opt_level) for p in pairings] == [
+        ("labA", "opt_level", "disable", "all"), ("labB", "opt_level", "disable", "all")]
+    for pair in pairings:
+        c = pair.comparison
+        assert c.ratio < 0.8, "constant folding should remove most of the work"
+        assert c.ci_low <= c.ratio <= c.ci_high < 1
+        assert c.verdict == stats.FASTER
+    with sqlite3.connect(store.root / results.INDEX_FILE) as db:
+        rows = db.execute("SELECT board, opt_level, n FROM series WHERE run_id = ? ORDER BY board, opt_level",
+                          (run_id,)).fetchall()
+        status = db.execute("SELECT status, boards_ok, boards_failed FROM runs").fetchone()
+    assert rows == [("labA", "all", 120), ("labA", "disable", 120), ("labB", "all", 120), ("labB", "disable", 120)]
+    assert status == ("failed", 2, 1)
+
+
+def test_results_are_never_overwritten_and_the_index_can_be_rebuilt(stored):
+    store, run_id = stored
+    before = (store.root / run_id / "labA.json").read_bytes()
+    with pytest.raises(UsageError, match="never overwritten"):
+        store.write_board(run_id, {"board": "labA", "measurements": []})
+    assert (store.root / run_id / "labA.json").read_bytes() == before
+    with pytest.raises(UsageError, match="no run 'nope'"):
+        store.load("nope")
+    store.reindex()
+    [listed] = store.list_runs()
+    assert listed["run_id"] == run_id and listed["boards"] == ["labA", "labB", "labC"] and listed["series"] == 4
+
+
+def test_compare_two_runs_matches_boards_and_settings(stored):
+    store, _ = stored
+    series = store.load("latest").series()
+    pairs = results.pairings_between(series, series)
+    assert len(pairs) == 4
+    assert all(p.comparison.ratio == pytest.approx(1.0) and p.comparison.verdict == stats.NO_CHANGE for p in pairs)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_html_report_with_plots_of_the_expected_size(stored, tmp_path):
+    store, run_id = stored
+    record = store.load(run_id)
+    written = report.write_html(record, results.pairings_within(record.series()), tmp_path / "out" / "report.html")
+    page = written["html"].read_text()
+    assert f"Benchmark run {run_id}" in page and "faster" in page and "labC: connection refused" in page
+    for name in ("latency_distribution.png", "p50_ci.png", "latency_over_runs.png"):
+        png = tmp_path / "out" / "report_files" / name
+        assert f"report_files/{name}" in page
+        assert png.stat().st_size > 10_000, "a plot with data is not a tiny PNG"
+        assert _png_size(png) == report.PLOT_PIXELS == (1000, 500)
+    samples = list(csv.DictReader(io.StringIO(written["samples_csv"].read_text())))
+    assert len(samples) == 480 and {"board", "opt_level", "round", "latency_ms"} <= set(samples[0])
+
+
+def test_cli_list_show_compare_export_report(stored, orch_env, orch_cli, tmp_path):
+    store, run_id = stored
+    env = {**orch_env, "ORCH_RESULTS": str(store.root)}
+    listing = orch_cli(env, "results", "list", "--json", check=True)
+    assert [r["run_id"] for r in json.loads(listing.stdout)] == [run_id]
+    shown = orch_cli(env, "results", "show", run_id[:15], check=True)
+    assert "P50 / P99 latency" in shown.stderr and "faster" in shown.stderr and "labC" in shown.stderr
+    compared = orch_cli(env, "results", "compare", "latest", run_id, "--json", check=True)
+    assert len(json.loads(compared.stdout)["comparisons"]) == 4
+    exported = orch_cli(env, "results", "export", "--csv", check=True)
+    rows = list(csv.DictReader(io.StringIO(exported.stdout)))
+    assert len(rows) == 4 and float(rows[0]["p50_ms"]) > 0 and rows[0]["n"] == "120"
+    html = tmp_path / "r.html"
+    made = orch_cli(env, "report", run_id, "--html", str(html), check=True)
+    assert str(html) in made.stderr.replace("\n", "") and html.exists()
+    missing = orch_cli(env, "results", "show", "doesnotexist")
+    assert missing.returncode == 2 and "no run 'doesnotexist'" in missing.stderr and "Traceback" not in missing.stderr
