@@ -220,14 +220,15 @@ class _Parser:
     def host(self, name: str, key_node: yaml.Node, node: yaml.Node, group: _Group) -> None:
         where = f"host '{name}'"
         line = key_node.start_mark.line + 1
-        raw = _construct(node, self)
-        host = _Host(name=name, line=line, raw=raw)
+        host = _Host(name=name, line=line)
         for setting_key, setting_node in self.pairs(node, where, where):
             key = self.check_key(setting_key, where, HOST_KEYS)
             if key == "vars":
                 host.extra = self.free_vars(setting_node, f"{where} vars")
             else:
                 host.settings[key] = self.setting(setting_key, setting_node, where, SETTINGS)[1]
+        # Constructed only after the walk: construction resolves (and removes) YAML merge keys.
+        raw = host.raw = _construct(node, self)
         previous = self.hosts.get(name)
         if previous is None:
             self.hosts[name] = host
@@ -460,7 +461,7 @@ def load_inventory(path: Path) -> Inventory:
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = error.problem or error.context or "invalid YAML"
+        problem = ", ".join(part for part in (error.context, error.problem) if part) or "invalid YAML"
         raise InventoryError(f"{where}: YAML syntax error: {problem}") from error
     except yaml.YAMLError as error:
         raise InventoryError(f"{path}: YAML error: {error}") from error

@@ -68,7 +68,7 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     table = Table(title=f"{escape(str(inventory.path))}: {len(boards)} board(s)", title_justify="left")
     for column in ("name", "address", "user", "target", "groups", "tags"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for board in boards:
         table.add_row(*(escape(text) for text in (
             board.name, board.address, board.user or "-", board.target,
@@ -95,7 +95,7 @@ def _show(args: argparse.Namespace) -> int:
     table = Table(title=f"board {escape(board.name)} (groups: {escape(', '.join(board.groups) or '-')})",
                   title_justify="left")
     for column in ("variable", "value", "source"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for key, entry in variables.items():
         value = entry["value"]
         shown = "-" if value is None else (", ".join(map(str, value)) or "-") if isinstance(value, list) else str(value)
