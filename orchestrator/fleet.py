@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from rich.console import Group
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
@@ -120,17 +121,19 @@ class _LiveView:
             _, old_start, _ = self.state[name]
             self.state[name] = (status, started if started is not None else old_start, ended)
 
-    def __rich__(self) -> Table:
+    def __rich__(self) -> Group:
         table = Table.grid(padding=(0, 2))
-        if self.label:
-            table.title = self.label
         now = time.monotonic()
         styles = {"waiting": "dim", "running": "cyan", "ok": "green", "failed": "red", "timed out": "red"}
         with self.lock:
             for name, (status, start, end) in self.state.items():
                 elapsed = "" if status == "waiting" else f"{(end or now) - start:6.1f}s"
                 table.add_row(Text(name, style="bold"), Text(status, style=styles.get(status, "")), elapsed)
-        return table
+        return (
+            Group(Text(self.label, style="bold", overflow="ellipsis", no_wrap=True), table)
+            if self.label
+            else Group(table)
+        )
 
 
 def run_on_boards(
@@ -174,7 +177,7 @@ def run_on_boards(
         view.set(name, status, ended=time.monotonic())
 
     show = console.is_terminal if progress is None else progress
-    live = Live(view, console=console, refresh_per_second=4, transient=False) if show and unique else None
+    live = Live(view, console=console, refresh_per_second=4, transient=True) if show and unique else None
     if live is not None:
         live.start()
     try:
