@@ -101,6 +101,14 @@ def aarch64_entry() -> BinfmtEntry | None:
         return None
 
 
+def registered_before_upgrade(entry: BinfmtEntry, entry_path: Path = BINFMT_DIR / "qemu-aarch64") -> bool:
+    """True when the interpreter file changed after the binfmt entry was made (the entry's ctime)."""
+    try:
+        return os.stat(entry.interpreter).st_ctime > entry_path.stat().st_ctime
+    except OSError:
+        return False
+
+
 def check_aarch64_registration(entry: BinfmtEntry | None) -> Check:
     name = "aarch64 emulation"
     if entry is None:
@@ -114,6 +122,9 @@ def check_aarch64_registration(entry: BinfmtEntry | None) -> Check:
         problems.append(f"flags '{entry.flags}' lack F (containers cannot find the interpreter)")
     if not entry.interpreter or not Path(entry.interpreter).exists():
         problems.append(f"interpreter {entry.interpreter or '?'} does not exist")
+    elif registered_before_upgrade(entry):
+        # Flag F: the kernel keeps the interpreter it opened at registration, so an upgraded qemu is not used.
+        problems.append("qemu was upgraded after the entry was registered (the old qemu still runs)")
     if problems:
         return Check(name=name, ok=False, detail="qemu-aarch64: " + "; ".join(problems),
                      fix=f"{SETUP}   (re-registers qemu-aarch64 with flag F)")
