@@ -1,0 +1,463 @@
+"""Executes deploys and rollbacks on boards, one thread per board (``orchestrator.fleet``).
+
+Per board, in this order, so that a failure at any step leaves the previous release current:
+
+1. read the board's facts and refuse an incompatible wheel *before any byte is sent*;
+2. resolve the wheel's dependencies for the board on the workstation (cached);
+3. plan (``deploy_plan``): what the store lacks, the release id, the argv lists;
+4. upload the missing contents to temporary names, renamed into ``store/sha256/<hex>``;
+5. build the release directory (hard links into the store), venv, ``pip install --no-index``,
+   then ``release.json`` (a release without it is never used);
+6. switch ``current`` atomically, verify on the board (import, version, build info, one
+   inference per model); a failed verification switches back;
+7. prune to ``--keep`` releases.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
+
+from orchestrator import remote
+from orchestrator.artifacts import Artifact, find_artifact
+from orchestrator.board import Board
+from orchestrator.board_facts import BoardFacts, read_facts
+from orchestrator.console import console
+from orchestrator.dependencies import resolve_dependencies
+from orchestrator.deploy_plan import BoardPlan, LocalFile, plan_board, sha256_file, stage_pairs, wheel_files
+from orchestrator.errors import DeployError, RemoteError
+from orchestrator.fleet import FleetResult, run_on_boards
+from orchestrator.releases import (
+    Layout,
+    Listing,
+    ReleaseInfo,
+    choose_rollback,
+    layout_for,
+    prune,
+    read_listing,
+    releases_to_prune,
+    switch_current,
+)
+from orchestrator.wheelinfo import WheelInfo, compatibility_problems, inspect_wheel
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeployRequest:
+    """What the user asked for, resolved on the workstation (no board touched yet)."""
+
+    artifact: Artifact | None  # --artifact DIR; None = the newest good artifact for each board's target
+    variant: str | None
+    models: tuple[LocalFile, ...]
+    agent: tuple[LocalFile, ...]
+    keep: int = 3
+    dry_run: bool = False
+    rollback: bool = False
+    connect_timeout: float = 30.0
+    dependency_cache: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BoardReport:
+    """One board's outcome value: what was done, sent, verified."""
+
+    board: str
+    action: str  # "deployed" | "unchanged" | "rolled back" | "planned"
+    release_id: str
+    previous: str | None
+    python: str  # absolute path of the release's interpreter on the board
+    files_sent: int = 0
+    bytes_sent: int = 0
+    files_skipped: int = 0
+    bytes_skipped: int = 0
+    transfer_seconds: float = 0.0
+    seconds: float = 0.0
+    verification: dict[str, Any] = field(default_factory=dict)
+    pruned: tuple[str, ...] = ()
+    plan: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        """Upload rate in bytes/s (0 when nothing was sent)."""
+        return self.bytes_sent / self.transfer_seconds if self.transfer_seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "board": self.board, "action": self.action, "release_id": self.release_id,
+            "previous": self.previous, "python": self.python, "files_sent": self.files_sent,
+            "bytes_sent": self.bytes_sent, "files_skipped": self.files_skipped,
+            "bytes_skipped": self.bytes_skipped, "transfer_seconds": round(self.transfer_seconds, 3),
+            "rate_bytes_per_s": round(self.rate), "seconds": round(self.seconds, 3),
+            "verification": self.verification, "pruned": list(self.pruned),
+            **({"plan": self.plan} if self.plan else {}),
+        }
+
+
+class TransferView:
+    """Per-board progress on stderr: a status line, bytes sent and the rate (rich Progress)."""
+
+    def __init__(self, boards: Sequence[Board], *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("[bold]{task.fields[board]}"), BarColumn(bar_width=24), DownloadColumn(),
+            TransferSpeedColumn(), TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
+            console=console, transient=False, disable=not enabled,
+        )
+        self.tasks: dict[str, TaskID] = {
+            b.name: self.progress.add_task(b.name, board=escape(b.name), status="waiting", total=None)
+            for b in boards
+        }
+
+    def __enter__(self) -> Self:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def status(self, board: str, text: str, *, log: bool = False) -> None:
+        self.progress.update(self.tasks[board], status=escape(text))
+        if log or not self.enabled:
+            console.print(f"{escape(board)}: {escape(text)}", soft_wrap=True)
+
+    def start_transfer(self, board: str, total: int) -> None:
+        self.progress.reset(self.tasks[board], total=total or 1, completed=0 if total else 1)
+        self.progress.start_task(self.tasks[board])
+
+    def advance_to(self, board: str, done: int) -> None:
+        self.progress.update(self.tasks[board], completed=done)
+
+
+# Runs on the board with the release's interpreter: import, version, build info, one inference
+# per model with zeros-free deterministic input; one JSON document on stdout.
+VERIFY_CODE = r"""
+import json, os, sys, time
+out = {"ok": True, "models": {}}
+try:
+    import numpy as np
+    import onnxruntime as ort
+except Exception as error:
+    print(json.dumps({"ok": False, "error": "import failed: %s: %s" % (type(error).__name__, error)}))
+    sys.exit(1)
+out["version"] = ort.__version__
+out["file"] = os.path.realpath(ort.__file__)
+out["build_info"] = ort.get_build_info() if hasattr(ort, "get_build_info") else ""
+out["providers"] = ort.get_available_providers()
+types = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
+         "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+         "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
+rng = np.random.default_rng(0)
+for path in sys.argv[1:]:
+    name = os.path.basename(path)
+    try:
+        start = time.perf_counter()
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        loaded = time.perf_counter()
+        feeds = {}
+        for item in session.get_inputs():
+            shape = [d if isinstance(d, int) and d > 0 else 1 for d in item.shape]
+            feeds[item.name] = rng.random(shape).astype(types.get(item.type, np.float32))
+        outputs = session.run(None, feeds)
+        done = time.perf_counter()
+        finite = all(bool(np.isfinite(o).all()) for o in outputs
+                     if isinstance(o, np.ndarray) and o.dtype.kind == "f")
+        out["models"][name] = {"ok": finite, "load_ms": round((loaded - start) * 1000, 2),
+                               "run_ms": round((done - loaded) * 1000, 2),
+                               "outputs": [list(getattr(o, "shape", ())) for o in outputs]}
+        if not finite:
+            out["models"][name]["error"] = "output is not finite"
+            out["ok"] = False
+    except Exception as error:
+        out["models"][name] = {"ok": False, "error": "%s: %s" % (type(error).__name__, error)}
+        out["ok"] = False
+print(json.dumps(out))
+sys.exit(0 if out["ok"] else 1)
+"""
+
+# $1 = workdir. The store's content names (64 hex digits); temporary upload names are skipped.
+STORE_SCRIPT = r"""
+d="$1/store/sha256"
+[ -d "$d" ] || exit 0
+for f in "$d"/*; do [ -f "$f" ] && basename -- "$f"; done
+"""
+
+# $1 = workdir, $2 = release id, then pairs: name-in-release sha256. Hard links cost no space and
+# keep a release whole even if the store is cleaned; cp is the fallback where links fail.
+STAGE_SCRIPT = r"""
+w="$1"; id="$2"; shift 2
+r="$w/releases/$id"
+rm -rf -- "$r"
+mkdir -p -- "$r"
+while [ $# -ge 2 ]; do
+  dest="$r/$1"; blob="$w/store/sha256/$2"; shift 2
+  mkdir -p -- "$(dirname -- "$dest")"
+  ln -- "$blob" "$dest" 2>/dev/null || cp -- "$blob" "$dest" || exit 4
+done
+"""
+
+# $1 = release dir, $2 = release.json content. Written last, by rename: the release is complete.
+SEAL_SCRIPT = r"""
+printf '%s\n' "$2" > "$1/release.json.tmp" && mv -f -- "$1/release.json.tmp" "$1/release.json"
+"""
+
+INSTALL_TIMEOUT = 1800.0
+VERIFY_TIMEOUT = 600.0
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def load_artifact_dir(directory: Path) -> Artifact:
+    """An artifact given by path (``--artifact DIR``): a manifest.json naming a wheel next to it."""
+    manifest_path = Path(directory) / "manifest.json"
+    if not manifest_path.is_file():
+        raise DeployError(f"{directory}: no manifest.json: not an artifact directory",
+                          hint="point --artifact at artifacts/<target>/<variant>/<version>/")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as error:
+        raise DeployError(f"{manifest_path}: not valid JSON: {error}") from error
+    missing = [k for k in ("target", "variant", "ort_version", "wheel") if k not in manifest]
+    if missing:
+        raise DeployError(f"{manifest_path}: missing {', '.join(missing)}")
+    artifact = Artifact(directory=Path(directory), manifest=manifest)
+    if not artifact.wheel_path.is_file():
+        raise DeployError(f"{manifest_path} names {manifest['wheel']}, which is not in {directory}")
+    return artifact
+
+
+class _Artifacts:
+    """Artifacts and their wheel inspection, resolved once per target and shared by board threads."""
+
+    def __init__(self, request: DeployRequest) -> None:
+        self.request = request
+        self.lock = threading.Lock()
+        self.cache: dict[str, tuple[Artifact, WheelInfo, str]] = {}
+
+    def for_board(self, board: Board) -> tuple[Artifact, WheelInfo, str]:
+        key = "--artifact" if self.request.artifact else board.target
+        with self.lock:
+            if key not in self.cache:
+                artifact = self.request.artifact or find_artifact(board.target, self.request.variant)
+                sha = sha256_file(artifact.wheel_path)
+                expected = artifact.manifest.get("wheel_sha256")
+                if expected and expected != sha:
+                    raise DeployError(
+                        f"{artifact.wheel_path}: sha256 {sha[:12]}... differs from the manifest's"
+                        f" {str(expected)[:12]}...: the artifact was changed after it was built",
+                        hint="rebuild it (orch build) or restore the original wheel",
+                    )
+                self.cache[key] = (artifact, inspect_wheel(artifact.wheel_path), sha)
+            return self.cache[key]
+
+
+def check_compatible(info: WheelInfo, facts: BoardFacts) -> None:
+    problems = compatibility_problems(info, arch=facts.arch, glibc=facts.glibc, python_tag=facts.python_tag,
+                                      board=facts.board)
+    if problems:
+        raise DeployError(
+            f"{facts.board}: {info.path.name} refused, nothing was sent: " + "; ".join(problems),
+            hint="build for this board's target (orch build --target ...) or pick another --artifact",
+        )
+
+
+def _store_hashes(session: Any, layout: Layout) -> set[str]:
+    out = session.run_script(STORE_SCRIPT, (layout.workdir,), timeout=120).stdout
+    return {line for line in out.split() if len(line) == 64 and all(c in "0123456789abcdef" for c in line)}
+
+
+def _upload(session: Any, plan: BoardPlan, layout: Layout, view: TransferView) -> tuple[int, float]:
+    """Send every missing content to a temporary name, check its size, rename it into the store."""
+    total = plan.bytes_to_send
+    if not plan.to_send:
+        return 0, 0.0
+    session.mkdir_p(layout.store)
+    view.start_transfer(plan.board, total)
+    view.status(plan.board, f"sending {len(plan.to_send)} files ({total / 1e6:.1f} MB)", log=True)
+    done = 0
+    start = time.monotonic()
+    for item in plan.to_send:
+        tmp = posixpath.join(layout.store, f".upload-{item.sha256[:16]}-{secrets.token_hex(4)}")
+        base = done
+
+        def progress(sent: int, _size: int, base: int = base) -> None:
+            view.advance_to(plan.board, base + sent)
+
+        session.put(item.path, tmp, progress=progress)
+        size = session.stat(tmp)
+        if size != item.size:
+            raise RemoteError(f"{plan.board}: upload of {item.path.name} arrived with {size} of {item.size} bytes")
+        session.rename(tmp, layout.blob(item.sha256))
+        done += item.size
+        view.advance_to(plan.board, done)
+    return done, time.monotonic() - start
+
+
+def verify_release(session: Any, layout: Layout, *, release_id: str, expected_version: str,
+                   models: Sequence[str], workdir_abs: str, manifest: dict[str, Any] | None = None,
+                   board: str) -> dict[str, Any]:
+    """Run VERIFY_CODE with the current release's interpreter; raise DeployError on any mismatch."""
+    python = posixpath.join(layout.current, "venv", "bin", "python")
+    paths = [posixpath.join(layout.current, "models", name) for name in models]
+    result = session.run([python, "-c", VERIFY_CODE, *paths], timeout=VERIFY_TIMEOUT, check=False)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-4:])
+        raise DeployError(f"{board}: verification of {release_id} failed (exit {result.exit_code}): {tail}")
+    report = json.loads(lines[-1])
+    problems = []
+    if not report.get("ok"):
+        problems.append(report.get("error") or "; ".join(
+            f"{name}: {m.get('error')}" for name, m in report.get("models", {}).items() if not m.get("ok")))
+    if report.get("version") and report["version"] != expected_version:
+        problems.append(f"onnxruntime reports version {report['version']}, expected {expected_version}")
+    where = posixpath.join(workdir_abs, "releases", release_id) if workdir_abs else ""
+    if where and report.get("file") and not str(report["file"]).startswith(where + "/"):
+        problems.append(f"onnxruntime was imported from {report['file']}, not from the release {where}")
+    wanted_info = (manifest or {}).get("build_info")
+    if wanted_info and report.get("build_info") != wanted_info:
+        problems.append("onnxruntime's build info differs from the build manifest's")
+    if problems:
+        raise DeployError(f"{board}: verification of {release_id} failed: " + "; ".join(problems))
+    return report
+
+
+def deploy_board(board: Board, request: DeployRequest, artifacts: _Artifacts, view: TransferView) -> BoardReport:
+    started = time.monotonic()
+    layout = layout_for(board)
+    artifact, info, wheel_sha = artifacts.for_board(board)
+    view.status(board.name, "connecting")
+    with remote.connect(board, connect_timeout=request.connect_timeout) as session:
+        view.status(board.name, "reading board facts")
+        facts = read_facts(session, board, layout.workdir)
+        check_compatible(info, facts)  # before any byte is sent
+        view.status(board.name, f"resolving dependencies for {facts.arch} Python {facts.python_short}")
+        deps = resolve_dependencies(artifact.wheel_path, wheel_sha256=wheel_sha, arch=facts.arch,
+                                    glibc=facts.glibc, python_version=facts.python_short,
+                                    cache=request.dependency_cache)
+        listing = read_listing(session, layout)
+        store = _store_hashes(session, layout)
+        plan = plan_board(board=board, facts=facts, layout=layout, artifact=artifact,
+                          wheels=wheel_files(artifact.wheel_path, deps), models=request.models,
+                          agent=request.agent, store=store, listing=listing, keep=request.keep, created=_now())
+        python_abs = posixpath.join(listing.workdir_abs or posixpath.join(facts.home, layout.workdir),
+                                    "releases", plan.release_id, "venv", "bin", "python")
+        skipped = {"files_skipped": len(plan.already_there),
+                   "bytes_skipped": sum(f.size for f in plan.already_there)}
+        if request.dry_run:
+            view.status(board.name, f"plan: send {len(plan.to_send)} files ({plan.bytes_to_send / 1e6:.1f} MB)")
+            return BoardReport(board=board.name, action="planned", release_id=plan.release_id,
+                               previous=plan.current, python=python_abs, plan=plan.as_dict(),
+                               seconds=time.monotonic() - started, **skipped)
+        if plan.free_bytes is not None and plan.space_needed > plan.free_bytes:
+            raise DeployError(
+                f"{board.name}: not enough disk: the deploy needs about {plan.space_needed / 1e6:.0f} MB,"
+                f" {plan.free_bytes / 1e6:.0f} MB are free under {layout.workdir}",
+                hint="free space on the board, or lower --keep to drop old releases",
+            )
+        sent, transfer_seconds = _upload(session, plan, layout, view)
+        if not plan.release_exists:
+            view.status(board.name, "installing (venv + pip --no-index)", log=True)
+            session.run_script(STAGE_SCRIPT, (layout.workdir, plan.release_id, *stage_pairs(plan)), timeout=600)
+            session.run(list(plan.venv_argv), timeout=INSTALL_TIMEOUT)
+            session.run(list(plan.install_argv), timeout=INSTALL_TIMEOUT)
+            session.run_script(SEAL_SCRIPT, (plan.release_dir, json.dumps(plan.release_document, sort_keys=True,
+                                                                            default=str)), timeout=120)
+        listing = read_listing(session, layout) if not listing.workdir_abs else listing
+        verification = _switch_and_verify(session, layout, board=board.name, release_id=plan.release_id,
+                                          previous=plan.current, expected_version=artifact.ort_version,
+                                          models=sorted(plan.models), workdir_abs=listing.workdir_abs,
+                                          manifest=artifact.manifest, view=view)
+        pruned = _prune(session, layout, keep=request.keep)
+        action = "unchanged" if plan.unchanged else "deployed"
+        view.status(board.name, f"{action} {plan.release_id}", log=True)
+        return BoardReport(board=board.name, action=action, release_id=plan.release_id, previous=plan.current,
+                           python=python_abs, files_sent=len(plan.to_send), bytes_sent=sent,
+                           transfer_seconds=transfer_seconds, seconds=time.monotonic() - started,
+                           verification=verification, pruned=tuple(pruned), **skipped)
+
+
+def _switch_and_verify(session: Any, layout: Layout, *, board: str, release_id: str, previous: str | None,
+                       expected_version: str, models: Sequence[str], workdir_abs: str,
+                       manifest: dict[str, Any] | None, view: TransferView) -> dict[str, Any]:
+    if previous != release_id:
+        switch_current(session, layout, release_id)
+    view.status(board, "verifying on the board")
+    try:
+        return verify_release(session, layout, release_id=release_id, expected_version=expected_version,
+                              models=models, workdir_abs=workdir_abs, manifest=manifest, board=board)
+    except DeployError as error:
+        if previous and previous != release_id:
+            switch_current(session, layout, previous)
+            error.message += f"; switched back to {previous}"
+        raise
+
+
+def _prune(session: Any, layout: Layout, *, keep: int) -> list[str]:
+    doomed = releases_to_prune(read_listing(session, layout), keep=keep)
+    prune(session, layout, doomed)
+    return doomed
+
+
+def rollback_board(board: Board, request: DeployRequest, view: TransferView) -> BoardReport:
+    started = time.monotonic()
+    layout = layout_for(board)
+    view.status(board.name, "connecting")
+    with remote.connect(board, connect_timeout=request.connect_timeout) as session:
+        listing: Listing = read_listing(session, layout)
+        target: ReleaseInfo = choose_rollback(listing, board=board.name)
+        if request.dry_run:
+            view.status(board.name, f"plan: {listing.current} -> {target.id}")
+            return BoardReport(board=board.name, action="planned", release_id=target.id, previous=listing.current,
+                               python=target.python, seconds=time.monotonic() - started,
+                               plan={"rollback_from": listing.current, "rollback_to": target.id})
+        verification = _switch_and_verify(
+            session, layout, board=board.name, release_id=target.id, previous=listing.current,
+            expected_version=target.ort_version, models=sorted(target.models), workdir_abs=listing.workdir_abs,
+            manifest=target.document.get("manifest"), view=view)
+        view.status(board.name, f"rolled back {listing.current} -> {target.id}", log=True)
+        return BoardReport(board=board.name, action="rolled back", release_id=target.id,
+                           previous=listing.current, python=target.python,
+                           seconds=time.monotonic() - started, verification=verification)
+
+
+def run_deploy(boards: Sequence[Board], request: DeployRequest, *, parallel: int, timeout: float | None,
+               show_progress: bool | None = None) -> FleetResult[BoardReport]:
+    """Deploy (or roll back) on every board concurrently; every board's outcome is kept."""
+    enabled = console.is_terminal if show_progress is None else show_progress
+    artifacts = _Artifacts(request)
+    with TransferView(boards, enabled=enabled) as view:
+        task: Callable[[Board], BoardReport]
+        if request.rollback:
+            def task(board: Board) -> BoardReport:
+                return rollback_board(board, request, view)
+        else:
+            def task(board: Board) -> BoardReport:
+                return deploy_board(board, request, artifacts, view)
+
+        result = run_on_boards(boards, task, parallel=parallel, timeout=timeout, label="deploy", progress=False)
+        for name in result.failed:
+            view.status(name, "failed")
+    return result

@@ -1,0 +1,268 @@
+"""The deploy plan: what one board gets, computed without touching it. Pure.
+
+Inputs are what the workstation knows (artifact, wheel, dependency wheels, models, agent
+files, all hashed) and what was read from the board (its facts, its store, its releases).
+The output, a ``BoardPlan``, holds every file with its sha256, what must be sent and what
+is already there, the release id, the on-board paths and the exact argv lists that create
+the venv and install the wheel. ``--dry-run`` prints it; ``orchestrator.deploy`` executes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.artifacts import Artifact
+from orchestrator.board import Board
+from orchestrator.board_facts import BoardFacts
+from orchestrator.errors import UsageError
+from orchestrator.releases import Layout, Listing, ReleaseInfo, make_release_id, releases_to_prune
+
+AGENT_DIR = Path(__file__).resolve().parent / "agent"
+
+# Installing unpacks wheels (and compiles .pyc): the venv needs a few times the wheels' size.
+INSTALL_SPACE_FACTOR = 4
+
+_hash_cache: dict[tuple[str, int, int], str] = {}
+_hash_lock = threading.Lock()
+
+
+def sha256_file(path: Path) -> str:
+    """sha256 of a file, remembered by (path, size, mtime): big wheels are hashed once per run."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    with _hash_lock:
+        if key in _hash_cache:
+            return _hash_cache[key]
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    with _hash_lock:
+        _hash_cache[key] = digest.hexdigest()
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalFile:
+    """A workstation file that ends up in a release, under ``name`` (relative to the release dir)."""
+
+    role: str  # "wheel" | "dependency" | "model" | "agent"
+    name: str
+    path: Path
+    sha256: str
+    size: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "name": self.name, "path": str(self.path), "sha256": self.sha256,
+                "size": self.size}
+
+
+def _check_release_name(name: str) -> str:
+    parts = name.split("/")
+    if (not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts)
+            or any(c in name for c in "\n\r\0")):
+        raise UsageError(f"file name {name!r} cannot be used inside a release")
+    return name
+
+
+def local_file(role: str, path: Path, name: str) -> LocalFile:
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{role} file not found: {path}")
+    return LocalFile(role=role, name=_check_release_name(name), path=path, sha256=sha256_file(path),
+                     size=path.stat().st_size)
+
+
+def default_model_paths(directory: Path = Path("models")) -> list[Path]:
+    """The project's models: ``./models/*.onnx``."""
+    return sorted(directory.glob("*.onnx")) if directory.is_dir() else []
+
+
+def model_files(paths: Sequence[Path]) -> list[LocalFile]:
+    """Models as release files ``models/<name>.onnx``; two models with the same file name are refused."""
+    files: dict[str, LocalFile] = {}
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise UsageError(f"model not found: {path}")
+        if path.suffix != ".onnx":
+            raise UsageError(f"{path}: a model must be an .onnx file")
+        if path.name in files:
+            raise UsageError(
+                f"two models are both named {path.name} ({files[path.name].path} and {path}); rename one"
+            )
+        files[path.name] = local_file("model", path, f"models/{path.name}")
+    return list(files.values())
+
+
+def agent_files(directory: Path = AGENT_DIR) -> list[LocalFile]:
+    """Every file of the on-device agent directory (caches excluded), as ``agent/<relative path>``."""
+    files = []
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            files.append(local_file("agent", path, "agent/" + path.relative_to(directory).as_posix()))
+    return files
+
+
+def wheel_files(wheel: Path, dependencies: Iterable[Path]) -> list[LocalFile]:
+    files = [local_file("wheel", wheel, f"wheels/{wheel.name}")]
+    seen = {wheel.name}
+    for dep in dependencies:
+        if dep.name not in seen:
+            seen.add(dep.name)
+            files.append(local_file("dependency", dep, f"wheels/{dep.name}"))
+    return files
+
+
+@dataclass(frozen=True, kw_only=True)
+class BoardPlan:
+    """Everything one board's deploy does, decided before it starts."""
+
+    board: str
+    address: str
+    workdir: str
+    release_id: str
+    release_dir: str
+    python: str  # the release's interpreter (relative to the login home unless workdir is absolute)
+    files: tuple[LocalFile, ...]
+    to_send: tuple[LocalFile, ...]  # unique contents missing from the board's store
+    already_there: tuple[LocalFile, ...]  # unique contents the store already has
+    release_exists: bool  # a complete release with this id is on the board: nothing to install
+    current: str | None  # the board's current release before this deploy
+    venv_argv: tuple[str, ...]
+    install_argv: tuple[str, ...]
+    release_document: dict[str, Any]
+    prune: tuple[str, ...]  # releases the deploy will delete afterwards (--keep)
+    free_bytes: int | None
+    space_needed: int
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bytes_to_send(self) -> int:
+        return sum(f.size for f in self.to_send)
+
+    @property
+    def models(self) -> dict[str, str]:
+        return {f.name.removeprefix("models/"): f.sha256 for f in self.files if f.role == "model"}
+
+    @property
+    def unchanged(self) -> bool:
+        return self.release_exists and self.current == self.release_id
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "board": self.board, "address": self.address, "workdir": self.workdir,
+            "release_id": self.release_id, "release_dir": self.release_dir, "python": self.python,
+            "current": self.current, "release_exists": self.release_exists, "unchanged": self.unchanged,
+            "files": [f.as_dict() for f in self.files],
+            "send": [f.as_dict() for f in self.to_send], "bytes_to_send": self.bytes_to_send,
+            "already_there": [f.as_dict() for f in self.already_there],
+            "venv_argv": list(self.venv_argv), "install_argv": list(self.install_argv),
+            "prune": list(self.prune), "free_bytes": self.free_bytes, "space_needed": self.space_needed,
+            "facts": self.facts,
+        }
+
+
+def plan_board(
+    *,
+    board: Board,
+    facts: BoardFacts,
+    layout: Layout,
+    artifact: Artifact,
+    wheels: Sequence[LocalFile],
+    models: Sequence[LocalFile],
+    agent: Sequence[LocalFile],
+    store: Iterable[str],
+    listing: Listing,
+    keep: int,
+    created: str,
+) -> BoardPlan:
+    """The plan for one board. ``store`` = sha256 names already in its store, ``listing`` = its releases."""
+    files = (*wheels, *models, *agent)
+    names = [f.name for f in files]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise UsageError(f"two files would land on the same path in the release: {', '.join(duplicates)}")
+    wheel = next(f for f in files if f.role == "wheel")
+    content = [f"{f.role}:{f.name}:{f.sha256}" for f in files]
+    content += [f"target:{artifact.target}", f"python:{facts.python_short}"]
+    release_id = make_release_id(artifact.variant, artifact.ort_version, content)
+    release_dir = layout.release(release_id)
+
+    present = set(store)
+    unique: dict[str, LocalFile] = {}
+    for f in files:
+        unique.setdefault(f.sha256, f)
+    to_send = tuple(f for sha, f in unique.items() if sha not in present)
+    already = tuple(f for sha, f in unique.items() if sha in present)
+    release_exists = listing.get(release_id) is not None
+
+    pip_wheel = next((f for f in wheels if f.role == "dependency" and f.name.startswith("wheels/pip-")), None)
+    python = layout.python(release_id)
+    venv_argv = (board.python, "-m", "venv", "--without-pip", posixpath.join(release_dir, "venv"))
+    # pip runs straight from its wheel (a zip on sys.path): the board needs no pip of its own.
+    pip = (posixpath.join(release_dir, pip_wheel.name, "pip"),) if pip_wheel else ("-m", "pip")
+    install_argv = (
+        python, *pip, "install", "--no-index", "--find-links", posixpath.join(release_dir, "wheels"),
+        "--no-input", "--disable-pip-version-check", "--no-cache-dir", "--no-warn-script-location",
+        posixpath.join(release_dir, wheel.name),
+    )
+    document = {
+        "id": release_id,
+        "variant": artifact.variant,
+        "target": artifact.target,
+        "ort_version": artifact.ort_version,
+        "wheel": wheel.name.removeprefix("wheels/"),
+        "wheel_sha256": wheel.sha256,
+        "models": {f.name.removeprefix("models/"): f.sha256 for f in files if f.role == "model"},
+        "dependencies": {f.name.removeprefix("wheels/"): f.sha256 for f in files if f.role == "dependency"},
+        "agent": {f.name.removeprefix("agent/"): f.sha256 for f in files if f.role == "agent"},
+        "python_version": facts.python_version,
+        "created": created,
+        "manifest": artifact.manifest,
+    }
+    # What --keep will delete once the new release is current.
+    after = Listing(
+        workdir_abs=listing.workdir_abs, current=release_id,
+        releases=(*[r for r in listing.releases if r.id != release_id],
+                  ReleaseInfo(id=release_id, variant=artifact.variant, target=artifact.target,
+                              ort_version=artifact.ort_version, path=release_dir, python=python,
+                              last_used="9999")),
+        incomplete=tuple(i for i in listing.incomplete if i != release_id),
+    )
+    wheel_bytes = sum(f.size for f in wheels)
+    space = sum(f.size for f in to_send) + (0 if release_exists else INSTALL_SPACE_FACTOR * wheel_bytes)
+    return BoardPlan(
+        board=board.name,
+        address=board.address,
+        workdir=layout.workdir,
+        release_id=release_id,
+        release_dir=release_dir,
+        python=python,
+        files=files,
+        to_send=to_send,
+        already_there=already,
+        release_exists=release_exists,
+        current=listing.current,
+        venv_argv=venv_argv,
+        install_argv=install_argv,
+        release_document=document,
+        prune=tuple(releases_to_prune(after, keep=keep)),
+        free_bytes=facts.free_bytes,
+        space_needed=space,
+        facts=facts.as_dict(),
+    )
+
+
+def stage_pairs(plan: BoardPlan) -> list[str]:
+    """Flat ``name sha256 name sha256 ...`` args for the staging script (release path <- store blob)."""
+    args: list[str] = []
+    for f in plan.files:
+        args += [f.name, f.sha256]
+    return args
