@@ -253,3 +253,19 @@ def test_proxy_jump_goes_through_the_jump_host(
     jump_log = (jump.root / "sshd.log").read_text()
     assert "Accepted publickey" in jump_log, "the connection must pass through the jump host"
     assert f"[127.0.0.1]:{jump.port}" in (orch_home / "known_hosts").read_text()
+
+
+def test_orchs_known_hosts_wins_over_a_stale_user_entry(
+    ssh_server: SshServer, make_board, orch_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A lab recreated on a port the user once ssh'ed to: orch's fresh record is the one that counts."""
+    stale = keygen(tmp_path / "stale_host_key")
+    name = f"[127.0.0.1]:{ssh_server.port}"
+    users = tmp_path / "user_known_hosts"
+    users.write_text(f"{name} {' '.join(Path(f'{stale}.pub').read_text().split()[:2])}\n")
+    monkeypatch.setattr(remote, "USER_KNOWN_HOSTS", users)
+    (orch_home / "known_hosts").write_text(
+        f"{name} {' '.join(Path(f'{ssh_server.host_key}.pub').read_text().split()[:2])}\n"
+    )
+    with remote.connect(make_board(port=ssh_server.port)) as session:
+        assert session.run(["true"]).ok
