@@ -115,8 +115,13 @@ class Engine:
         buildargs: Mapping[str, str] | None = None,
         labels: Mapping[str, str] | None = None,
         on_log: LogSink | None = None,
+        *,
+        platform: str | None = None,
     ) -> str:
-        """Build ``dockerfile`` with ``context``; streams build output lines to ``on_log``; returns the image id."""
+        """Build ``dockerfile`` with ``context``; streams build output lines to ``on_log``; returns the image id.
+
+        ``platform`` (``linux/arm64``) selects the architecture of a base image pulled from a registry.
+        """
         context = Path(context).resolve()
         dockerfile = Path(dockerfile)
         if not dockerfile.is_absolute():
@@ -138,6 +143,7 @@ class Engine:
                 rm=True,
                 forcerm=True,
                 decode=True,
+                platform=platform,
             )
             for chunk in stream:
                 if "error" in chunk:

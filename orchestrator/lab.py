@@ -129,6 +129,8 @@ def ensure_board_image(engine: Engine, profile: TargetProfile, on_log: Log | Non
             buildargs={key: value for key, value in inputs.items() if key != "BASE_IMAGE_ID"},
             labels={"orch.role": "lab-board", "orch.base": base},
             on_log=on_log,
+            # A registry base must be pulled for the board's architecture, not the workstation's.
+            platform=f"linux/{base_images.debian_arch(profile.arch)}" if base_images.registry_override(suite) else None,
         )
     return tag
 
