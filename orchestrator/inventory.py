@@ -38,9 +38,14 @@ GROUP_KEYS = ("hosts", "vars", "children")
 ROOT_GROUP = "all"
 # Ansible spellings users bring along: pointed at orch's name instead of a fuzzy guess.
 ANSIBLE_NAMES = {
-    "ansible_host": "hostname", "ansible_port": "port", "ansible_user": "user",
-    "ansible_ssh_private_key_file": "identity_file", "ansible_python_interpreter": "python",
-    "ansible_ssh_host": "hostname", "ansible_ssh_port": "port", "ansible_ssh_user": "user",
+    "ansible_host": "hostname",
+    "ansible_port": "port",
+    "ansible_user": "user",
+    "ansible_ssh_private_key_file": "identity_file",
+    "ansible_python_interpreter": "python",
+    "ansible_ssh_host": "hostname",
+    "ansible_ssh_port": "port",
+    "ansible_ssh_user": "user",
 }
 _SECRET = re.compile(r"passw(or)?d|passphrase|(^|[_-])(pass|secret|token)$", re.IGNORECASE)
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
@@ -85,7 +90,9 @@ class _Parser:
         self._open: list[int] = []  # group nodes being walked: guards against recursive YAML aliases
 
     # -- error helpers -------------------------------------------------------------------------
-    def error(self, node: yaml.Node | int, where: str, message: str, hint: str | None = None) -> InventoryError:
+    def error(
+        self, node: yaml.Node | int, where: str, message: str, hint: str | None = None
+    ) -> InventoryError:
         line = node if isinstance(node, int) else node.start_mark.line + 1
         prefix = f"{self.file}:{line}: {where}: " if where else f"{self.file}:{line}: "
         return InventoryError(prefix + message, hint=hint)
@@ -94,7 +101,8 @@ class _Parser:
         key = self.scalar_key(key_node, where)
         if _SECRET.search(key):
             raise self.error(
-                key_node, where,
+                key_node,
+                where,
                 f"key '{key}' looks like a secret; orch never reads passwords or passphrases from the"
                 " inventory: it authenticates only with ssh-agent or key files",
                 hint="remove it; load your key with `ssh-add` or point identity_file at a key file",
@@ -104,7 +112,9 @@ class _Parser:
                 suggestion = f" (orch calls it '{ANSIBLE_NAMES[key]}')"
             else:
                 close = difflib.get_close_matches(key, list(known), n=1)
-                suggestion = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(known)})"
+                suggestion = (
+                    f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(known)})"
+                )
             raise self.error(key_node, where, f"unknown key '{key}'{suggestion}")
         return key
 
@@ -112,7 +122,9 @@ class _Parser:
         if not isinstance(key_node, yaml.ScalarNode):
             raise self.error(key_node, where, "a key must be a plain name, not a list or mapping")
         if key_node.value == "<<":
-            raise self.error(key_node, where, "key '<<': YAML merge keys are not supported; use group vars instead")
+            raise self.error(
+                key_node, where, "key '<<': YAML merge keys are not supported; use group vars instead"
+            )
         return key_node.value
 
     def pairs(self, node: yaml.Node, where: str, what: str) -> list[tuple[yaml.Node, yaml.Node]]:
@@ -128,7 +140,8 @@ class _Parser:
         name = self.scalar_key(key_node, where)
         if not _NAME.match(name):
             raise self.error(
-                key_node, where,
+                key_node,
+                where,
                 f"{kind} name '{name}' is not valid: use letters, digits, '_', '.', '-' (not first)",
             )
         return name
@@ -145,7 +158,8 @@ class _Parser:
                 if isinstance(key_node, yaml.ScalarNode):
                     if key_node.value in first:
                         raise self.error(
-                            key_node, "",
+                            key_node,
+                            "",
                             f"duplicate key '{key_node.value}' (first at line {first[key_node.value]});"
                             " YAML would silently keep only the last one",
                         )
@@ -166,7 +180,8 @@ class _Parser:
             if key != ROOT_GROUP:
                 close = difflib.get_close_matches(key, [ROOT_GROUP], n=1)
                 raise self.error(
-                    key_node, "top level",
+                    key_node,
+                    "top level",
                     f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""),
                     hint="an inventory starts with `all:`; put groups under `all: children:`",
                 )
@@ -191,7 +206,8 @@ class _Parser:
                     previous = group.settings.get(setting[0])
                     if previous is not None and previous.value != setting[1].value:
                         raise self.error(
-                            var_key, f"{where} vars",
+                            var_key,
+                            f"{where} vars",
                             f"key '{setting[0]}' is set twice with different values"
                             f" (line {previous.line} and line {setting[1].line})",
                         )
@@ -199,7 +215,9 @@ class _Parser:
             elif key == "hosts":
                 if isinstance(value_node, yaml.SequenceNode):
                     raise self.error(
-                        value_node, where, "key 'hosts' must be a mapping of board name -> settings, not a list",
+                        value_node,
+                        where,
+                        "key 'hosts' must be a mapping of board name -> settings, not a list",
                         hint="write `hosts: {pi01: {}, pi02: {}}` or one `pi01:` line per board",
                     )
                 for host_key, host_node in self.pairs(value_node, where, "hosts"):
@@ -208,11 +226,15 @@ class _Parser:
                 for child_key, child_node in self.pairs(value_node, where, "children"):
                     child = self.name(child_key, where, "group")
                     if child == ROOT_GROUP:
-                        raise self.error(child_key, where, "group 'all' cannot be a child: it contains every group")
+                        raise self.error(
+                            child_key, where, "group 'all' cannot be a child: it contains every group"
+                        )
                     group.children.setdefault(child, child_key.start_mark.line + 1)
                     child_group = self.groups.get(child)
                     if child_group is None:
-                        child_group = self.groups[child] = _Group(name=child, line=child_key.start_mark.line + 1)
+                        child_group = self.groups[child] = _Group(
+                            name=child, line=child_key.start_mark.line + 1
+                        )
                     if name not in child_group.parents:
                         child_group.parents.append(name)
                     self.group(child, child_node, child_key.start_mark.line + 1)
@@ -234,8 +256,10 @@ class _Parser:
             self.hosts[name] = host
         elif raw and previous.raw and raw != previous.raw:
             raise self.error(
-                key_node, where,
-                f"board '{name}' is defined twice with different settings (line {previous.line} and line {line});"
+                key_node,
+                where,
+                f"board '{name}' is defined twice with different settings"
+                f" (line {previous.line} and line {line});"
                 f" define it once and list it elsewhere as `{name}:` with no settings",
             )
         elif raw and not previous.raw:
@@ -261,13 +285,17 @@ class _Parser:
                 self.check_secrets(item, where)
 
     # -- values --------------------------------------------------------------------------------------
-    def setting(self, key_node: yaml.Node, node: yaml.Node, where: str, known: Sequence[str]) -> tuple[str, Setting]:
+    def setting(
+        self, key_node: yaml.Node, node: yaml.Node, where: str, known: Sequence[str]
+    ) -> tuple[str, Setting]:
         key = self.check_key(key_node, where, known)
         value = _construct(node, self)
         line = key_node.start_mark.line + 1
 
         def bad(expected: str) -> InventoryError:
-            return self.error(key_node, where, f"key '{key}' must be {expected}, not {value!r}")
+            # Quote what the user wrote (`yes`), not what YAML made of it (True).
+            written = node.value if isinstance(node, yaml.ScalarNode) else value
+            return self.error(key_node, where, f"key '{key}' must be {expected}, not {written!r}")
 
         if key == "port":
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
@@ -301,7 +329,9 @@ def _construct(node: yaml.Node, parser: _Parser) -> Any:
         return loader.construct_document(node)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        raise parser.error(mark.line + 1 if mark else node.start_mark.line + 1, "", f"YAML: {error.problem}") from error
+        raise parser.error(
+            mark.line + 1 if mark else node.start_mark.line + 1, "", f"YAML: {error.problem}"
+        ) from error
     finally:
         loader.dispose()
 
@@ -316,9 +346,10 @@ def _check_cycles(parser: _Parser) -> None:
         group = parser.groups[name]
         for child, line in group.children.items():
             if state.get(child) == 1:
-                cycle = [*path[path.index(child):], child]
+                cycle = [*path[path.index(child) :], child]
                 raise parser.error(
-                    line, f"group '{name}'",
+                    line,
+                    f"group '{name}'",
                     f"child '{child}' makes a cycle of groups: {' -> '.join(cycle)}",
                 )
             if state.get(child) is None:
@@ -345,7 +376,9 @@ def _members(parser: _Parser) -> dict[str, list[str]]:
             cache[name] = found
         return cache[name]
 
-    return {name: sorted(members(name), key=lambda host: order.get(host, len(order))) for name in parser.groups}
+    return {
+        name: sorted(members(name), key=lambda host: order.get(host, len(order))) for name in parser.groups
+    }
 
 
 def _depths(parser: _Parser) -> dict[str, int]:
@@ -430,8 +463,12 @@ class Inventory:
     ) -> list[Board]:
         """--host/--group/--all-devices united, then --limit (or --limit alone); never empty."""
         names = select_names(
-            boards=list(self.boards), groups=self.groups, hosts=hosts or (), group_names=groups or (),
-            all_devices=all_devices, limit=limit,
+            boards=list(self.boards),
+            groups=self.groups,
+            hosts=hosts or (),
+            group_names=groups or (),
+            all_devices=all_devices,
+            limit=limit,
         )
         return [self.boards[name] for name in names]
 
@@ -446,7 +483,9 @@ def _read(path: Path) -> str:
             " `all: {}` is a valid empty inventory (lab boards are added to it)",
         ) from None
     except IsADirectoryError:
-        raise InventoryError(f"{path}: is a directory, not an inventory file", hint="pass -i PATH/inventory.yaml") from None
+        raise InventoryError(
+            f"{path}: is a directory, not an inventory file", hint="pass -i PATH/inventory.yaml"
+        ) from None
     except (OSError, UnicodeDecodeError) as error:
         raise InventoryError(f"{path}: cannot read the inventory: {error}") from error
 
@@ -471,18 +510,22 @@ def load_inventory(path: Path) -> Inventory:
     lab_names = {board.name for board in lab}
     for name, host in parser.hosts.items():
         if name in parser.groups:
-            raise parser.error(host.line, f"host '{name}'", f"'{name}' is both a board and a group; rename one")
+            raise parser.error(
+                host.line, f"host '{name}'", f"'{name}' is both a board and a group; rename one"
+            )
         if name in lab_names:
             raise parser.error(
-                host.line, f"host '{name}'",
+                host.line,
+                f"host '{name}'",
                 f"the name '{name}' belongs to a running lab board; rename this board (or `orch lab down`)",
             )
     lab_group = parser.groups.get(LAB_GROUP)
     if lab_group is not None and (lab_group.hosts or lab_group.settings or lab_group.children):
         raise parser.error(
-            lab_group.line, f"group '{LAB_GROUP}'",
-            f"group '{LAB_GROUP}' is reserved for the lab's boards; it may be referenced (`{LAB_GROUP}: {{}}`)"
-            " but not given hosts, vars or children",
+            lab_group.line,
+            f"group '{LAB_GROUP}'",
+            f"group '{LAB_GROUP}' is reserved for the lab's boards;"
+            f" it may be referenced (`{LAB_GROUP}: {{}}`) but not given hosts, vars or children",
         )
     members = _members(parser)
     depths = _depths(parser)
@@ -494,7 +537,9 @@ def load_inventory(path: Path) -> Inventory:
     # Lab boards are complete already; they join group 'lab' and any user group that lists 'lab' as a child.
     for board in lab:
         extra_groups = [g for g in parser.groups if g != ROOT_GROUP and LAB_GROUP in _descendants(parser, g)]
-        boards[board.name] = dataclasses.replace(board, groups=(LAB_GROUP, *[g for g in extra_groups if g != LAB_GROUP]))
+        boards[board.name] = dataclasses.replace(
+            board, groups=(LAB_GROUP, *[g for g in extra_groups if g != LAB_GROUP])
+        )
     groups = {name: list(names) for name, names in members.items() if name not in (ROOT_GROUP, LAB_GROUP)}
     if lab or LAB_GROUP in parser.groups:
         for board in lab:

@@ -21,7 +21,7 @@ from orchestrator.errors import UsageError
 
 ALL_NAMES = ("all", "*")
 _GLOB_CHARS = re.compile(r"[*?\[]")
-_HINT = "choose boards with --host NAME, --group NAME, --all-devices or --limit PATTERN (see `orch inventory list`)"
+_HINT = "choose with --host NAME, --group NAME, --all-devices or --limit PATTERN (see `orch inventory list`)"
 
 
 def _suggest(name: str, choices: Sequence[str]) -> str:

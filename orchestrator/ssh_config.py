@@ -16,8 +16,13 @@ from pathlib import Path
 from orchestrator.errors import InventoryError
 
 # ssh_config option (lower case, as the parser reports it) -> Board field.
-OPTIONS = {"hostname": "hostname", "user": "user", "port": "port", "identityfile": "identity_file",
-           "proxyjump": "proxy_jump"}
+OPTIONS = {
+    "hostname": "hostname",
+    "user": "user",
+    "port": "port",
+    "identityfile": "identity_file",
+    "proxyjump": "proxy_jump",
+}
 
 
 def ssh_config_path() -> Path:

@@ -24,10 +24,14 @@ HELP = "list the boards of the inventory or show one board's resolved variables"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="inventory_action", metavar="ACTION")
-    list_parser = actions.add_parser("list", help="a table of the boards (all of them unless a selection is given)")
+    list_parser = actions.add_parser(
+        "list", help="a table of the boards (all of them unless a selection is given)"
+    )
     add_selection_options(list_parser)
     add_json_option(list_parser)
-    show_parser = actions.add_parser("show", help="every resolved variable of one board and where it came from")
+    show_parser = actions.add_parser(
+        "show", help="every resolved variable of one board and where it came from"
+    )
     show_parser.add_argument("name", metavar="NAME", help="the board's name")
     add_inventory_option(show_parser)
     add_json_option(show_parser)
@@ -57,23 +61,36 @@ def _list(args: argparse.Namespace) -> int:
     else:
         boards = list(inventory.boards.values())
     if getattr(args, "json", False):
-        emit_json({
-            "inventory": str(inventory.path),
-            "boards": [board_document(board) for board in boards],
-            "groups": inventory.groups,
-        })
+        emit_json(
+            {
+                "inventory": str(inventory.path),
+                "boards": [board_document(board) for board in boards],
+                "groups": inventory.groups,
+            }
+        )
         return 0
     if not boards:
-        console.print(f"{escape(str(inventory.path))}: no boards (start the lab with `orch lab up`, or add boards)")
+        console.print(
+            f"{escape(str(inventory.path))}: no boards (start the lab with `orch lab up`, or add boards)"
+        )
         return 0
     table = Table(title=f"{escape(str(inventory.path))}: {len(boards)} board(s)", title_justify="left")
     for column in ("name", "address", "user", "target", "groups", "tags"):
         table.add_column(column, overflow="fold")
     for board in boards:
-        table.add_row(*(escape(text) for text in (
-            board.name, board.address, board.user or "-", board.target,
-            ", ".join(board.groups) or "-", ", ".join(board.tags) or "-",
-        )))
+        table.add_row(
+            *(
+                escape(text)
+                for text in (
+                    board.name,
+                    board.address,
+                    board.user or "-",
+                    board.target,
+                    ", ".join(board.groups) or "-",
+                    ", ".join(board.tags) or "-",
+                )
+            )
+        )
     console.print(table)
     return 0
 
@@ -85,20 +102,38 @@ def _show(args: argparse.Namespace) -> int:
     document = board_document(board)
     variables = {
         key: {"value": document[key], "source": board.sources.get(key, "default")}
-        for key in ("hostname", "port", "user", "identity_file", "proxy_jump", "target", "python", "workdir", "tags")
+        for key in (
+            "hostname",
+            "port",
+            "user",
+            "identity_file",
+            "proxy_jump",
+            "target",
+            "python",
+            "workdir",
+            "tags",
+        )
     }
     for key, value in board.extra.items():
         variables[f"vars.{key}"] = {"value": value, "source": board.sources.get(f"vars.{key}", "inventory")}
     if args.json:
         emit_json({"name": board.name, "groups": list(board.groups), "variables": variables})
         return 0
-    table = Table(title=f"board {escape(board.name)} (groups: {escape(', '.join(board.groups) or '-')})",
-                  title_justify="left")
+    table = Table(
+        title=f"board {escape(board.name)} (groups: {escape(', '.join(board.groups) or '-')})",
+        title_justify="left",
+    )
     for column in ("variable", "value", "source"):
         table.add_column(column, overflow="fold")
     for key, entry in variables.items():
         value = entry["value"]
-        shown = "-" if value is None else (", ".join(map(str, value)) or "-") if isinstance(value, list) else str(value)
+        shown = (
+            "-"
+            if value is None
+            else (", ".join(map(str, value)) or "-")
+            if isinstance(value, list)
+            else str(value)
+        )
         table.add_row(escape(key), escape(shown), escape(entry["source"]))
     console.print(table)
     return 0

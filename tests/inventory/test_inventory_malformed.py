@@ -33,7 +33,12 @@ def _orch(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env["ORCH_SSH_CONFIG"] = str(tmp_path / "no-ssh-config")
     env.pop("ORCH_INVENTORY", None)
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True, timeout=60, check=False,
+        [sys.executable, "-m", "orchestrator", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 

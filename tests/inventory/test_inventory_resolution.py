@@ -118,7 +118,10 @@ def test_ssh_config_fills_what_the_inventory_leaves_out(env: Path) -> None:
     assert pi01.sources["hostname"].startswith("host pi01")
     assert (boards["nano01"].user, boards["nano01"].hostname) == ("everyone", "nano01")
     # Group and all vars beat ssh_config too.
-    assert (boards["pi03"].user, boards["pi03"].sources["user"]) == ("staffer", f"group staff ({env / 'inventory.yaml'}:8)")
+    assert (boards["pi03"].user, boards["pi03"].sources["user"]) == (
+        "staffer",
+        f"group staff ({env / 'inventory.yaml'}:8)",
+    )
 
 
 def test_a_bad_port_in_ssh_config_names_that_file(env: Path) -> None:
@@ -130,17 +133,35 @@ def test_a_bad_port_in_ssh_config_names_that_file(env: Path) -> None:
 def _write_lab_state(env: Path) -> None:
     lab = env / "home" / "lab"
     lab.mkdir(parents=True)
-    (lab / "state.json").write_text(json.dumps({
-        "user": "root", "identity_file": str(lab / "id_ed25519"),
-        "boards": [{"name": f"lab{i}", "port": 22000 + i, "container": f"orch-lab-x-lab{i}", "target": "lab",
-                    "workdir": "orch"} for i in (1, 2)],
-    }))
+    (lab / "state.json").write_text(
+        json.dumps(
+            {
+                "user": "root",
+                "identity_file": str(lab / "id_ed25519"),
+                "boards": [
+                    {
+                        "name": f"lab{i}",
+                        "port": 22000 + i,
+                        "container": f"orch-lab-x-lab{i}",
+                        "target": "lab",
+                        "workdir": "orch",
+                    }
+                    for i in (1, 2)
+                ],
+            }
+        )
+    )
 
 
 def test_lab_boards_join_every_inventory_in_group_lab(env: Path) -> None:
     _write_lab_state(env)
-    inventory = load_inventory(write(env, "all:\n  hosts: {pi01: {hostname: 127.0.0.2}}\n"
-                                          "  children:\n    everything:\n      children: {lab: {}}\n"))
+    inventory = load_inventory(
+        write(
+            env,
+            "all:\n  hosts: {pi01: {hostname: 127.0.0.2}}\n"
+            "  children:\n    everything:\n      children: {lab: {}}\n",
+        )
+    )
     assert list(inventory.boards) == ["pi01", "lab1", "lab2"]
     assert inventory.groups["lab"] == ["lab1", "lab2"]
     assert inventory.groups["everything"] == ["lab1", "lab2"]  # a user group may contain the lab
@@ -154,15 +175,27 @@ def test_lab_boards_join_every_inventory_in_group_lab(env: Path) -> None:
 def test_a_user_board_may_not_take_a_lab_boards_name(env: Path) -> None:
     _write_lab_state(env)
     path = write(env, "all:\n  hosts:\n    lab2: {hostname: 127.0.0.2}\n")
-    with pytest.raises(InventoryError, match=re.escape(f"{path}:3: host 'lab2': the name 'lab2' belongs to a running lab")):
+    with pytest.raises(
+        InventoryError, match=re.escape(f"{path}:3: host 'lab2': the name 'lab2' belongs to a running lab")
+    ):
         load_inventory(path)
 
 
 def _orch(env: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "ORCH_HOME": str(env / "home"), "ORCH_SSH_CONFIG": str(env / "ssh_config"),
-                   "COLUMNS": "250"}  # a wide terminal: table cells stay on one line
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], env=environment, capture_output=True,
-                          text=True, timeout=60, check=False)
+    environment = {
+        **os.environ,
+        "ORCH_HOME": str(env / "home"),
+        "ORCH_SSH_CONFIG": str(env / "ssh_config"),
+        "COLUMNS": "250",
+    }  # a wide terminal: table cells stay on one line
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_cli_list_and_show(env: Path) -> None:
@@ -175,7 +208,10 @@ def test_cli_list_and_show(env: Path) -> None:
 
     table = _orch(env, "inventory", "list", "-i", str(path))
     assert table.returncode == 0 and table.stdout == ""
-    assert all(text in table.stderr for text in ("nano01", "127.0.0.1:2200", "jetson-orin", "rpis, pi5s, fast", "camera"))
+    assert all(
+        text in table.stderr
+        for text in ("nano01", "127.0.0.1:2200", "jetson-orin", "rpis, pi5s, fast", "camera")
+    )
 
     shown = _orch(env, "inventory", "show", "pi02", "-i", str(path), "--json")
     variables = json.loads(shown.stdout)["variables"]

@@ -105,5 +105,7 @@ def test_an_empty_inventory_is_valid(tmp_path: Path, monkeypatch: pytest.MonkeyP
         path.write_text(textwrap.dedent(text))
         inventory = load_inventory(path)
         assert inventory.boards == {}
-        with pytest.raises(UsageError, match="--all-devices selects no board; the inventory has boards: \\(none\\)"):
+        with pytest.raises(
+            UsageError, match="--all-devices selects no board; the inventory has boards: \\(none\\)"
+        ):
             inventory.select(all_devices=True)
