@@ -238,3 +238,47 @@ def test_shipped_inventory_has_no_boards_and_a_working_example(env: Path) -> Non
     boards = load_inventory(write(env, example)).boards
     assert list(boards) == ["nano01", "pi01", "pi02"]
     assert boards["pi02"].groups == ("rpis", "pi5s", "fast")
+
+
+def test_a_board_listed_in_several_groups_is_one_board(env: Path) -> None:
+    path = write(
+        env,
+        "all:\n"
+        "  children:\n"
+        "    rpis:\n"
+        "      vars: {target: rpi4}\n"
+        "      hosts:\n"
+        "        pi01:\n"  # a bare reference first ...
+        "    cameras:\n"
+        "      hosts:\n"
+        "        pi01: {hostname: 127.0.0.2, tags: [camera]}\n"  # ... described here
+        "        pi02: {hostname: 127.0.0.3}\n"
+        "    rpis:\n"
+        "      hosts: {pi02: {hostname: 127.0.0.3}}\n",  # same settings again: fine
+    )
+    # Duplicate YAML keys are refused even when equal; a group repeated at one level is a duplicate key.
+    with pytest.raises(InventoryError, match=re.escape(f"{path}:11: duplicate key 'rpis' (first at line 3)")):
+        load_inventory(path)
+    path = write(
+        env,
+        "all:\n"
+        "  children:\n"
+        "    rpis:\n"
+        "      vars: {target: rpi4}\n"
+        "      hosts:\n"
+        "        pi01:\n"
+        "    cameras:\n"
+        "      hosts:\n"
+        "        pi01: {hostname: 127.0.0.2, tags: [camera]}\n"
+        "        pi02: {hostname: 127.0.0.3}\n"
+        "      children:\n"
+        "        rpis:\n"  # the same group by name, merged: its hosts add to the first definition
+        "          hosts: {pi02: {hostname: 127.0.0.3}}\n",
+    )
+    inventory = load_inventory(path)
+    assert list(inventory.boards) == ["pi01", "pi02"]
+    pi01 = inventory.board("pi01")
+    assert (pi01.hostname, pi01.target, pi01.tags) == ("127.0.0.2", "rpi4", ("camera",))
+    assert pi01.sources["hostname"] == f"host pi01 ({path}:9)"
+    assert inventory.groups == {"rpis": ["pi01", "pi02"], "cameras": ["pi01", "pi02"]}
+    assert inventory.board("pi02").target == "rpi4"
