@@ -54,6 +54,9 @@ def _up(engine: object, args: argparse.Namespace) -> int:
         state = lab.lab_up(engine, args.boards, timeout=args.timeout, on_log=on_log, on_progress=on_progress)  # type: ignore[arg-type]
     statuses = lab.lab_status(engine)  # type: ignore[arg-type]
     _print_table(statuses)
+    if args.boards is not None and len(state.boards) > args.boards:
+        console.print(f"{len(state.boards)} boards kept running (more than --boards {args.boards}): "
+                      "`orch lab up` never removes boards; `orch lab down` removes them all")
     console.print(
         f"lab {lab.lab_id()}: {len(state.boards)} board(s) up in {time.monotonic() - started:.1f} s; "
         f"user {state.user}, key {state.identity_file}; they are the inventory's group '{lab_state.LAB_GROUP}'"
