@@ -144,7 +144,10 @@ def _print_block(name: str, outcome: Outcome[CommandResult]) -> None:
     if stdout:
         console.out(stdout.rstrip("\n"), highlight=False)
     if stderr:
-        console.print(escape(stderr.rstrip("\n")), style="dim", soft_wrap=True)
+        # Board output is shown as is: no markup, no emoji codes.
+        console.print(
+            stderr.rstrip("\n"), style="dim", soft_wrap=True, markup=False, emoji=False, highlight=False
+        )
     if value is None:
         console.print(f"[red]{escape(outcome.message)}[/]", soft_wrap=True)
         hint = getattr(outcome.error, "hint", None)

@@ -101,3 +101,11 @@ def test_selecting_an_unknown_board_lists_what_exists(fleet_env, orch_cli):
     result = orch_cli(fleet_env, "exec", "--host", "nope", "--", "true")
     assert result.returncode == 2
     assert "up" in result.stderr and "down" in result.stderr
+
+
+def test_board_output_is_shown_verbatim(fleet_env, orch_cli):
+    line = "echo '[bold]out[/] :smile:'; echo '[red]err[/] :thumbs_up:' >&2"
+    result = orch_cli(fleet_env, "exec", "--host", "up", "--", line)
+    assert result.returncode == 0
+    assert "[bold]out[/] :smile:" in result.stderr
+    assert "[red]err[/] :thumbs_up:" in result.stderr
