@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.errors import InventoryError
+from orchestrator.inventory import load_inventory
+
 CORPUS = Path(__file__).parent / "malformed"
 CASES = sorted(CORPUS.glob("*.yaml"))
 
@@ -78,13 +81,17 @@ def test_missing_inventory_names_the_file_and_how_to_fix_it(tmp_path: Path) -> N
     assert "Traceback" not in result.stderr
 
 
-def test_suggestions_point_at_the_right_spelling(tmp_path: Path) -> None:
-    output = {
-        name: _orch(tmp_path, "inventory", "list", "-i", str(CORPUS / f"{name}.yaml")).stderr
-        for name in ("unknown_host_key", "ansible_host", "unknown_target", "secret_password")
-    }
-    assert "did you mean 'port'?" in output["unknown_host_key"]
-    assert "orch calls it 'hostname'" in output["ansible_host"]
-    assert "Did you mean 'jetson-nano'?" in output["unknown_target"]
-    assert "ssh-agent or key files" in output["secret_password"]
-    assert "hunter2" not in output["secret_password"]  # the secret itself is never echoed
+def test_suggestions_point_at_the_right_spelling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # In-process: the same messages the CLI prints, without four more interpreter start-ups.
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ORCH_SSH_CONFIG", str(tmp_path / "no-ssh-config"))
+    messages = {}
+    for name in ("unknown_host_key", "ansible_host", "unknown_target", "secret_password"):
+        with pytest.raises(InventoryError) as caught:
+            load_inventory(CORPUS / f"{name}.yaml")
+        messages[name] = caught.value.message
+    assert "did you mean 'port'?" in messages["unknown_host_key"]
+    assert "orch calls it 'hostname'" in messages["ansible_host"]
+    assert "Did you mean 'jetson-nano'?" in messages["unknown_target"]
+    assert "ssh-agent or key files" in messages["secret_password"]
+    assert "hunter2" not in messages["secret_password"]  # the secret itself is never echoed
