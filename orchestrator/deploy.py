@@ -95,6 +95,7 @@ class BoardReport:
     seconds: float = 0.0
     verification: dict[str, Any] = field(default_factory=dict)
     pruned: tuple[str, ...] = ()
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per step: facts, upload, install...
     plan: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -110,6 +111,7 @@ class BoardReport:
             "bytes_skipped": self.bytes_skipped, "transfer_seconds": round(self.transfer_seconds, 3),
             "rate_bytes_per_s": round(self.rate), "seconds": round(self.seconds, 3),
             "verification": self.verification, "pruned": list(self.pruned),
+            "phases": {k: round(v, 3) for k, v in self.phases.items()},
             **({"plan": self.plan} if self.plan else {}),
         }
 
@@ -219,6 +221,22 @@ done
 # $1 = release dir, $2 = release.json content. Written last, by rename: the release is complete.
 SEAL_SCRIPT = r"""
 printf '%s\n' "$2" > "$1/release.json.tmp" && mv -f -- "$1/release.json.tmp" "$1/release.json"
+"""
+
+# $1 = the release whose packages are reused, $2 = the new release (its venv just created).
+# Hard links: the same files, no space, no pip run; cp -a where links are impossible.
+REUSE_SCRIPT = r"""
+src="$1/venv/lib"; dst="$2/venv/lib"
+found=0
+for sp in "$src"/python*/site-packages; do
+  [ -d "$sp" ] || continue
+  rel=${sp#"$src"/}
+  rm -rf -- "$dst/$rel"
+  mkdir -p -- "$(dirname -- "$dst/$rel")"
+  cp -al -- "$sp" "$dst/$rel" 2>/dev/null || cp -a -- "$sp" "$dst/$rel" || exit 4
+  found=1
+done
+[ "$found" = 1 ] || { echo "no site-packages in $1" >&2; exit 5; }
 """
 
 INSTALL_TIMEOUT = 1800.0
@@ -344,24 +362,42 @@ def verify_release(session: Any, layout: Layout, *, release_id: str, expected_ve
     return report
 
 
+class _Clock:
+    """Seconds spent per deploy step, for the report (where does the time of a deploy go?)."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self.mark = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self.mark
+        self.mark = now
+
+
 def deploy_board(board: Board, request: DeployRequest, artifacts: _Artifacts, view: TransferView) -> BoardReport:
     started = time.monotonic()
+    clock = _Clock()
     layout = layout_for(board)
     artifact, info, wheel_sha = artifacts.for_board(board)
     view.status(board.name, "connecting")
     with remote.connect(board, connect_timeout=request.connect_timeout) as session:
         view.status(board.name, "reading board facts")
+        clock.lap("connect")
         facts = read_facts(session, board, layout.workdir)
         check_compatible(info, facts)  # before any byte is sent
+        clock.lap("facts")
         view.status(board.name, f"resolving dependencies for {facts.arch} Python {facts.python_short}")
         deps = resolve_dependencies(artifact.wheel_path, wheel_sha256=wheel_sha, arch=facts.arch,
                                     glibc=facts.glibc, python_version=facts.python_short,
                                     cache=request.dependency_cache)
+        clock.lap("dependencies")
         listing = read_listing(session, layout)
         store = _store_hashes(session, layout)
         plan = plan_board(board=board, facts=facts, layout=layout, artifact=artifact,
                           wheels=wheel_files(artifact.wheel_path, deps), models=request.models,
                           agent=request.agent, store=store, listing=listing, keep=request.keep, created=_now())
+        clock.lap("plan")
         python_abs = posixpath.join(listing.workdir_abs or posixpath.join(facts.home, layout.workdir),
                                     "releases", plan.release_id, "venv", "bin", "python")
         skipped = {"files_skipped": len(plan.already_there),
@@ -378,25 +414,35 @@ def deploy_board(board: Board, request: DeployRequest, artifacts: _Artifacts, vi
                 hint="free space on the board, or lower --keep to drop old releases",
             )
         sent, transfer_seconds = _upload(session, plan, layout, view)
+        clock.lap("upload")
         if not plan.release_exists:
-            view.status(board.name, "installing (venv + pip --no-index)", log=True)
+            view.status(board.name, "installing (venv" + ("" if plan.reuse_from else " + pip --no-index") + ")",
+                        log=True)
             session.run_script(STAGE_SCRIPT, (layout.workdir, plan.release_id, *stage_pairs(plan)), timeout=600)
             session.run(list(plan.venv_argv), timeout=INSTALL_TIMEOUT)
-            session.run(list(plan.install_argv), timeout=INSTALL_TIMEOUT)
+            if plan.reuse_from:
+                view.status(board.name, f"reusing the packages of {plan.reuse_from} (same wheels)", log=True)
+                session.run_script(REUSE_SCRIPT, (layout.release(plan.reuse_from), plan.release_dir),
+                                   timeout=INSTALL_TIMEOUT)
+            else:
+                session.run(list(plan.install_argv), timeout=INSTALL_TIMEOUT)
             session.run_script(SEAL_SCRIPT, (plan.release_dir, json.dumps(plan.release_document, sort_keys=True,
                                                                             default=str)), timeout=120)
+            clock.lap("install")
         listing = read_listing(session, layout) if not listing.workdir_abs else listing
         verification = _switch_and_verify(session, layout, board=board.name, release_id=plan.release_id,
                                           previous=plan.current, expected_version=artifact.ort_version,
                                           models=sorted(plan.models), workdir_abs=listing.workdir_abs,
                                           manifest=artifact.manifest, view=view)
+        clock.lap("verify")
         pruned = _prune(session, layout, keep=request.keep)
+        clock.lap("prune")
         action = "unchanged" if plan.unchanged else "deployed"
         view.status(board.name, f"{action} {plan.release_id}", log=True)
         return BoardReport(board=board.name, action=action, release_id=plan.release_id, previous=plan.current,
                            python=python_abs, files_sent=len(plan.to_send), bytes_sent=sent,
                            transfer_seconds=transfer_seconds, seconds=time.monotonic() - started,
-                           verification=verification, pruned=tuple(pruned), **skipped)
+                           verification=verification, pruned=tuple(pruned), phases=clock.phases, **skipped)
 
 
 def _switch_and_verify(session: Any, layout: Layout, *, board: str, release_id: str, previous: str | None,

@@ -116,7 +116,10 @@ def run(args: argparse.Namespace) -> int:
                 console.print(f"  already there: {len(plan['already_there'])} file(s)")
                 if not plan["release_exists"]:
                     console.print(f"  run: {escape(' '.join(plan['venv_argv']))}")
-                    console.print(f"  run: {escape(' '.join(plan['install_argv']))}")
+                    if plan["reuse_from"]:
+                        console.print(f"  reuse the installed packages of {escape(plan['reuse_from'])} (same wheels)")
+                    else:
+                        console.print(f"  run: {escape(' '.join(plan['install_argv']))}")
                 for release in plan["prune"]:
                     console.print(f"  remove release {escape(release)}")
     print_failures(result)  # type: ignore[arg-type]
