@@ -88,6 +88,13 @@ def _board_ok(outcome: Outcome[CommandResult]) -> bool:
     return outcome.ok and outcome.value is not None and outcome.value.exit_code == 0
 
 
+def _exit_text(code: int, *, long: bool = False) -> str:
+    # sshd reports a death by signal without an exit status; paramiko then gives -1.
+    if code == -1:
+        return "killed by a signal or connection lost"
+    return f"exit code {code}" if long else f"exit {code}"
+
+
 def _timed_out(outcome: Outcome[CommandResult]) -> bool:
     return outcome.timed_out or isinstance(outcome.error, CommandTimeout)
 
@@ -120,7 +127,7 @@ def _document(result: FleetResult[CommandResult]) -> dict[str, dict[str, object]
         elif isinstance(outcome.error, CommandTimeout):
             entry.update(stdout=outcome.error.stdout, stderr=outcome.error.stderr)
         if outcome.value is not None and outcome.value.exit_code != 0:
-            entry["error"] = f"exit code {outcome.value.exit_code}"
+            entry["error"] = _exit_text(outcome.value.exit_code, long=True)
         document[name] = entry
     return document
 
@@ -129,7 +136,7 @@ def _print_block(name: str, outcome: Outcome[CommandResult]) -> None:
     value = outcome.value
     if value is not None:
         mark = "[green]✓[/]" if value.exit_code == 0 else "[red]✗[/]"
-        status = f"exit {value.exit_code}"
+        status = _exit_text(value.exit_code)
         stdout, stderr = value.stdout, value.stderr
     else:
         mark = "[red]✗[/]"
@@ -158,7 +165,9 @@ def _print_block(name: str, outcome: Outcome[CommandResult]) -> None:
 def _summary(result: FleetResult[CommandResult]) -> str:
     ok = [n for n, o in result.outcomes.items() if _board_ok(o)]
     nonzero = [
-        f"{n}: exit {o.value.exit_code}" for n, o in result.outcomes.items() if o.value and o.value.exit_code
+        f"{n}: {_exit_text(o.value.exit_code)}"
+        for n, o in result.outcomes.items()
+        if o.value and o.value.exit_code
     ]
     timed_out = [n for n, o in result.outcomes.items() if _timed_out(o)]
     unreachable = [n for n, o in result.outcomes.items() if not o.ok and not _timed_out(o)]
