@@ -269,3 +269,10 @@ def test_orchs_known_hosts_wins_over_a_stale_user_entry(
     )
     with remote.connect(make_board(port=ssh_server.port)) as session:
         assert session.run(["true"]).ok
+
+
+def test_a_command_killed_by_a_signal_is_reported(ssh_server: SshServer, make_board, orch_home: Path):
+    with remote.connect(make_board(port=ssh_server.port)) as session:
+        assert session.run(["sh", "-c", "kill -9 $$"], check=False).exit_code == -1
+        with pytest.raises(remote.CommandFailed, match="was killed or lost its connection"):
+            session.run(["sh", "-c", "kill -9 $$"])
