@@ -1,0 +1,31 @@
+# The build container of `orch build`: an x86-64 image of the board's distribution (same
+# release => same glibc and Python as the board) with the aarch64 cross compiler, CMake,
+# Ninja, ccache and the board's -dev packages through multiarch (no sysroot needed).
+#
+# BASE_IMAGE is the board OS for the build host's architecture: a registry image
+# (debian:trixie) or the offline bootstrap (orch/debian-trixie-amd64:<hash>).
+ARG BASE_IMAGE=debian:trixie
+FROM ${BASE_IMAGE}
+
+ARG TARGET_ARCH=arm64
+ARG CROSS_TRIPLET=aarch64-linux-gnu
+# Space-separated package lists chosen by the build plan (docker/build/packages/<codename>.txt).
+ARG HOST_PACKAGES=""
+ARG TARGET_PACKAGES=""
+
+ENV DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8
+# Multiarch: the board's libraries and headers install next to the host's, under
+# /usr/lib/<triplet>; the host's python3 (same version as the board's) builds the wheel.
+RUN dpkg --add-architecture "${TARGET_ARCH}" \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends \
+      "g++-${CROSS_TRIPLET}" "gcc-${CROSS_TRIPLET}" ${HOST_PACKAGES} \
+ && if [ -n "${TARGET_PACKAGES}" ]; then \
+      apt-get install -y --no-install-recommends \
+        $(for p in ${TARGET_PACKAGES}; do case "$p" in *:*) echo "$p";; *) echo "$p:${TARGET_ARCH}";; esac; done); \
+    fi \
+ && rm -rf /var/lib/apt/lists/*
+
+COPY build/ /opt/orch/
+ENV CCACHE_DIR=/ccache CCACHE_COMPILERCHECK=content
+WORKDIR /work

@@ -1,0 +1,108 @@
+"""Package the cross-built ORT Python wheel for the board (runs inside the build container).
+
+1. ``setup.py bdist_wheel --plat-name linux_aarch64`` in the build directory: build.py's own
+   wheel step tags the wheel with the build machine's architecture when cross-compiling.
+2. Bundle the board-side shared libraries the extension needs beyond glibc/libstdc++/libgcc
+   (system protobuf, onnx, abseil, re2, ... when ORT was built against distribution packages)
+   into ``onnxruntime/capi`` with ``RPATH=$ORIGIN``, so the wheel installs on a bare board like
+   a manylinux wheel does. The list is resolved from DT_NEEDED with the cross readelf.
+3. Print one ``ORCH-PACKAGE {json}`` line for orch: wheel name and bundled libraries.
+
+Standard library only: it runs with the container's python3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# Provided by every board of the same distribution (the manylinux idea): never bundled.
+SYSTEM_LIBS = re.compile(
+    r"^(libc|libm|libdl|libpthread|librt|libutil|libresolv|libstdc\+\+|libgcc_s|ld-linux-[\w-]+)\.so(\.\d+)*$"
+)
+
+
+def needed(readelf: str, path: Path) -> list[str]:
+    out = subprocess.run([readelf, "-d", str(path)], check=True, capture_output=True, text=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def resolve(name: str, libdirs: list[Path]) -> Path | None:
+    for directory in libdirs:
+        candidate = directory / name
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def bundle(capi: Path, readelf: str, libdirs: list[Path]) -> list[str]:
+    """Copy every non-system library the wheel's objects need (transitively) into ``capi``."""
+    own = {p.name for p in capi.glob("*.so*")}
+    queue = sorted(capi.glob("*.so*"))
+    bundled: list[str] = []
+    seen = set(own)
+    while queue:
+        current = queue.pop()
+        for name in needed(readelf, current):
+            if name in seen or SYSTEM_LIBS.match(name):
+                continue
+            seen.add(name)
+            found = resolve(name, libdirs)
+            if found is None:
+                sys.exit(f"package_wheel: {current.name} needs {name}, not found in {', '.join(map(str, libdirs))}")
+            target = capi / name
+            shutil.copy2(found.resolve(), target)
+            target.chmod(0o755)
+            bundled.append(name)
+            queue.append(target)
+    for library in capi.glob("*.so*"):
+        subprocess.run(["patchelf", "--set-rpath", "$ORIGIN", str(library)], check=True)
+    return sorted(bundled)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build-dir", type=Path, required=True)
+    parser.add_argument("--source", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--plat-name", default="linux_aarch64")
+    parser.add_argument("--readelf", default="aarch64-linux-gnu-readelf")
+    parser.add_argument("--libdir", action="append", type=Path, default=[])
+    parser.add_argument("--no-bundle", action="store_true")
+    args = parser.parse_args()
+
+    dist = Path(tempfile.mkdtemp(prefix="orch-dist-"))
+    subprocess.run(
+        [sys.executable, str(args.source / "setup.py"), "bdist_wheel", "--plat-name", args.plat_name, "-d", str(dist)],
+        cwd=args.build_dir, check=True,
+    )
+    wheels = sorted(dist.glob("*.whl"))
+    if len(wheels) != 1:
+        sys.exit(f"package_wheel: expected one wheel in {dist}, found {[w.name for w in wheels]}")
+    wheel = wheels[0]
+    bundled: list[str] = []
+    if not args.no_bundle:
+        unpacked = Path(tempfile.mkdtemp(prefix="orch-unpack-"))
+        subprocess.run([sys.executable, "-m", "wheel", "unpack", str(wheel), "-d", str(unpacked)], check=True)
+        root = next(unpacked.iterdir())
+        libdirs = args.libdir or [Path("/usr/lib/aarch64-linux-gnu"), Path("/lib/aarch64-linux-gnu")]
+        bundled = bundle(root / "onnxruntime" / "capi", args.readelf, libdirs)
+        wheel.unlink()
+        # `wheel pack` rewrites RECORD with the new files' hashes.
+        subprocess.run([sys.executable, "-m", "wheel", "pack", str(root), "-d", str(dist)], check=True)
+        wheel = min(dist.glob("*.whl"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    final = args.out / wheel.name
+    shutil.copy2(wheel, final)
+    print("ORCH-PACKAGE " + json.dumps({"wheel": final.name, "bundled": bundled}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,370 @@
+"""Execute a BuildPlan through the container engine, then check and record what came out.
+
+Order matters for the user's time: everything that can fail fast (base image, source, flag
+validation) runs before the build image and the 20-minute compile. After the compile:
+
+1. the wheel is retagged for the board and its system libraries bundled (package_wheel.py);
+2. ``compile_commands.json`` is read back to prove the variant's flags (``-mcpu``, ``-flto``)
+   reached the MLAS kernels and the session sources;
+3. the wheel is checked (aarch64 ELF everywhere, GLIBC <= the board's, the board's Python tag);
+4. the pre-flight imports it and runs a model under qemu with the board's CPU model;
+5. the manifest is written next to the wheel and the full build log.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from orchestrator import flag_check
+from orchestrator.artifacts import Artifact, artifact_dir, write_manifest
+from orchestrator.build_plan import BUILD, CCACHE, OUT, SRC, TOOLCHAINS, BuildPlan
+from orchestrator.errors import BuildError, ContainerError
+from orchestrator.ort_source import SourceTree, file_sha256, prepare_source
+from orchestrator.paths import TOOLCHAINS_DIR, orch_home
+
+if TYPE_CHECKING:
+    from orchestrator.container import Engine
+
+Log = Callable[[str], None]
+_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
+# The first line that names the failure, in the order a human would look for it.
+_ERROR_PATTERNS = (
+    re.compile(r"(?:^|\s)(?:fatal )?error:", re.IGNORECASE),
+    re.compile(r"^CMake Error"),
+    re.compile(r"^FAILED:"),
+    re.compile(r"undefined reference to"),
+    re.compile(r"^Traceback"),
+)
+# Sources whose compile command must show the variant's flags: the MLAS kernels and the session.
+READBACK_SOURCES = {
+    "mlas": "onnxruntime/core/mlas/lib/sgemm.cpp",
+    "session": "onnxruntime/core/session/inference_session.cc",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildResult:
+    plan: BuildPlan
+    build_dir: Path
+    log_path: Path
+    duration_s: float
+    ccache: dict[str, Any]
+    artifact: Artifact | None
+
+
+def first_error(lines: list[str]) -> str | None:
+    """The first line of a failed build's log that names the error (compiler, CMake, ninja, Python)."""
+    for pattern in _ERROR_PATTERNS:
+        for index, line in enumerate(lines):
+            if pattern.search(line):
+                # A CMake error's text is on the following lines.
+                extra = [x for x in lines[index + 1:index + 4] if x.strip()] if line.startswith("CMake Error") else []
+                return "\n".join([line.strip(), *(x.strip() for x in extra)])
+    return None
+
+
+def parse_ccache_stats(text: str) -> dict[str, Any]:
+    """``ccache --print-stats`` (tab-separated) -> hits, misses, hit rate."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition("\t")
+        if value.strip().isdigit():
+            values[key.strip()] = int(value)
+    hits = values.get("direct_cache_hit", 0) + values.get("preprocessed_cache_hit", 0)
+    misses = values.get("cache_miss", 0)
+    total = hits + misses
+    return {"hits": hits, "misses": misses, "hit_rate": round(hits / total, 4) if total else None,
+            "direct_hits": values.get("direct_cache_hit", 0), "uncacheable": values.get("uncacheable_call", 0)}
+
+
+def readback_flags(compile_commands: Path, expected: list[str]) -> dict[str, Any]:
+    """Which of the expected flags each key source really got, from compile_commands.json."""
+    try:
+        entries = json.loads(compile_commands.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise BuildError(f"cannot read {compile_commands}: {error}") from error
+    found: dict[str, Any] = {}
+    for key, suffix in READBACK_SOURCES.items():
+        entry = next((e for e in entries if e.get("file", "").endswith(suffix)), None)
+        if entry is None:
+            found[key] = {"file": suffix, "found": False}
+            continue
+        argv = entry.get("arguments") or shlex.split(entry.get("command", ""))
+        present = {flag: any(arg == flag or arg.startswith(flag) for arg in argv) for flag in expected}
+        found[key] = {"file": suffix, "found": True, "flags": present,
+                      "march_override": [a for a in argv if a.startswith("-march=")]}
+    return found
+
+
+def expected_flags(plan: BuildPlan) -> list[str]:
+    flags = [f for f in plan.compiler_flags if f.startswith(("-mcpu", "-march", "-finline-limit", "-O"))]
+    if "--enable_lto" in plan.build_args:
+        flags.append("-flto")
+    return flags
+
+
+def compiler_version(build_dir: Path) -> str | None:
+    for path in sorted(build_dir.glob("CMakeFiles/*/CMakeCXXCompiler.cmake")):
+        match = re.search(r'set\(CMAKE_CXX_COMPILER_VERSION "([^"]+)"\)', path.read_text())
+        compiler = re.search(r'set\(CMAKE_CXX_COMPILER "([^"]+)"\)', path.read_text())
+        if match:
+            return f"{Path(compiler.group(1)).name if compiler else 'g++'} {match.group(1)}"
+    return None
+
+
+class _LogSink:
+    """Writes every line to the log file, feeds ninja's [n/N] to a progress callback, keeps a tail."""
+
+    def __init__(self, handle: TextIO, progress: Callable[[int, int], None] | None, echo: Log | None) -> None:
+        self.handle = handle
+        self.progress = progress
+        self.echo = echo
+        self.lines: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        self.handle.write(line + "\n")
+        self.handle.flush()
+        self.lines.append(line)
+        match = _PROGRESS.match(line)
+        if match and self.progress:
+            self.progress(int(match.group(1)), int(match.group(2)))
+        elif self.echo and not match:
+            self.echo(line)
+
+
+def ensure_build_image(engine: Engine, plan: BuildPlan, log: Log) -> str:
+    """The build image's id: the base image first (bootstrapped offline when possible), then the build."""
+    from orchestrator.base_images import ensure_base_image, registry_override
+
+    image = plan.image
+    if image.base_suite and not registry_override(image.base_suite):
+        base = ensure_base_image(engine, image.base_suite, image.base_arch, on_log=log)
+        if base != image.base_image:
+            raise BuildError(f"base image tag changed while planning ({image.base_image} vs {base})")
+    elif engine.image_id(image.base_image) is None:
+        codename = plan.target.os.codename.upper()
+        raise BuildError(
+            f"the build image for target '{plan.target.name}' needs the base image '{image.base_image}', "
+            "which this Docker engine does not have and cannot pull without a registry",
+            hint=f"load it (docker load -i {image.base_image.replace(':', '_').replace('/', '_')}.tar) or "
+                 f"pull it where a registry is reachable, or point ORCH_BASE_IMAGE_{codename} at an image you "
+                 f"have; `orch build --target {plan.target.name} --dry-run` shows the plan meanwhile",
+        )
+    existing = engine.image_id(image.tag)
+    if existing:
+        return existing
+    log(f"building image {image.tag} from {image.dockerfile.name} on {image.base_image}")
+    return engine.build_image(
+        context=image.context, dockerfile=image.dockerfile, tag=image.tag, buildargs=dict(image.buildargs),
+        labels={"orch.role": "build", "orch.inputs": image.inputs_sha256, "orch.target": plan.target.name},
+        on_log=log,
+    )
+
+
+def build_dir_for(plan: BuildPlan) -> Path:
+    path = orch_home() / "builds" / plan.target.name / plan.variant.name / f"{plan.ort_version}-{plan.scope}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def validate_plan_flags(plan: BuildPlan, tree: Path, *, force: bool) -> list[str]:
+    names = [name for name, _ in plan.defines]
+    return flag_check.validate_or_raise(tree, names, flag_check.flags_of(plan.build_args), force=force)
+
+
+def execute(
+    plan: BuildPlan,
+    engine: Engine,
+    *,
+    force_flags: bool = False,
+    artifacts_root: Path | None = None,
+    log: Log,
+    progress: Callable[[int, int], None] | None = None,
+    echo: Log | None = None,
+    preflight: bool = True,
+) -> BuildResult:
+    """Run the whole build; raises BuildError (with the log path) when any step fails."""
+    if plan.refused:
+        raise BuildError(f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
+                         hint="`--dry-run` shows the exact build.py arguments for an image that has the toolkit")
+    started = time.monotonic()
+    engine.ping()
+    image_id_before = None
+    try:
+        image_id_before = ensure_build_image_base_only(engine, plan, log)
+    except ContainerError as error:
+        raise BuildError(f"base image for {plan.target.name}: {error.message}", hint=error.hint) from error
+    tree = prepare_source(plan.source, engine=engine, base_image=image_id_before, log=log)
+    warnings = validate_plan_flags(plan, tree.path, force=force_flags)
+    for warning in warnings:
+        log(f"warning (forced): {warning}")
+    image_id = ensure_build_image(engine, plan, log)
+    engine.ensure_volume(plan.ccache_volume)
+    build_dir = build_dir_for(plan)
+    out_dir = build_dir / "out"
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir()
+    log_path = build_dir / "build.log"
+    volumes = {
+        str(tree.path): {"bind": SRC, "mode": "rw"},
+        str(build_dir): {"bind": BUILD, "mode": "rw"},
+        str(out_dir): {"bind": OUT, "mode": "rw"},
+        plan.ccache_volume: {"bind": CCACHE, "mode": "rw"},
+        str(TOOLCHAINS_DIR): {"bind": TOOLCHAINS, "mode": "ro"},
+    }
+    labels = {"orch.role": "build", "orch.target": plan.target.name, "orch.variant": plan.variant.name}
+    # Every build sees the same in-container paths (/src, /build), so cache entries are shared
+    # across variants and rebuilds without path rewriting.
+    environment = {"CCACHE_DIR": CCACHE, "CCACHE_COMPILERCHECK": "content", "CCACHE_MAXSIZE": "8G"}
+    with log_path.open("w") as handle:
+        handle.write(f"# orch build {plan.target.name}/{plan.variant.name} ORT {plan.ort_version}\n")
+        handle.write(f"# image {plan.image.tag} ({image_id})\n# {shlex.join(plan.build_argv)}\n")
+        sink = _LogSink(handle, progress, echo)
+        code = engine.run(image_id, ["sh", "/opt/orch/run_build.sh", *plan.build_argv], environment=environment,
+                          volumes=volumes, network=plan.network, labels=labels, working_dir=BUILD, on_log=sink)
+        if code != 0:
+            error = first_error(sink.lines) or f"build.py exited with status {code}"
+            raise BuildError(f"the ORT build failed:\n{error}", hint=f"full log: {log_path}")
+        stats_file = build_dir / "orch-ccache-stats.tsv"
+        ccache = parse_ccache_stats(stats_file.read_text()) if stats_file.is_file() else {}
+        if plan.scope != "wheel":
+            return BuildResult(plan=plan, build_dir=build_dir, log_path=log_path,
+                               duration_s=time.monotonic() - started, ccache=ccache, artifact=None)
+        log("packaging the wheel for the board (platform tag, bundled system libraries)")
+        sink.progress = None
+        code = engine.run(image_id, plan.package_argv, volumes=volumes, network=plan.network, labels=labels,
+                          working_dir=plan.config_build_dir, on_log=sink)
+        if code != 0:
+            raise BuildError(f"packaging the wheel failed:\n{first_error(sink.lines[-200:]) or code}",
+                             hint=f"full log: {log_path}")
+    package = _package_report(log_path)
+    wheel = out_dir / package["wheel"]
+    config_dir = build_dir / plan.variant.config
+    readback = readback_flags(config_dir / "compile_commands.json", expected_flags(plan))
+    _require_flags(readback, log_path)
+    manifest = base_manifest(plan, tree)
+    manifest.update({
+        "image_id": image_id,
+        "compiler": compiler_version(config_dir),
+        "compile_commands_readback": readback,
+        "bundled_libraries": package["bundled"],
+        "ccache": ccache,
+        "build_duration_s": round(time.monotonic() - started, 1),
+        "flag_warnings": warnings,
+    })
+    artifact = finish_artifact(plan.target, plan.variant.name, plan.ort_version, wheel, manifest, log_path=log_path,
+                               root=artifacts_root, engine=engine, log=log, preflight=preflight)
+    return BuildResult(plan=plan, build_dir=build_dir, log_path=artifact.directory / "build.log",
+                       duration_s=time.monotonic() - started, ccache=ccache, artifact=artifact)
+
+
+def ensure_build_image_base_only(engine: Engine, plan: BuildPlan, log: Log) -> str:
+    """The base image (for the Debian source download), without building the build image yet."""
+    from orchestrator.base_images import ensure_base_image, registry_override
+
+    image = plan.image
+    if image.base_suite and not registry_override(image.base_suite):
+        return ensure_base_image(engine, image.base_suite, image.base_arch, on_log=log)
+    if engine.image_id(image.base_image) is None:
+        ensure_build_image(engine, plan, log)  # raises the clear "missing base image" error
+    return image.base_image
+
+
+def _package_report(log_path: Path) -> dict[str, Any]:
+    for line in reversed(log_path.read_text().splitlines()):
+        if line.startswith("ORCH-PACKAGE "):
+            return json.loads(line[len("ORCH-PACKAGE "):])
+    raise BuildError("the packaging step reported no wheel", hint=f"full log: {log_path}")
+
+
+def _require_flags(readback: dict[str, Any], log_path: Path) -> None:
+    missing = [f"{key} ({info['file']}): {', '.join(f for f, ok in info.get('flags', {}).items() if not ok)}"
+               for key, info in readback.items()
+               if not info.get("found") or not all(info.get("flags", {}).values())]
+    if missing:
+        raise BuildError("the compiler did not get the variant's flags: " + "; ".join(missing),
+                         hint=f"see compile_commands.json in the build directory; log: {log_path}")
+
+
+def base_manifest(plan: BuildPlan, tree: SourceTree | None) -> dict[str, Any]:
+    return {
+        "target": plan.target.name,
+        "variant": plan.variant.name,
+        "variant_description": plan.variant.description,
+        "ort_version": plan.ort_version,
+        "execution_provider": plan.execution_provider,
+        "source": {**plan.as_dict()["source"], "sha256": tree.source_sha256 if tree else None},
+        "patches": list(tree.patches) if tree else [],
+        "dependencies": plan.dependencies,
+        "image": plan.image.tag,
+        "build_argv": plan.build_argv,
+        "defines": [f"{k}={v}" for k, v in plan.defines],
+        "compiler_flags": list(plan.compiler_flags),
+        "parallel": plan.parallel,
+        "target_profile": {"cpu": plan.target.cpu, "mcpu": plan.target.mcpu, "glibc": plan.target.os.glibc,
+                           "python": plan.target.os.python, "distro": f"{plan.target.os.distro} {plan.target.os.release}"},
+    }
+
+
+def finish_artifact(
+    profile: Any, variant: str, ort_version: str, wheel: Path, manifest: dict[str, Any], *,
+    log_path: Path | None, root: Path | None, engine: Engine, log: Log, preflight: bool = True,
+) -> Artifact:
+    """Wheel check + pre-flight, then the wheel, log and manifest into the artifact directory."""
+    from orchestrator import preflight as preflight_module
+    from orchestrator.wheelinfo import compatibility_problems, inspect_wheel
+
+    info = inspect_wheel(wheel)
+    problems = compatibility_problems(info, arch=profile.arch, glibc=profile.os.glibc,
+                                      python_tag=profile.os.python_tag, board=f"target {profile.name}")
+    manifest["wheel_check"] = {"ok": not problems, "problems": problems, **info.as_dict()}
+    directory = artifact_dir(profile.name, variant, ort_version, root)
+    staging = directory.with_name(directory.name + ".incoming")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    shutil.copy2(wheel, staging / wheel.name)
+    if log_path and log_path.exists():
+        shutil.copy2(log_path, staging / "build.log")
+    manifest.update({"wheel": wheel.name, "wheel_sha256": file_sha256(wheel), "wheel_size": wheel.stat().st_size,
+                     "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    if problems:
+        manifest["preflight"] = {"ok": False, "skipped": "wheel check failed"}
+        _publish(staging, directory, manifest)
+        raise BuildError(f"the wheel does not fit target {profile.name}: " + "; ".join(problems),
+                         hint=f"manifest: {directory / 'manifest.json'}")
+    if preflight:
+        log(f"pre-flight: import + one inference under qemu ({profile.qemu_cpu})")
+        result = preflight_module.run_preflight(engine, profile, staging / wheel.name, log=log)
+        manifest["preflight"] = result
+    else:
+        manifest["preflight"] = {"ok": False, "skipped": "disabled"}
+    _publish(staging, directory, manifest)
+    if not manifest["preflight"].get("ok"):
+        raise BuildError(f"pre-flight failed on an emulated {profile.qemu_cpu}: {manifest['preflight'].get('error')}",
+                         hint=f"the artifact is kept but not marked good: {directory}")
+    return Artifact(directory=directory, manifest=manifest)
+
+
+def _publish(staging: Path, directory: Path, manifest: dict[str, Any]) -> None:
+    """Replace the artifact directory in one rename, so deploy never sees a half-written one."""
+    write_manifest(staging, manifest)
+    if directory.exists():
+        old = directory.with_name(directory.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        directory.rename(old)
+        staging.rename(directory)
+        shutil.rmtree(old)
+    else:
+        staging.rename(directory)

@@ -1,0 +1,328 @@
+"""The build plan: everything `orch build` will do, computed without Docker.
+
+``make_plan(profile, variant, options)`` returns a frozen ``BuildPlan`` holding the build
+image (Dockerfile, base image, package lists, tag = hash of all inputs), the CMake toolchain
+file, every ``-D`` define, the exact ORT ``build.py`` argv, the parallelism, the ccache
+volume, the mounts and what the wheel must look like. ``--dry-run`` prints it; ``build.py``
+executes it; unit tests compare it field by field.
+
+Two dependency routes:
+
+* ``system`` (boards whose distribution carries every ORT dependency at ORT's pinned version,
+  Debian 13 for ORT 1.21): CMake's ``FETCHCONTENT_TRY_FIND_PACKAGE_MODE=ALWAYS`` with the
+  board's arm64 ``-dev`` packages, fully disconnected, plus the small shims of
+  ``toolchains/cmake-shims``. No network at all.
+* ``fetch``: ORT's own FetchContent downloads (``cmake/deps.txt``), the upstream default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import UsageError
+from orchestrator.ort_source import SourceSpec
+from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
+from orchestrator.targets import TargetProfile
+from orchestrator.variants import Variant
+
+# Paths inside the build container.
+SRC = "/src"
+BUILD = "/build"
+OUT = "/out"
+CCACHE = "/ccache"
+TOOLCHAINS = "/orch/toolchains"
+TOOLCHAIN_FILE = f"{TOOLCHAINS}/aarch64-linux-gnu.cmake"
+SHIMS = f"{TOOLCHAINS}/cmake-shims"
+PROTOC = "/usr/bin/protoc"
+
+DOCKERFILE = DOCKER_DIR / "build.Dockerfile"
+PACKAGES_DIR = DOCKER_DIR / "build" / "packages"
+# Suites whose packages carry ORT's dependencies (for these ORT versions) at the pinned versions.
+SYSTEM_DEPS = {("trixie", "1.21.0")}
+# Roughly 2 GiB per C++ compile job of ORT (template-heavy sources; LTO links need more).
+GIB_PER_JOB = 2
+SCOPES = ("wheel", "mlas-test")
+# What `--ep cuda` needs in the image and can't get offline or from a Debian archive.
+CUDA_TOOLKIT_NOTE = (
+    "a CUDA build needs the NVIDIA L4T CUDA cross toolkit (cuda-cross-aarch64, cuDNN for aarch64) "
+    "installed in the build image; the stock build image does not carry it"
+)
+CUDA_HOME = "/usr/local/cuda"
+CUDNN_HOME = "/usr/lib/aarch64-linux-gnu"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildOptions:
+    """What the command line adds to a target profile and a variant."""
+
+    source: SourceSpec
+    extra_defines: tuple[tuple[str, str], ...] = ()
+    execution_provider: str = "cpu"
+    parallel: int | None = None
+    cpus: int = 2
+    memory_bytes: int = 8 << 30
+    scope: str = "wheel"
+    docker_host: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImagePlan:
+    """The build image: base + Dockerfile + package lists, tagged by a hash of them all."""
+
+    tag: str
+    base_image: str
+    base_suite: str | None
+    base_arch: str
+    dockerfile: Path
+    context: Path
+    buildargs: tuple[tuple[str, str], ...]
+    inputs_sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildPlan:
+    target: TargetProfile
+    variant: Variant
+    source: SourceSpec
+    ort_version: str
+    execution_provider: str
+    scope: str
+    dependencies: str  # "system" | "fetch"
+    image: ImagePlan
+    toolchain_file: Path
+    defines: tuple[tuple[str, str], ...]
+    build_args: tuple[str, ...]
+    compiler_flags: tuple[str, ...]
+    parallel: int
+    ccache_volume: str
+    wheel_platform: str
+    network: str | None
+    refused: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def build_argv(self) -> list[str]:
+        """The exact command run in the build container."""
+        return ["python3", f"{SRC}/tools/ci_build/build.py", *self.build_args]
+
+    @property
+    def package_argv(self) -> list[str]:
+        """The wheel packaging step (retag to the board's platform, bundle system libraries)."""
+        return ["python3", "/opt/orch/package_wheel.py", "--build-dir", f"{BUILD}/{self.variant.config}",
+                "--source", SRC, "--out", OUT, "--plat-name", self.wheel_platform,
+                "--readelf", f"{self.target.cross_prefix}readelf"]
+
+    @property
+    def config_build_dir(self) -> str:
+        return f"{BUILD}/{self.variant.config}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target.name,
+            "variant": self.variant.name,
+            "variant_description": self.variant.description,
+            "ort_version": self.ort_version,
+            "source": {"kind": self.source.kind, "location": self.source.location, "ref": self.source.ref,
+                       "description": self.source.describe()},
+            "execution_provider": self.execution_provider,
+            "scope": self.scope,
+            "dependencies": self.dependencies,
+            "image": {
+                "tag": self.image.tag, "base_image": self.image.base_image, "base_suite": self.image.base_suite,
+                "dockerfile": str(self.image.dockerfile), "buildargs": dict(self.image.buildargs),
+                "inputs_sha256": self.image.inputs_sha256,
+            },
+            "toolchain_file": str(self.toolchain_file),
+            "defines": [f"{k}={v}" for k, v in self.defines],
+            "compiler_flags": list(self.compiler_flags),
+            "build_argv": self.build_argv,
+            "package_argv": self.package_argv if self.scope == "wheel" else None,
+            "command": shlex.join(self.build_argv),
+            "parallel": self.parallel,
+            "ccache_volume": self.ccache_volume,
+            "network": self.network or "default",
+            "wheel": {"platform": self.wheel_platform, "python_tag": self.target.os.python_tag,
+                      "max_glibc": self.target.os.glibc, "machine": "EM_AARCH64"},
+            "preflight": {"qemu_cpu": self.target.qemu_cpu},
+            "refused": self.refused,
+            "notes": list(self.notes),
+        }
+
+
+def choose_parallel(cpus: int, memory_bytes: int) -> int:
+    """Jobs for ninja: one per core, but no more than the memory holds (~2 GiB per ORT compile)."""
+    by_memory = int(memory_bytes // (GIB_PER_JOB << 30))
+    return max(1, min(cpus, by_memory))
+
+
+def machine_resources() -> tuple[int, int]:
+    """(cores usable by this process, physical memory in bytes) of the machine running the engine."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        memory = 8 << 30
+    return cpus, memory
+
+
+def read_packages(codename: str, system_deps: bool) -> tuple[list[str], list[str]]:
+    """(host packages, target packages) of the build image for a distribution release."""
+    path = PACKAGES_DIR / f"{codename}.txt"
+    if not system_deps or not path.is_file():
+        path = PACKAGES_DIR / "default.txt"
+    host: list[str] = []
+    target: list[str] = []
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("host:"):
+            host += line[5:].split()
+        elif line.startswith("target:"):
+            target += line[7:].split()
+    return host, target
+
+
+def _image_plan(profile: TargetProfile, system_deps: bool, build_arch: str = "amd64") -> ImagePlan:
+    from orchestrator.base_images import base_image_tag, registry_override
+
+    suite = profile.bootstrap_suite
+    if suite:
+        base = registry_override(suite) or base_image_tag(suite, build_arch)
+    else:
+        base = os.environ.get(f"ORCH_BASE_IMAGE_{profile.os.codename.upper()}") or profile.base_image
+    host, target = read_packages(profile.os.codename, system_deps)
+    buildargs = (
+        ("BASE_IMAGE", base),
+        ("TARGET_ARCH", "arm64" if profile.arch == "aarch64" else profile.arch),
+        ("CROSS_TRIPLET", profile.cross_prefix.rstrip("-")),
+        ("HOST_PACKAGES", " ".join(host)),
+        ("TARGET_PACKAGES", " ".join(target)),
+    )
+    digest = hashlib.sha256()
+    digest.update(json.dumps(buildargs).encode())
+    for path in [DOCKERFILE, *sorted((DOCKER_DIR / "build").rglob("*"))]:
+        if path.is_file():
+            digest.update(str(path.relative_to(DOCKER_DIR)).encode())
+            digest.update(path.read_bytes())
+    inputs = digest.hexdigest()
+    return ImagePlan(
+        tag=f"orch/build-{profile.os.codename}:{inputs[:12]}", base_image=base, base_suite=suite,
+        base_arch=build_arch, dockerfile=DOCKERFILE, context=DOCKER_DIR, buildargs=buildargs, inputs_sha256=inputs,
+    )
+
+
+def parse_define(text: str) -> tuple[str, str]:
+    """``K=V`` from ``--cmake-define``; a leading ``-D`` is tolerated."""
+    text = text.removeprefix("-D")
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise UsageError(f"--cmake-define '{text}' is not NAME=VALUE", hint="e.g. --cmake-define onnxruntime_USE_XNNPACK=ON")
+    return name, value
+
+
+def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -> BuildPlan:
+    if not variant.build:
+        raise UsageError(f"variant '{variant.name}' is not built (it fetches the official wheel)")
+    if options.scope not in SCOPES:
+        raise UsageError(f"unknown build scope '{options.scope}' (known: {', '.join(SCOPES)})")
+    ep = options.execution_provider
+    if ep not in profile.execution_providers:
+        raise UsageError(
+            f"target '{profile.name}' has no execution provider '{ep}'",
+            hint=f"{profile.name} supports: {', '.join(profile.execution_providers)}",
+        )
+    version = options.source.version
+    system_deps = (profile.os.codename, version) in SYSTEM_DEPS
+    notes: list[str] = []
+    refused: str | None = None
+
+    flags = variant.compiler_flags(mcpu=profile.mcpu, march=profile.march)
+    lto = variant.lto
+    if ep == "cuda" and lto:
+        lto = False
+        notes.append("LTO is off for CUDA builds: nvcc objects do not take part in GCC's link-time optimisation")
+    parallel = options.parallel or choose_parallel(options.cpus, options.memory_bytes)
+
+    defines: list[tuple[str, str]] = [
+        ("CMAKE_TOOLCHAIN_FILE", TOOLCHAIN_FILE),
+        ("ORCH_CROSS_PREFIX", profile.cross_prefix),
+        ("CMAKE_C_COMPILER_LAUNCHER", "ccache"),
+        ("CMAKE_CXX_COMPILER_LAUNCHER", "ccache"),
+        # The manifest reads the flags each source really got back from this file.
+        ("CMAKE_EXPORT_COMPILE_COMMANDS", "ON"),
+        ("onnxruntime_BUILD_UNIT_TESTS", "ON" if options.scope == "mlas-test" else "OFF"),
+    ]
+    if system_deps:
+        defines += [
+            ("FETCHCONTENT_TRY_FIND_PACKAGE_MODE", "ALWAYS"),
+            ("FETCHCONTENT_FULLY_DISCONNECTED", "ON"),
+            ("CMAKE_PREFIX_PATH", SHIMS),
+            ("safeint_SOURCE_DIR", "/usr/include/safeint"),
+            # --use_full_protobuf selects the static library; Debian's libonnx needs the shared one.
+            ("Protobuf_USE_STATIC_LIBS", "OFF"),
+            ("CMAKE_PROJECT_INCLUDE", f"{SHIMS}/eigen-compat.cmake"),
+        ]
+        if options.scope == "mlas-test":
+            defines.append(("onnx_SOURCE_DIR", f"{SHIMS}/onnx-proto"))
+    if flags:
+        joined = " ".join(flags)
+        defines += [("CMAKE_C_FLAGS", joined), ("CMAKE_CXX_FLAGS", joined)]
+    defines += list(variant.defines)
+    defines += list(options.extra_defines)
+
+    args = [
+        "--build_dir", BUILD, "--config", variant.config, "--cmake_generator", "Ninja",
+        "--update", "--build", "--skip_tests", "--parallel", str(parallel),
+        "--allow_running_as_root", "--skip_submodule_sync", "--path_to_protoc_exe", PROTOC,
+    ]
+    if options.scope == "wheel":
+        args.append("--build_wheel")
+    else:
+        args += ["--target", "onnxruntime_mlas_test"]
+    if system_deps:
+        # Debian's libonnx links the full protobuf; the lite one would give duplicate symbols.
+        args.append("--use_full_protobuf")
+    if lto:
+        args.append("--enable_lto")
+    variant_args = list(variant.build_args)
+    if any(flag.startswith(("-mcpu", "-march")) for flag in flags) and "--compile_no_warning_as_error" not in variant_args:
+        # MLAS compiles some kernels with its own -march; GCC warns about the mix, -Werror would make it fatal.
+        variant_args.append("--compile_no_warning_as_error")
+    args += variant_args
+    if ep == "cuda":
+        args += ["--use_cuda", "--cuda_home", CUDA_HOME, "--cudnn_home", CUDNN_HOME]
+        if profile.cuda_version:
+            args += ["--cuda_version", profile.cuda_version]
+        refused = CUDA_TOOLKIT_NOTE
+        notes.append(CUDA_TOOLKIT_NOTE)
+    elif ep == "tensorrt":
+        args += ["--use_tensorrt", "--tensorrt_home", "/usr/lib/aarch64-linux-gnu",
+                 "--use_cuda", "--cuda_home", CUDA_HOME, "--cudnn_home", CUDNN_HOME]
+        refused = CUDA_TOOLKIT_NOTE + " (and TensorRT)"
+        notes.append(refused)
+    elif ep == "xnnpack":
+        args.append("--use_xnnpack")
+    args.append("--cmake_extra_defines")
+    args += [f"{k}={v}" for k, v in defines]
+    if not system_deps:
+        notes.append(
+            f"dependencies come from ORT's FetchContent downloads (cmake/deps.txt): {profile.os.distro} "
+            f"{profile.os.codename} does not carry them at ORT {version}'s versions; offline, pass a deps "
+            "mirror with --cmake-define FETCHCONTENT_... or build a version its packages support"
+        )
+    return BuildPlan(
+        target=profile, variant=variant, source=options.source, ort_version=version, execution_provider=ep,
+        scope=options.scope, dependencies="system" if system_deps else "fetch",
+        image=_image_plan(profile, system_deps), toolchain_file=TOOLCHAINS_DIR / "aarch64-linux-gnu.cmake",
+        defines=tuple(defines), build_args=tuple(args), compiler_flags=flags, parallel=parallel,
+        ccache_volume=f"orch-ccache-{profile.name}",
+        wheel_platform=f"linux_{profile.arch}",
+        # Fully offline when every dependency is a system package: proves nothing is downloaded.
+        network="none" if system_deps else None,
+        refused=refused, notes=tuple(notes),
+    )

@@ -1,0 +1,274 @@
+"""Where the ONNX Runtime source tree of a build comes from, and getting it ready.
+
+``--ort-source`` accepts:
+
+* ``debian`` — the offline route: the distribution's ``onnxruntime`` source package, fetched
+  with ``apt-get source --download-only`` inside a container of the board's Debian suite (the
+  ``deb-src`` entry is derived from that image's own apt sources, so whatever mirror the
+  image uses serves the source too). Debian 13 carries ORT 1.21.0.
+* a git URL, optionally with ``@<ref>`` (default ref ``v<ort-version>``), cloned with submodules;
+* a local directory (an ORT checkout);
+* a source tarball (``.tar.gz``/``.tar.xz``/...).
+
+Preparing a source copies it into ``$ORCH_HOME/sources/`` when patches must be applied (a
+user's checkout is never modified), applies the version's patch series from
+``toolchains/patches/<version>/series`` and records each patch's sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.errors import BuildError, UsageError
+from orchestrator.paths import TOOLCHAINS_DIR, orch_home
+
+if TYPE_CHECKING:
+    from orchestrator.container import Engine
+
+UPSTREAM_GIT = "https://github.com/microsoft/onnxruntime"
+DEFAULT_ORT_VERSION = "1.21.0"
+# The ORT version each Debian suite's source package carries (what the offline route can build).
+DEBIAN_ORT_VERSIONS = {"trixie": "1.21.0"}
+_TARBALL = re.compile(r"\.(tar|tar\.gz|tgz|tar\.xz|txz|tar\.bz2|tbz2|tar\.zst)$")
+
+# Run inside a container of the suite: add deb-src twins of the image's own binary sources,
+# then download (not unpack: no dpkg-dev needed) the source package into /out.
+_APT_SOURCE_SCRIPT = r"""
+set -eu
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+  [ -f "$f" ] || continue
+  sed -n 's/^deb \(.*\)$/deb-src \1/p' "$f"
+done > /etc/apt/sources.list.d/orch-deb-src.list
+for f in /etc/apt/sources.list.d/*.sources; do
+  [ -f "$f" ] || continue
+  sed 's/^Types:.*$/Types: deb-src/' "$f" > "/etc/apt/sources.list.d/orch-deb-src-$(basename "$f")"
+done
+apt-get update -q
+cd /out
+# Only the upstream (orig) tarball is needed; a mirror that lacks the .dsc/.debian parts is fine.
+apt-get source --download-only "onnxruntime=$ORT_DEBIAN_VERSION" || true
+ls onnxruntime_*.orig.tar.* >/dev/null
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceSpec:
+    """What the user asked for, parsed (pure)."""
+
+    kind: str  # "debian" | "git" | "dir" | "tarball"
+    location: str  # suite for debian, URL, path
+    ref: str | None
+    version: str
+
+    def describe(self) -> str:
+        if self.kind == "debian":
+            return f"Debian {self.location} source package onnxruntime {self.version} (offline, apt deb-src)"
+        if self.kind == "git":
+            return f"git {self.location} @ {self.ref}"
+        return f"{self.kind} {self.location}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceTree:
+    """A prepared ORT tree: ready to mount into the build container."""
+
+    path: Path
+    version: str
+    spec: SourceSpec
+    source_sha256: str
+    patches: tuple[dict[str, str], ...]
+
+
+def parse_source(text: str | None, *, version: str | None, suite: str | None) -> SourceSpec:
+    """Interpret ``--ort-source`` (None: the offline Debian route when it has the version, else upstream git)."""
+    wanted = version or DEFAULT_ORT_VERSION
+    if text is None:
+        if suite and DEBIAN_ORT_VERSIONS.get(suite) == wanted:
+            return SourceSpec(kind="debian", location=suite, ref=None, version=wanted)
+        text = UPSTREAM_GIT
+    if text == "debian" or text.startswith("debian:"):
+        debian_suite = text.partition(":")[2] or suite or "trixie"
+        carried = DEBIAN_ORT_VERSIONS.get(debian_suite)
+        if carried is None:
+            raise UsageError(f"no ORT source package known for Debian '{debian_suite}'",
+                             hint=f"known: {', '.join(f'{s} ({v})' for s, v in DEBIAN_ORT_VERSIONS.items())}")
+        if version and version != carried:
+            raise UsageError(f"Debian {debian_suite} carries ORT {carried}, not {version}",
+                             hint="drop --ort-version or use a git URL / tarball for other versions")
+        return SourceSpec(kind="debian", location=debian_suite, ref=None, version=carried)
+    if re.match(r"^(https?|ssh|git)://", text) or text.startswith("git@") or text.endswith(".git"):
+        url, _, ref = text.partition("@") if not text.startswith("git@") else (text, "", "")
+        if text.startswith("git@") and text.count("@") > 1:
+            head, _, ref = text.rpartition("@")
+            url = head
+        return SourceSpec(kind="git", location=url, ref=ref or f"v{wanted}", version=wanted)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        found = _tree_version(path)
+        if found is None:
+            raise UsageError(f"{path} is not an ONNX Runtime source tree (no VERSION_NUMBER, tools/ci_build/build.py)")
+        if version and version != found:
+            raise UsageError(f"{path} holds ORT {found}, not {version}")
+        return SourceSpec(kind="dir", location=str(path.resolve()), ref=None, version=found)
+    if path.is_file() and _TARBALL.search(path.name):
+        return SourceSpec(kind="tarball", location=str(path.resolve()), ref=None, version=wanted)
+    raise UsageError(
+        f"--ort-source '{text}' is neither 'debian', a git URL, an existing directory nor a source tarball",
+    )
+
+
+def _tree_version(path: Path) -> str | None:
+    marker = path / "VERSION_NUMBER"
+    if not marker.is_file() or not (path / "tools" / "ci_build" / "build.py").is_file():
+        return None
+    return marker.read_text().strip()
+
+
+def patch_series(version: str) -> list[Path]:
+    """The patches for an ORT version, in the order of its ``series`` file (empty when none)."""
+    directory = TOOLCHAINS_DIR / "patches" / version
+    series = directory / "series"
+    if not series.is_file():
+        return []
+    names = [line.strip() for line in series.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    missing = [name for name in names if not (directory / name).is_file()]
+    if missing:
+        raise BuildError(f"{series} lists missing patches: {', '.join(missing)}")
+    return [directory / name for name in names]
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def patch_records(version: str) -> tuple[dict[str, str], ...]:
+    return tuple({"name": p.name, "sha256": file_sha256(p)} for p in patch_series(version))
+
+
+def sources_root() -> Path:
+    root = orch_home() / "sources"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+# -- fetching ----------------------------------------------------------------------------------------
+
+
+def fetch_debian_tarball(engine: Engine, base_image: str, version: str, log: Callable[[str], None]) -> Path:
+    """The Debian orig tarball of ORT ``version`` (downloaded once into $ORCH_HOME/sources/debian)."""
+    out = sources_root() / "debian"
+    out.mkdir(parents=True, exist_ok=True)
+    existing = sorted(out.glob(f"onnxruntime_{version}*.orig.tar.*"))
+    if existing:
+        return existing[-1]
+    log(f"fetching the onnxruntime {version} source package with apt in {base_image}")
+    code = engine.run(
+        base_image, ["sh", "-c", _APT_SOURCE_SCRIPT],
+        environment={"ORT_DEBIAN_VERSION": f"{version}+dfsg-1"},
+        volumes={str(out): {"bind": "/out", "mode": "rw"}}, on_log=log,
+    )
+    found = sorted(out.glob(f"onnxruntime_{version}*.orig.tar.*"))
+    if code != 0 or not found:
+        raise BuildError(
+            f"could not download the onnxruntime {version} source package (exit {code})",
+            hint="the suite's apt sources must reach a Debian mirror; or pass --ort-source <tarball|dir|git URL>",
+        )
+    return found[-1]
+
+
+def _extract(tarball: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(tarball) as archive:
+        archive.extractall(dest, filter="data")
+    roots = [p for p in dest.iterdir() if p.is_dir()]
+    if len(roots) == 1 and _tree_version(roots[0]):
+        return roots[0]
+    if _tree_version(dest):
+        return dest
+    raise BuildError(f"{tarball} does not contain an ONNX Runtime source tree")
+
+
+def _apply_patches(tree: Path, patches: list[Path], log: Callable[[str], None]) -> None:
+    for patch in patches:
+        log(f"applying {patch.parent.name}/{patch.name}")
+        result = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(patch)], cwd=tree,
+                                capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BuildError(f"patch {patch.name} does not apply to {tree}:\n{result.stdout}{result.stderr}")
+
+
+def prepare_source(
+    spec: SourceSpec, *, engine: Engine | None, base_image: str | None, log: Callable[[str], None]
+) -> SourceTree:
+    """Fetch/extract/copy the tree, apply the version's patches once; reused on the next build."""
+    patches = patch_series(spec.version)
+    records = patch_records(spec.version)
+    patch_key = hashlib.sha256(json.dumps(records).encode()).hexdigest()[:8]
+    if spec.kind == "dir":
+        origin = Path(spec.location)
+        source_hash = _dir_identity(origin)
+        if not patches:
+            return SourceTree(path=origin, version=spec.version, spec=spec, source_sha256=source_hash, patches=())
+    elif spec.kind in ("debian", "tarball"):
+        if spec.kind == "debian":
+            if engine is None or base_image is None:
+                raise BuildError("the Debian source route needs a container engine and a base image")
+            tarball = fetch_debian_tarball(engine, base_image, spec.version, log)
+        else:
+            tarball = Path(spec.location)
+        source_hash = file_sha256(tarball)
+    else:
+        source_hash = ""
+    key = f"{spec.kind}-{spec.version}-{(source_hash or spec.location + str(spec.ref))[:12]}-{patch_key}"
+    key = re.sub(r"[^A-Za-z0-9._-]", "_", key)
+    work = sources_root() / key
+    done = work / "orch-source.json"
+    if done.is_file():
+        info = json.loads(done.read_text())
+        return SourceTree(path=Path(info["path"]), version=spec.version, spec=spec,
+                          source_sha256=info["source_sha256"], patches=records)
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    if spec.kind in ("debian", "tarball"):
+        log(f"extracting {tarball.name}")
+        tree = _extract(tarball, work / "tree")
+    elif spec.kind == "git":
+        tree = work / "onnxruntime"
+        log(f"cloning {spec.location} @ {spec.ref} with submodules")
+        result = subprocess.run(["git", "clone", "--recursive", "--depth", "1", "--branch", str(spec.ref),
+                                 spec.location, str(tree)], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BuildError(f"git clone of {spec.location} @ {spec.ref} failed: {result.stderr.strip()[-800:]}",
+                             hint="offline? use --ort-source debian, a local checkout or a tarball")
+        source_hash = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True,
+                                     text=True, check=False).stdout.strip()
+    else:
+        tree = work / "tree"
+        log(f"copying {spec.location} (patches are applied to a copy, never to your checkout)")
+        shutil.copytree(spec.location, tree, symlinks=True, ignore=shutil.ignore_patterns(".git", "build"))
+    _apply_patches(tree, patches, log)
+    done.write_text(json.dumps({"path": str(tree), "source_sha256": source_hash}))
+    return SourceTree(path=tree, version=spec.version, spec=spec, source_sha256=source_hash, patches=records)
+
+
+def _dir_identity(path: Path) -> str:
+    """A git commit when the directory is a checkout, else a hash of its top-level identity."""
+    result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=False)
+    if result.returncode == 0:
+        return "git:" + result.stdout.strip()
+    marker = path / "VERSION_NUMBER"
+    return "dir:" + hashlib.sha256(f"{path}:{marker.stat().st_mtime_ns}".encode()).hexdigest()

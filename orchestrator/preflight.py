@@ -1,0 +1,139 @@
+"""Pre-flight: does the wheel import and compute correctly on the board's exact CPU model?
+
+Before an artifact is marked good (stock wheels included), orch installs it in an arm64
+container of the board's OS and runs one inference there under qemu-user with
+``QEMU_CPU=<the board's CPU>`` (cortex-a57, cortex-a72, cortex-a76...). qemu's default CPU
+has every ARMv8.x feature and hides code that a Pi 4 or a Jetson Nano cannot run (ORT 1.21's
+fp16 constants in a global constructor: SIGILL at import). The outputs are compared with the
+workstation's x86 onnxruntime on the same model and inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from orchestrator.errors import BuildError, DeployError
+from orchestrator.targets import TargetProfile
+
+if TYPE_CHECKING:
+    from orchestrator.container import Engine
+
+# What the board image needs: the lab board's package set, so the same offline image serves both.
+BOARD_PACKAGES = ("openssh-server", "python3", "python3-venv", "ca-certificates")
+RTOL = 1e-4
+ATOL = 1e-5
+_SIGNALS = {132: "SIGILL (illegal instruction)", 134: "SIGABRT", 135: "SIGBUS", 139: "SIGSEGV"}
+
+# Runs on the emulated board: stdlib + numpy + the wheel under test. Prints one JSON line.
+_SCRIPT = r"""
+import json, sys, time
+t0 = time.time()
+import numpy as np
+import onnxruntime as ort
+t1 = time.time()
+session = ort.InferenceSession("/pf/model.onnx", providers=["CPUExecutionProvider"])
+feed = {"input": np.load("/pf/input.npy")}
+output = session.run(None, feed)[0]
+np.save("/pf/output.npy", output)
+print("ORCH-PREFLIGHT " + json.dumps({"ort_version": ort.__version__, "providers": ort.get_available_providers(),
+      "import_s": round(t1 - t0, 2), "run_s": round(time.time() - t1, 2), "shape": list(output.shape)}), flush=True)
+"""
+
+_INSTALL = r"""
+set -e
+python3 -m venv --without-pip /venv
+PIP=$(ls /pf/wheels/pip-*.whl | head -n 1)
+/venv/bin/python "$PIP/pip" install --quiet --no-index --no-cache-dir --disable-pip-version-check \
+  --find-links /pf/wheels "/pf/wheels/$ORCH_WHEEL"
+exec /venv/bin/python /pf/check.py
+"""
+
+
+def board_image(engine: Engine, profile: TargetProfile) -> str:
+    """An arm64 image of the board's OS with python3 (offline bootstrap, or a registry base)."""
+    from orchestrator.base_images import ensure_base_image
+
+    if not profile.bootstrap_suite:
+        raise BuildError(
+            f"no arm64 image of {profile.os.distro} {profile.os.release} for the pre-flight of '{profile.name}'",
+            hint=f"set ORCH_BASE_IMAGE_{profile.os.codename.upper()} to an arm64 {profile.os.distro} image you have",
+        )
+    return ensure_base_image(engine, profile.bootstrap_suite, "arm64", BOARD_PACKAGES)
+
+
+def reference_run(model: Path, inputs: np.ndarray) -> np.ndarray:
+    """The workstation's onnxruntime on the same model and inputs."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    return np.asarray(session.run(None, {"input": inputs})[0])
+
+
+def compare(board: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
+    if board.shape != reference.shape:
+        return {"match": False, "reason": f"shape {board.shape} vs {reference.shape}"}
+    diff = float(np.max(np.abs(board.astype(np.float64) - reference.astype(np.float64)))) if board.size else 0.0
+    return {"match": bool(np.allclose(board, reference, rtol=RTOL, atol=ATOL)), "max_abs_diff": diff,
+            "rtol": RTOL, "atol": ATOL}
+
+
+def exit_reason(code: int) -> str:
+    return _SIGNALS.get(code, f"exit status {code}")
+
+
+def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: Any = print) -> dict[str, Any]:
+    """Install ``wheel`` on an emulated ``profile.qemu_cpu`` board, run a model, compare with x86 ORT."""
+    from orchestrator.dependencies import resolve_dependencies
+    from orchestrator.ort_source import file_sha256
+    from orchestrator.sample_models import tiny_convnet, write_model
+
+    started = time.monotonic()
+    image = board_image(engine, profile)
+    try:
+        deps = resolve_dependencies(wheel, wheel_sha256=file_sha256(wheel), arch=profile.arch,
+                                    glibc=profile.os.glibc, python_version=profile.os.python)
+    except DeployError as error:
+        raise BuildError(f"pre-flight: {error.message}", hint=error.hint) from error
+    work = Path(tempfile.mkdtemp(prefix="orch-preflight-"))
+    try:
+        wheels = work / "wheels"
+        wheels.mkdir()
+        for path in [wheel, *deps]:
+            shutil.copy2(path, wheels / path.name)
+        model = write_model(tiny_convnet(size=16, channels=4), work / "model.onnx")
+        inputs = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        np.save(work / "input.npy", inputs)
+        (work / "check.py").write_text(_SCRIPT)
+        lines: list[str] = []
+        code = engine.run(
+            image, ["sh", "-c", _INSTALL],
+            environment={"QEMU_CPU": profile.qemu_cpu, "ORCH_WHEEL": wheel.name},
+            volumes={str(work): {"bind": "/pf", "mode": "rw"}},
+            network="none", labels={"orch.role": "preflight"}, on_log=lines.append,
+        )
+        result: dict[str, Any] = {"qemu_cpu": profile.qemu_cpu, "image": image, "exit_code": code,
+                                  "duration_s": round(time.monotonic() - started, 1)}
+        report = next((json.loads(x.split(" ", 1)[1]) for x in lines if x.startswith("ORCH-PREFLIGHT ")), None)
+        if code != 0 or report is None:
+            tail = [x for x in lines if x.strip()][-5:]
+            result.update(ok=False, error=f"{exit_reason(code)} on an emulated {profile.qemu_cpu}"
+                          + (": " + " | ".join(tail) if tail else ""))
+            return result
+        comparison = compare(np.load(work / "output.npy"), reference_run(model, inputs))
+        result.update(report)
+        result["comparison"] = comparison
+        result["ok"] = comparison["match"]
+        if not comparison["match"]:
+            result["error"] = f"outputs differ from x86 onnxruntime: {comparison}"
+        log(f"pre-flight on {profile.qemu_cpu}: import {report['import_s']} s, max |diff| "
+            f"{comparison.get('max_abs_diff')}")
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

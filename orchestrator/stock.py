@@ -1,0 +1,74 @@
+"""The ``stock`` variant: the official ONNX Runtime wheel for the board, no build.
+
+``pip download --only-binary=:all: --platform <manylinux tags the board accepts>
+--python-version <board Python> onnxruntime`` fetches it; it then goes through the same wheel
+check and pre-flight as a built wheel, so the baseline of every comparison is proven too.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.dependencies import pip_platforms
+from orchestrator.errors import BuildError
+from orchestrator.targets import TargetProfile
+
+if TYPE_CHECKING:
+    from orchestrator.artifacts import Artifact
+    from orchestrator.container import Engine
+
+
+def download_argv(profile: TargetProfile, version: str | None, dest: Path) -> list[str]:
+    """The pip command that fetches the official wheel for this board (pure)."""
+    digits = profile.os.python.replace(".", "")
+    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input", "--no-deps",
+            "--only-binary=:all:", "--implementation", "cp", "--python-version", profile.os.python,
+            "--abi", f"cp{digits}", "-d", str(dest)]
+    # Manylinux tags only: a linux_<arch> wheel on the index would not be an official build.
+    for platform in pip_platforms(profile.arch, profile.os.glibc):
+        if platform.startswith("manylinux"):
+            argv += ["--platform", platform]
+    return argv + [f"onnxruntime=={version}" if version else "onnxruntime"]
+
+
+def plan_dict(profile: TargetProfile, version: str | None) -> dict[str, Any]:
+    return {"target": profile.name, "variant": "stock", "ort_version": version or "latest",
+            "download_argv": download_argv(profile, version, Path("<download-dir>")),
+            "preflight": {"qemu_cpu": profile.qemu_cpu},
+            "wheel": {"python_tag": profile.os.python_tag, "max_glibc": profile.os.glibc, "machine": "EM_AARCH64"}}
+
+
+def fetch_stock(engine: Engine, profile: TargetProfile, version: str | None, *, root: Path | None,
+                log: Any, preflight: bool = True) -> Artifact:
+    from orchestrator.build import finish_artifact
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="orch-stock-") as tmp:
+        dest = Path(tmp)
+        argv = download_argv(profile, version, dest)
+        log(f"downloading the official onnxruntime wheel for {profile.name} (Python {profile.os.python}, "
+            f"glibc <= {profile.os.glibc})")
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        wheels = sorted(dest.glob("onnxruntime-*.whl"))
+        if result.returncode != 0 or not wheels:
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-4:])
+            raise BuildError(
+                f"no official onnxruntime{'==' + version if version else ''} wheel for {profile.name} "
+                f"(Python {profile.os.python}, glibc {profile.os.glibc}, {profile.arch}):\n{tail}",
+                hint="official aarch64 wheels need manylinux_2_28 or newer and a Python the release supports",
+            )
+        wheel = wheels[0]
+        found_version = wheel.name.split("-")[1]
+        manifest = {
+            "target": profile.name, "variant": "stock", "ort_version": found_version,
+            "variant_description": "official ONNX Runtime wheel from the package index (no build)",
+            "source": {"kind": "index", "description": "official wheel", "download_argv": argv[1:]},
+            "build_duration_s": round(time.monotonic() - started, 1),
+        }
+        return finish_artifact(profile, "stock", found_version, wheel, manifest, log_path=None, root=root,
+                               engine=engine, log=log, preflight=preflight)

@@ -1,0 +1,117 @@
+"""Build variants: named sets of ORT build flags (stock, default, lto, tuned, user-defined).
+
+Variants are data in ``toolchains/variants.yaml``; users add or replace variants in
+``$ORCH_HOME/variants.yaml``. A variant's ``cflags`` may name ``{mcpu}`` and ``{march}``,
+filled in from the target profile. Pure: no Docker, no files other than the YAML.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.errors import TargetError
+from orchestrator.paths import TOOLCHAINS_DIR, orch_home
+
+_KEYS = {
+    "description": str, "build": bool, "config": str, "build_args": list, "defines": dict,
+    "cflags": list, "lto": bool, "inline_limit": int,
+}
+_CONFIGS = ("Release", "RelWithDebInfo", "MinSizeRel", "Debug")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Variant:
+    name: str
+    description: str
+    build: bool
+    config: str
+    build_args: tuple[str, ...]
+    defines: tuple[tuple[str, str], ...]
+    cflags: tuple[str, ...]
+    lto: bool
+    inline_limit: int | None
+    source: Path
+
+    def compiler_flags(self, *, mcpu: str, march: str) -> tuple[str, ...]:
+        """The C/C++ flags this variant adds for a board with that CPU."""
+        flags = [flag.format(mcpu=mcpu, march=march) for flag in self.cflags]
+        if self.inline_limit is not None:
+            flags.append(f"-finline-limit={self.inline_limit}")
+        return tuple(flags)
+
+
+def _parse(name: str, data: Any, path: Path) -> Variant:
+    where = f"{path}: variant '{name}'"
+    if not isinstance(data, dict):
+        raise TargetError(f"{where} must be a mapping of keys")
+    for key, value in data.items():
+        if key not in _KEYS:
+            close = difflib.get_close_matches(key, list(_KEYS), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise TargetError(f"{where}: unknown key '{key}'{hint}; known keys: {', '.join(sorted(_KEYS))}")
+        if not isinstance(value, _KEYS[key]) or (_KEYS[key] is int and isinstance(value, bool)):
+            raise TargetError(f"{where}: '{key}' must be a {_KEYS[key].__name__}")
+    config = data.get("config", "Release")
+    if config not in _CONFIGS:
+        raise TargetError(f"{where}: config '{config}' is not one of {', '.join(_CONFIGS)}")
+    for arg in data.get("build_args", []):
+        if not isinstance(arg, str) or not arg.startswith("--"):
+            raise TargetError(f"{where}: build_args entries are build.py flags like '--disable_ml_ops', got {arg!r}")
+    return Variant(
+        name=name,
+        description=str(data.get("description", name)),
+        build=bool(data.get("build", True)),
+        config=config,
+        build_args=tuple(data.get("build_args", [])),
+        defines=tuple((str(k), _define_value(v)) for k, v in (data.get("defines") or {}).items()),
+        cflags=tuple(str(flag) for flag in data.get("cflags", [])),
+        lto=bool(data.get("lto", False)),
+        inline_limit=data.get("inline_limit"),
+        source=path,
+    )
+
+
+def _define_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "ON" if value else "OFF"
+    return str(value)
+
+
+def _load_file(path: Path) -> dict[str, Variant]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise TargetError(f"{path}: not valid YAML: {error}") from error
+    if not isinstance(data, dict):
+        raise TargetError(f"{path}: a variants file maps variant names to their settings")
+    return {str(name): _parse(str(name), body, path) for name, body in data.items()}
+
+
+def variant_files() -> list[Path]:
+    return [TOOLCHAINS_DIR / "variants.yaml", orch_home() / "variants.yaml"]
+
+
+def load_variants() -> dict[str, Variant]:
+    """Shipped variants, then the user's (a user variant with a shipped name replaces it)."""
+    variants: dict[str, Variant] = {}
+    for path in variant_files():
+        if path.is_file():
+            variants.update(_load_file(path))
+    return variants
+
+
+def resolve_variant(name: str) -> Variant:
+    variants = load_variants()
+    if name in variants:
+        return variants[name]
+    close = difflib.get_close_matches(name, list(variants), n=1)
+    suggestion = f" Did you mean '{close[0]}'?" if close else ""
+    raise TargetError(
+        f"unknown variant '{name}'.{suggestion} Known variants: {', '.join(sorted(variants))}",
+        hint=f"add your own in {orch_home() / 'variants.yaml'}",
+    )
