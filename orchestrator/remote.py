@@ -286,6 +286,16 @@ def _translate(error: BaseException, hop: _Hop, board: Board, timeout: float) ->
             f"(tried {tried}ssh-agent keys and default ~/.ssh keys; passwords are never used): {error}",
             hint="install your public key on the board (ssh-copy-id) or set identity_file in the inventory",
         )
+    if isinstance(error, paramiko.SSHException) and (
+        "No existing session" in str(error) or "banner" in str(error).lower()
+    ):
+        # paramiko's words for "the port answered TCP but no SSH handshake completed in time".
+        return RemoteError(
+            f"{label}: no SSH handshake within {timeout:g}s (the port accepts connections but does not speak SSH"
+            " in time)",
+            hint="is this port really the board's sshd? an overloaded or emulated board may need a longer "
+            "connect timeout",
+        )
     if isinstance(error, paramiko.SSHException):
         return RemoteError(
             f"{label}: SSH handshake failed: {error}",

@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import shlex
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -276,3 +277,15 @@ def test_a_command_killed_by_a_signal_is_reported(ssh_server: SshServer, make_bo
         assert session.run(["sh", "-c", "kill -9 $$"], check=False).exit_code == -1
         with pytest.raises(remote.CommandFailed, match="was killed or lost its connection"):
             session.run(["sh", "-c", "kill -9 $$"])
+
+
+def test_a_port_that_never_speaks_ssh_times_out_by_name(make_board, orch_home: Path):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)  # accepts TCP (the kernel does), never sends an SSH banner
+        port = listener.getsockname()[1]
+        start = time.monotonic()
+        with pytest.raises(RemoteError) as error:
+            remote.connect(make_board("mute", port=port), connect_timeout=2)
+    assert time.monotonic() - start < 10
+    assert error.value.message.startswith(f"mute (127.0.0.1:{port}): no SSH handshake within 2s")
