@@ -76,7 +76,7 @@ def test_parallelism_is_bounded():
         with lock:
             active += 1
             peak = max(peak, active)
-        time.sleep(0.1)
+        time.sleep(0.3)  # long enough that all three overlap even on a loaded machine
         with lock:
             active -= 1
 
