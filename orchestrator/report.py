@@ -27,6 +27,7 @@ FIG_SIZE = (10.0, 5.0)
 DPI = 100
 PLOT_PIXELS = (int(FIG_SIZE[0] * DPI), int(FIG_SIZE[1] * DPI))
 
+_SHORT = {"opt_level": "opt", "intra_threads": "threads", "inter_threads": "inter", "quant": "", "variant": ""}
 _VERDICT_STYLE = {stats.FASTER: "bold green", stats.SLOWER: "bold red"}
 
 
@@ -39,21 +40,43 @@ def _ms(value: float) -> str:
 # --------------------------------------------------------------------------- terminal tables
 
 
+def varying_dimensions(series: Sequence[Series]) -> list[str]:
+    """Dimensions whose value differs between the series: the only ones worth a column."""
+    return [d for d in ("variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads")
+            if len({getattr(s.key, d) for s in series}) > 1]
+
+
+def _value(dimension: str, value: Any) -> str:
+    if dimension.endswith("threads") and value == 0:
+        return "default"
+    return str(value)
+
+
+def _constant_caption(series: Sequence[Series]) -> str:
+    """The dimensions every series shares, said once under the table instead of in every row."""
+    if not series:
+        return ""
+    varying = set(varying_dimensions(series))
+    key = series[0].key
+    names = {"variant": "variant", "model": "model", "quant": "quant", "ep": "EP", "opt_level": "opt",
+             "intra_threads": "threads", "inter_threads": "inter-op threads"}
+    return "all rows: " + ", ".join(f"{names[d]}={_value(d, getattr(key, d))}" for d in names if d not in varying)
+
+
 def summary_table(series: Sequence[Series], *, title: str = "P50 / P99 latency per board and variant") -> Table:
-    table = Table(title=title, title_justify="left")
-    for column in ("board", "variant", "model", "quant", "setting"):
-        table.add_column(column)
-    for column in ("n", "p50 ms", "p99 ms", "mean ± std ms", "IQR ms", "inf/s"):
+    varying = varying_dimensions(series)
+    table = Table(title=title, title_justify="left", caption=_constant_caption(series), caption_justify="left")
+    table.add_column("board", style="bold")
+    for dimension in varying:
+        table.add_column(dimension.replace("intra_threads", "threads").replace("_", " "))
+    for column in ("n", "p50 ms", "p99 ms", "mean±std", "IQR", "inf/s"):
         table.add_column(column, justify="right")
     for item in series:
         summary = item.summary()
         throughput = [a["stats"]["throughput_ips"] for a in item.agents if "stats" in a]
-        key = item.key
-        threads = key.intra_threads or "default"
         table.add_row(
-            escape(item.board), escape(key.variant), escape(key.model), key.quant,
-            escape(f"{key.ep} opt={key.opt_level} threads={threads}"),
-            str(summary.n), _ms(summary.p50), _ms(summary.p99), f"{_ms(summary.mean)} ± {_ms(summary.std)}",
+            escape(item.board), *(escape(_value(d, getattr(item.key, d))) for d in varying),
+            str(summary.n), _ms(summary.p50), _ms(summary.p99), f"{_ms(summary.mean)}±{_ms(summary.std)}",
             _ms(summary.iqr), f"{sum(throughput) / len(throughput):.3g}" if throughput else "-",
         )
     return table
@@ -62,26 +85,29 @@ def summary_table(series: Sequence[Series], *, title: str = "P50 / P99 latency p
 def _side(series: Series, dimension: str) -> str:
     if dimension == "run":
         return series.label
-    return str(getattr(series.key, dimension))
+    return _value(dimension, getattr(series.key, dimension))
 
 
 def comparison_table(pairings: Sequence[Pairing], *, title: str = "A/B comparisons (B vs baseline A)") -> Table:
     table = Table(title=title, title_justify="left", caption=_caption(pairings), caption_justify="left")
-    for column in ("board", "model", "compared", "A", "B"):
-        table.add_column(column)
-    for column in ("n A/B", "p50 A ms", "p50 B ms", "B/A [95% CI]", "change", "p (U test)"):
+    table.add_column("board", style="bold")
+    table.add_column("model")
+    table.add_column("A → B")
+    for column in ("n A/B", "p50 A→B ms", "B/A [95% CI]", "p"):
         table.add_column(column, justify="right")
     table.add_column("verdict")
     for pair in pairings:
         c = pair.comparison
-        ci = "" if math.isnan(c.ci_low) else f" [{c.ci_low:.3f}, {c.ci_high:.3f}]"
+        ci = "" if math.isnan(c.ci_low) else f" [{c.ci_low:.2f},{c.ci_high:.2f}]"
         p_value = "-" if math.isnan(c.p_value) else f"{c.p_value:.2g}"
         style = _VERDICT_STYLE.get(c.verdict, "")
+        verdict = f"{c.verdict} ({c.change_percent:+.0f}%)"
+        label = "" if pair.dimension == "run" else f"{_SHORT.get(pair.dimension, pair.dimension)} "
         table.add_row(
-            escape(pair.board), escape(pair.b.key.model), pair.dimension, escape(_side(pair.a, pair.dimension)),
-            escape(_side(pair.b, pair.dimension)), f"{c.n_a}/{c.n_b}", _ms(c.median_a), _ms(c.median_b),
-            f"{c.ratio:.3f}{ci}", f"{c.change_percent:+.1f}%", p_value,
-            f"[{style}]{c.verdict}[/]" if style else c.verdict,
+            escape(pair.board), escape(pair.b.key.model.removesuffix(".onnx")),
+            escape(f"{label}{_side(pair.a, pair.dimension)} → {_side(pair.b, pair.dimension)}"),
+            f"{c.n_a}/{c.n_b}", f"{_ms(c.median_a)}→{_ms(c.median_b)}", f"{c.ratio:.2f}{ci}", p_value,
+            f"[{style}]{verdict}[/]" if style else verdict,
         )
     return table
 
@@ -90,8 +116,8 @@ def _caption(pairings: Sequence[Pairing]) -> str:
     if not pairings:
         return ""
     c = pairings[0].comparison
-    return (f"B/A = median(B)/median(A), below 1 means B is faster. Verdict: p < {c.alpha:g} and CI excluding 1"
-            f" and change beyond {c.threshold:.0%}; otherwise 'no significant change'.")
+    return (f"B/A = median(B)/median(A), below 1: B is faster. Called faster/slower only when the U test's"
+            f" p < {c.alpha:g}, the CI excludes 1 and the change exceeds {c.threshold:.0%}.")
 
 
 def failures_table(failed: dict[str, str]) -> Table:
@@ -105,8 +131,7 @@ def failures_table(failed: dict[str, str]) -> Table:
 
 def board_state_table(record: RunRecord) -> Table:
     table = Table(title="Boards", title_justify="left")
-    for column in ("board", "status", "ORT", "kernel", "CPU", "cores", "governor", "temp °C before→after",
-                   "clocks pinned"):
+    for column in ("board", "status", "ORT", "kernel", "CPU", "cores", "governor", "°C before→after", "pinned"):
         table.add_column(column)
     for name, doc in record.boards.items():
         facts = board_facts(doc)
@@ -122,14 +147,14 @@ def board_facts(doc: dict[str, Any]) -> dict[str, str]:
     last = measurements[-1]["agent"] if measurements else {}
     before = (first.get("board") or {}).get("before") or {}
     after = (last.get("board") or {}).get("after") or {}
-    governors = sorted({str(core.get("governor")) for core in (before.get("cpufreq") or {}).values()})
+    governors = sorted({str(core["governor"]) for core in (before.get("cpufreq") or {}).values() if core.get("governor")})
 
     def temp(state: dict[str, Any]) -> str:
         values = [zone["temp_c"] for zone in state.get("thermal") or [] if zone.get("temp_c") is not None]
         return f"{max(values):.1f}" if values else "n/a"
 
     clocks = doc.get("clocks")
-    pinned = "not asked" if not clocks else ("yes" if clocks.get("pinned") else "no")
+    pinned = "-" if not clocks else ("yes" if clocks.get("pinned") else "no")
     if clocks and clocks.get("restored") is False:
         pinned += " (NOT restored)"
     return {
@@ -138,7 +163,7 @@ def board_facts(doc: dict[str, Any]) -> dict[str, str]:
         "cpu": before.get("cpu_model") or "-",
         "cores": str(before.get("online_cores", "-")),
         "governor": ",".join(governors) if governors else "n/a",
-        "temperature": f"{temp(before)}→{temp(after)}",
+        "temperature": "n/a" if temp(before) == temp(after) == "n/a" else f"{temp(before)}→{temp(after)}",
         "pinned": pinned,
     }
 
