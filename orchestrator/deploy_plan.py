@@ -13,7 +13,7 @@ import hashlib
 import posixpath
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -232,9 +232,11 @@ def plan_board(
         "manifest": artifact.manifest,
     }
     # What --keep will delete once the new release is current.
+    # The release current until now is the rollback target: it counts as the most recently used.
     after = Listing(
         workdir_abs=listing.workdir_abs, current=release_id,
-        releases=(*[r for r in listing.releases if r.id != release_id],
+        releases=(*[replace(r, last_used="9998") if r.id == listing.current else r
+                    for r in listing.releases if r.id != release_id],
                   ReleaseInfo(id=release_id, variant=artifact.variant, target=artifact.target,
                               ort_version=artifact.ort_version, path=release_dir, python=python,
                               last_used="9999")),

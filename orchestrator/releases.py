@@ -144,6 +144,11 @@ done
 """
 
 
+def recency(release: ReleaseInfo) -> tuple[str, str, str]:
+    """Sort key: least recently used first (last switch to it, else its creation time)."""
+    return (release.last_used or release.created, release.created, release.id)
+
+
 def parse_listing(text: str) -> Listing:
     """Pure: LIST_SCRIPT's output -> Listing."""
     workdir_abs = ""
@@ -185,7 +190,7 @@ def parse_listing(text: str) -> Listing:
             last_used=last_used.get(release_id, ""),
             document=doc,
         ))
-    releases.sort(key=lambda r: (r.last_used or r.created, r.created, r.id))
+    releases.sort(key=recency)
     return Listing(workdir_abs=workdir_abs, current=current, releases=tuple(releases), incomplete=tuple(incomplete))
 
 
@@ -216,7 +221,7 @@ def releases_to_prune(listing: Listing, *, keep: int, protect: Iterable[str] = (
     if keep < 1:
         raise DeployError(f"--keep must be at least 1 (got {keep})")
     protected = set(protect) | ({listing.current} if listing.current else set())
-    ordered = [r.id for r in listing.releases]  # least recently used first
+    ordered = [r.id for r in sorted(listing.releases, key=recency)]  # least recently used first
     survivors = [i for i in ordered if i in protected]
     for release_id in reversed(ordered):
         if len(survivors) >= keep:

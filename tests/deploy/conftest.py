@@ -1,0 +1,124 @@
+"""Fixtures for the deploy tests: the official aarch64 ORT wheel as a `stock` artifact, and
+wheels made wrong on purpose (another architecture, a too-new glibc, another Python).
+
+The stock wheel is fetched once with ``pip download`` (the package index through pip's own
+client) into pytest's cache directory and reused by later runs. Its artifact manifest marks
+``preflight.ok`` itself: this fixture, not ``orch build``, vouches for the official wheel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import zipfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from orchestrator.artifacts import Artifact, artifact_dir, write_manifest
+
+# The lab boards: Debian 13, Python 3.13, glibc 2.41, aarch64.
+LAB_PYTHON = "3.13"
+LAB_PLATFORM = "manylinux_2_28_aarch64"
+
+
+def _download_stock(dest: Path) -> Path:
+    found = sorted(dest.glob("onnxruntime-*-cp313-cp313-*aarch64*.whl"))
+    if found:
+        return found[-1]
+    dest.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
+            "--only-binary=:all:", "--platform", LAB_PLATFORM, "--python-version", LAB_PYTHON,
+            "--implementation", "cp", "--abi", "cp313", "-d", str(dest), "onnxruntime"]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    found = sorted(dest.glob("onnxruntime-*-cp313-cp313-*aarch64*.whl"))
+    if result.returncode != 0 or not found:
+        pytest.fail("could not download the official aarch64 onnxruntime wheel (pip needs the package index):\n"
+                    + result.stdout[-2000:] + result.stderr[-2000:], pytrace=False)
+    return found[-1]
+
+
+@pytest.fixture(scope="session")
+def stock_wheel(request: pytest.FixtureRequest) -> Path:
+    """The official onnxruntime wheel for cp313 manylinux aarch64 (the lab's boards)."""
+    return _download_stock(Path(request.config.cache.mkdir("orch-deploy-stock-wheel")))
+
+
+def wheel_version(wheel: Path) -> str:
+    return wheel.name.split("-")[1]
+
+
+def make_artifact(root: Path, wheel: Path, *, target: str = "lab", variant: str = "stock",
+                  name: str | None = None) -> Artifact:
+    """An artifact directory holding ``wheel`` (renamed to ``name``) and a manifest per artifacts.py."""
+    version = wheel_version(wheel)
+    directory = artifact_dir(target, variant, version, root=root)
+    directory.mkdir(parents=True, exist_ok=True)
+    dest = directory / (name or wheel.name)
+    if not dest.exists():
+        shutil.copyfile(wheel, dest)
+    manifest = {
+        "target": target, "variant": variant, "ort_version": version, "wheel": dest.name,
+        "wheel_sha256": hashlib.sha256(dest.read_bytes()).hexdigest(), "wheel_size": dest.stat().st_size,
+        "created": datetime.now(timezone.utc).isoformat(),
+        # Set by this fixture: the official wheel is trusted as built upstream, not pre-flighted by orch.
+        "preflight": {"ok": True, "by": "tests/deploy fixture (official wheel, not built by orch)"},
+    }
+    write_manifest(directory, manifest)
+    return Artifact(directory=directory, manifest=manifest)
+
+
+def rewrite_wheel(source: Path, dest: Path, patch: dict[bytes, bytes] | None = None,
+                  extra: dict[str, bytes] | None = None, only_shared_objects: bool = False) -> Path:
+    """Copy a wheel under a new name, byte-patching its shared objects (same-length patches keep ELF offsets)."""
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_STORED) as out:
+        for item in src.infolist():
+            is_so = item.filename.endswith(".so") or ".so." in item.filename
+            if only_shared_objects and not is_so:
+                continue
+            data = src.read(item.filename)
+            if is_so and patch:
+                for old, new in patch.items():
+                    assert len(old) == len(new)
+                    data = data.replace(old, new)
+            out.writestr(item.filename, data)
+        for name, data in (extra or {}).items():
+            out.writestr(name, data)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def bad_wheels(stock_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Wheels a lab board must refuse, each wrong in one way:
+
+    - ``glibc``: the stock wheel whose shared objects ask for GLIBC_2.99 (version string patched);
+    - ``python``: the stock wheel tagged for CPython 3.10;
+    - ``arch``: a wheel tagged x86_64 holding the workstation's x86-64 ORT libraries;
+    - ``elf``: the same x86-64 libraries in a wheel that *claims* aarch64 (only the ELF check catches it).
+    """
+    root = tmp_path_factory.mktemp("bad-wheels")
+    version = wheel_version(stock_wheel)
+    made = {}
+    (root / "glibc").mkdir()
+    made["glibc"] = rewrite_wheel(stock_wheel, root / "glibc" / stock_wheel.name,
+                                  patch={b"GLIBC_2.28\0": b"GLIBC_2.99\0", b"GLIBC_2.27\0": b"GLIBC_2.99\0"})
+    (root / "python").mkdir()
+    made["python"] = rewrite_wheel(stock_wheel, root / "python" / f"onnxruntime-{version}-cp310-cp310-{LAB_PLATFORM}.whl",
+                                   only_shared_objects=True)
+    import onnxruntime
+
+    capi = Path(onnxruntime.__file__).parent / "capi"
+    x86 = {f"onnxruntime/capi/{p.name}": p.read_bytes() for p in sorted(capi.glob("*.so*"))}
+    if not x86:
+        pytest.fail(f"no shared objects in {capi}: the workstation's onnxruntime install is incomplete")
+    for kind, platform in (("arch", "manylinux_2_28_x86_64"), ("elf", LAB_PLATFORM)):
+        (root / kind).mkdir()
+        path = root / kind / f"onnxruntime-{version}-cp313-cp313-{platform}.whl"
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as out:
+            for name, data in x86.items():
+                out.writestr(name, data)
+        made[kind] = path
+    return made

@@ -1,0 +1,125 @@
+"""deploy_plan: what a board gets, decided from the workstation's files and what the board has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.artifacts import Artifact
+from orchestrator.board import Board
+from orchestrator.board_facts import BoardFacts
+from orchestrator.deploy_plan import BoardPlan, agent_files, local_file, model_files, plan_board, wheel_files
+from orchestrator.errors import UsageError
+from orchestrator.releases import Layout, parse_listing
+from orchestrator.sample_models import write_tiny_convnet
+
+BOARD = Board(name="nano01", hostname="127.0.0.1", port=2222, python="python3")
+FACTS = BoardFacts(board="nano01", home="/root", arch="aarch64", kernel="k", glibc="2.41",
+                   python_version="3.13.5", free_bytes=10**9)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, object]:
+    wheel = tmp_path / "onnxruntime-1.32.0-cp313-cp313-manylinux_2_28_aarch64.whl"
+    wheel.write_bytes(b"w" * 1000)
+    pip = tmp_path / "pip-26.3-py3-none-any.whl"
+    pip.write_bytes(b"p" * 100)
+    numpy = tmp_path / "numpy-2.5.5-cp313-cp313-manylinux_2_28_aarch64.whl"
+    numpy.write_bytes(b"n" * 500)
+    models = [write_tiny_convnet(tmp_path / "models" / "tiny.onnx")]
+    artifact = Artifact(directory=tmp_path, manifest={"target": "lab", "variant": "tuned", "ort_version": "1.32.0",
+                                                      "wheel": wheel.name})
+    return {"artifact": artifact, "wheels": wheel_files(wheel, [pip, numpy]), "models": model_files(models),
+            "agent": agent_files(), "tmp": tmp_path}
+
+
+def plan(files: dict[str, object], *, store: set[str] = frozenset(), listing: str = "workdir\t/root/orch\n",
+         keep: int = 3, models: list | None = None) -> BoardPlan:
+    return plan_board(board=BOARD, facts=FACTS, layout=Layout(workdir="orch"), artifact=files["artifact"],
+                      wheels=files["wheels"], models=files["models"] if models is None else models,
+                      agent=files["agent"], store=store, listing=parse_listing(listing), keep=keep, created="now")
+
+
+def test_first_deploy_sends_everything_once(files: dict[str, object]) -> None:
+    p = plan(files)
+    assert {f.name for f in p.to_send} >= {"wheels/onnxruntime-1.32.0-cp313-cp313-manylinux_2_28_aarch64.whl",
+                                            "wheels/pip-26.3-py3-none-any.whl", "models/tiny.onnx",
+                                            "agent/bench_agent.py"}
+    assert p.already_there == () and not p.release_exists and p.reuse_from is None
+    assert p.release_id.startswith("tuned-1.32.0-")
+    assert p.python == f"orch/releases/{p.release_id}/venv/bin/python"
+    # pip runs from its own wheel; everything comes from the release's wheels/, never an index.
+    assert p.install_argv[:4] == (p.python, f"{p.release_dir}/wheels/pip-26.3-py3-none-any.whl/pip", "install",
+                                  "--no-index")
+    assert ("--find-links", f"{p.release_dir}/wheels") == p.install_argv[4:6]
+    assert p.venv_argv == ("python3", "-m", "venv", "--without-pip", f"{p.release_dir}/venv")
+    assert p.release_document["models"] == {"tiny.onnx": files["models"][0].sha256}
+    assert p.space_needed > p.bytes_to_send
+
+
+def test_contents_already_in_the_store_are_not_sent(files: dict[str, object]) -> None:
+    every = {f.sha256 for f in plan(files).files}
+    p = plan(files, store=every)
+    assert p.to_send == () and p.bytes_to_send == 0 and len(p.already_there) == len(every)
+
+
+def test_same_content_same_release_id_and_a_new_model_changes_it(files: dict[str, object]) -> None:
+    first = plan(files)
+    assert plan(files).release_id == first.release_id
+    other = model_files([write_tiny_convnet(files["tmp"] / "more" / "other.onnx", seed=3)])
+    assert plan(files, models=[*files["models"], *other]).release_id != first.release_id
+
+
+def test_identical_files_are_sent_once(files: dict[str, object]) -> None:
+    twin = files["tmp"] / "copy" / "twin.onnx"
+    twin.parent.mkdir()
+    twin.write_bytes(files["models"][0].path.read_bytes())
+    p = plan(files, models=[*files["models"], *model_files([twin])])
+    assert [f.name for f in p.to_send if f.role == "model"] == ["models/tiny.onnx"]
+
+
+def test_existing_release_and_package_reuse(files: dict[str, object]) -> None:
+    first = plan(files)
+    doc = first.release_document
+    import json
+
+    listing = (f"workdir\t/root/orch\ncurrent\treleases/{first.release_id}\n"
+               f"release\t{first.release_id}\t{json.dumps(doc)}\n")
+    again = plan(files, listing=listing, store={f.sha256 for f in first.files})
+    assert again.release_exists and again.unchanged and again.space_needed == 0
+    other = model_files([write_tiny_convnet(files["tmp"] / "more" / "other.onnx", seed=3)])
+    models_changed = plan(files, listing=listing, models=other)
+    assert models_changed.reuse_from == first.release_id and not models_changed.release_exists
+
+
+def test_prune_forecast_keeps_the_new_release(files: dict[str, object]) -> None:
+    import json
+
+    lines = ["workdir\t/root/orch", "current\treleases/a-1-aaaaaaaa"]
+    for i, rid in enumerate(["a-1-aaaaaaaa", "b-1-bbbbbbbb"]):
+        lines.append(f"release\t{rid}\t{json.dumps({'created': f'2026-01-0{i + 1}'})}")
+    p = plan(files, listing="\n".join(lines), keep=2)
+    assert p.prune == ("b-1-bbbbbbbb",)
+
+
+def test_bad_models_are_usage_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="model not found"):
+        model_files([tmp_path / "nope.onnx"])
+    text = tmp_path / "notes.txt"
+    text.write_text("x")
+    with pytest.raises(UsageError, match="must be an .onnx file"):
+        model_files([text])
+    a, b = tmp_path / "a" / "m.onnx", tmp_path / "b" / "m.onnx"
+    for path in (a, b):
+        write_tiny_convnet(path)
+    with pytest.raises(UsageError, match="two models are both named m.onnx"):
+        model_files([a, b])
+    with pytest.raises(UsageError, match="cannot be used inside a release"):
+        local_file("model", a, "../escape.onnx")
+
+
+def test_agent_files_are_every_file_of_the_agent_dir() -> None:
+    names = {f.name for f in agent_files()}
+    assert {"agent/README.md", "agent/bench_agent.py"} <= names
+    assert not any("__pycache__" in n for n in names)
