@@ -16,12 +16,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator import base_images, lab_state, sshkeys
-from orchestrator.container import Engine
 from orchestrator.errors import ContainerError, UsageError
 from orchestrator.paths import DOCKER_DIR, known_hosts_path, orch_home
 from orchestrator.targets import TargetProfile, resolve_target
+
+if TYPE_CHECKING:
+    # Only for annotations: loading the CLI must not load the docker SDK.
+    from orchestrator.container import Engine
 
 LAB_TARGET = "lab"
 LAB_USER = "root"
