@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -157,10 +158,16 @@ def quantized_copy(session: Any, release: ReleaseRef, model_file: str) -> str:
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
             partial = quantized.with_suffix(".partial.onnx")
+            root_logger = logging.getLogger()
+            level = root_logger.level
+            # The quantiser logs advice through the root logger; orch's output stays its own.
+            root_logger.setLevel(logging.ERROR)
             try:
                 quantize_dynamic(str(fp32), str(partial), weight_type=QuantType.QUInt8)
             except Exception as error:
                 raise BenchError(f"cannot quantise {model_file}: {error}") from error
+            finally:
+                root_logger.setLevel(level)
             partial.replace(quantized)
     temporary = remote_int8 + ".partial"
     session.put(quantized, temporary)

@@ -102,7 +102,8 @@ def comparison_table(pairings: Sequence[Pairing], *, title: str = "A/B compariso
         p_value = "-" if math.isnan(c.p_value) else f"{c.p_value:.2g}"
         style = _VERDICT_STYLE.get(c.verdict, "")
         verdict = f"{c.verdict} ({c.change_percent:+.0f}%)"
-        label = "" if pair.dimension == "run" else f"{_SHORT.get(pair.dimension, pair.dimension)} "
+        short = "" if pair.dimension == "run" else _SHORT.get(pair.dimension, pair.dimension)
+        label = f"{short} " if short else ""
         table.add_row(
             escape(pair.board), escape(pair.b.key.model.removesuffix(".onnx")),
             escape(f"{label}{_side(pair.a, pair.dimension)} → {_side(pair.b, pair.dimension)}"),

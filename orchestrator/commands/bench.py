@@ -14,6 +14,10 @@ from orchestrator.commands import options
 from orchestrator.console import console, emit_json
 from orchestrator.errors import BenchError, PartialFailure
 
+# Explicit options always win; --quick only changes the defaults.
+BOARD_DEFAULTS = {"rounds": 3, "cooldown": 5.0, "warmup": 5, "min_runs": 50, "min_duration": 10.0}
+QUICK_DEFAULTS = {"rounds": 2, "cooldown": 0.0, "warmup": 1, "min_runs": 5, "min_duration": 0.0}
+
 NAME = "bench"
 HELP = "run on-device benchmarks on boards in parallel and compare"
 
@@ -37,14 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--shape", action="append", default=[], metavar="NAME=DxD",
                       help="shape for a model input with free dimensions, e.g. input=1x3x224x224")
     how = parser.add_argument_group("how long (defaults suit a real board)")
-    how.add_argument("--rounds", type=int, default=3, help="interleaved rounds (A B A B ...), default 3")
-    how.add_argument("--cooldown", type=float, default=5.0, metavar="S", help="seconds between agent runs")
-    how.add_argument("--warmup", type=int, default=5, help="warm-up inferences after the first one")
-    how.add_argument("--min-runs", type=int, default=50, help="minimum timed inferences per agent run")
-    how.add_argument("--min-duration", type=float, default=10.0, metavar="S", help="minimum timed seconds")
+    how.add_argument("--rounds", type=int, help="interleaved rounds (A B A B ...), default 3")
+    how.add_argument("--cooldown", type=float, metavar="S", help="seconds between agent runs, default 5")
+    how.add_argument("--warmup", type=int, help="warm-up inferences after the first one, default 5")
+    how.add_argument("--min-runs", type=int, help="minimum timed inferences per agent run, default 50")
+    how.add_argument("--min-duration", type=float, metavar="S", help="minimum timed seconds per agent run, default 10")
     how.add_argument("--max-runs", type=int, default=100000, help="stop an agent run after this many inferences")
     how.add_argument("--quick", action="store_true",
-                     help="tiny runs for emulated boards: 2 rounds, no cooldown, 1 warm-up, 5 runs, no minimum time")
+                     help="defaults for emulated boards: 2 rounds, no cooldown, 1 warm-up, 5 runs, no minimum time")
     how.add_argument("--step-timeout", type=float, default=1800.0, metavar="S", help="limit for one agent run")
     how.add_argument("--parallel", type=int, default=8, help="boards benchmarked at the same time")
     how.add_argument("--pin-clocks", action="store_true",
@@ -68,13 +72,16 @@ def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
         opt_levels=bench_plan.parse_opt_levels(_joined(args.opt_level)),
         eps=_joined(args.ep), inter_threads=args.inter_threads,
     )
-    agent = AgentOptions(warmup=args.warmup, min_runs=args.min_runs, min_duration=args.min_duration,
-                         max_runs=args.max_runs, shapes=tuple(args.shape), sysfs_root=args.sysfs_root)
-    rounds, cooldown = args.rounds, args.cooldown
-    if args.quick:
-        agent = AgentOptions(warmup=1, min_runs=5, min_duration=0.0, max_runs=args.max_runs,
-                             shapes=tuple(args.shape), sysfs_root=args.sysfs_root)
-        rounds, cooldown = 2, 0.0
+    defaults = QUICK_DEFAULTS if args.quick else BOARD_DEFAULTS
+
+    def pick(name: str) -> float:
+        value = getattr(args, name)
+        return defaults[name] if value is None else value
+
+    agent = AgentOptions(warmup=int(pick("warmup")), min_runs=int(pick("min_runs")),
+                         min_duration=float(pick("min_duration")), max_runs=args.max_runs,
+                         shapes=tuple(args.shape), sysfs_root=args.sysfs_root)
+    rounds, cooldown = int(pick("rounds")), float(pick("cooldown"))
     return bench_plan.make_plan(
         boards, variants=_joined(args.variant), models=_joined(args.model), settings=settings,
         quantize=args.quantize, rounds=rounds, cooldown_s=cooldown, agent=agent, pin_clocks=args.pin_clocks,
