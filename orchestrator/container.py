@@ -457,3 +457,12 @@ class Engine:
                 raise
         with _translated(f"creating volume {name}"):
             return str(self._client.volumes.create(name=name).name)
+
+    def remove_volume(self, name: str) -> None:
+        """Remove a named volume; one that is already gone is not an error."""
+        try:
+            with _translated(f"removing volume {name}"):
+                self._client.volumes.get(name).remove(force=True)
+        except ContainerError as error:
+            if not isinstance(error.__cause__, docker.errors.NotFound):
+                raise
