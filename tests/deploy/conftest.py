@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -69,6 +70,12 @@ def make_artifact(root: Path, wheel: Path, *, target: str = "lab", variant: str 
     }
     write_manifest(directory, manifest)
     return Artifact(directory=directory, manifest=manifest)
+
+
+@pytest.fixture(scope="session")
+def artifact_maker() -> Callable[..., Artifact]:
+    """``make_artifact(root, wheel, target=, variant=, name=)`` for tests."""
+    return make_artifact
 
 
 def rewrite_wheel(source: Path, dest: Path, patch: dict[bytes, bytes] | None = None,
