@@ -10,10 +10,12 @@ user's lab. Planning (names, image inputs) is pure; ``Engine`` does the Docker w
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -229,6 +231,17 @@ def _wait_for_banners(
     return banners
 
 
+@contextmanager
+def _lab_lock() -> Iterator[None]:
+    """One `lab up`/`lab down` at a time per ORCH_HOME: two at once would race for container names and ports."""
+    with open(lab_state.lab_dir() / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def lab_up(
     engine: Engine,
     requested: int | None,
@@ -238,6 +251,18 @@ def lab_up(
     on_progress: Callable[[str, str], None] | None = None,
 ) -> lab_state.LabState:
     """Make sure the lab runs at least ``requested`` boards; running boards are kept as they are."""
+    with _lab_lock():
+        return _lab_up(engine, requested, timeout=timeout, on_log=on_log, on_progress=on_progress)
+
+
+def _lab_up(
+    engine: Engine,
+    requested: int | None,
+    *,
+    timeout: float,
+    on_log: Log | None,
+    on_progress: Callable[[str, str], None] | None,
+) -> lab_state.LabState:
     lab = lab_id()
     profile = lab_profile()
     previous = lab_state.read_state()
@@ -329,6 +354,11 @@ def lab_status(engine: Engine) -> list[BoardStatus]:
 
 def lab_down(engine: Engine) -> list[str]:
     """Remove this lab's containers, its state and its known_hosts lines; keys and images stay as a cache."""
+    with _lab_lock():
+        return _lab_down(engine)
+
+
+def _lab_down(engine: Engine) -> list[str]:
     lab = lab_id()
     removed = []
     state = lab_state.read_state()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from orchestrator import lab as lab_module
@@ -90,8 +91,14 @@ def test_a_second_lab_grows_heals_and_goes_down_without_touching_the_first(lab, 
     assert lab_module.lab_id(home) != lab_module.lab_id(lab.home)
     first_lab = {item["id"] for item in _lab_containers(lab.home)}
     try:
-        orch_cli(env, "lab", "up", "--boards", "1", check=True)
+        # Two `lab up` at once in one ORCH_HOME: both succeed, one board exists, not two or a name clash.
+        command = [sys.executable, "-m", "orchestrator", "lab", "up", "--boards", "1"]
+        racers = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                  for _ in range(2)]
+        outputs = [racer.communicate(timeout=600) for racer in racers]
+        assert [racer.returncode for racer in racers] == [0, 0], outputs
         assert [name for name, _ in lab_boards_of(home)] == ["lab1"]
+        assert len(_lab_containers(home)) == 1
         orch_cli(env, "lab", "up", "--boards", "2", check=True)
         assert [name for name, _ in lab_boards_of(home)] == ["lab1", "lab2"]
 
