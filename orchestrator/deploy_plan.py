@@ -208,14 +208,17 @@ def plan_board(
     pip_wheel = next((f for f in wheels if f.role == "dependency" and f.name.startswith("wheels/pip-")), None)
     python = layout.python(release_id)
     venv_argv = (board.python, "-m", "venv", "--without-pip", posixpath.join(release_dir, "venv"))
-    # pip runs straight from its wheel (a zip on sys.path): the board needs no pip of its own.
-    pip = (posixpath.join(release_dir, pip_wheel.name, "pip"),) if pip_wheel else ("-m", "pip")
+    # pip runs straight from its wheel (a zip on sys.path): the board needs no pip of its own. It runs
+    # inside the release directory with relative paths because pip parses a requirement that is a
+    # path as text: a workdir with spaces or quotes would be misread as a requirement specifier.
+    pip = (f"{pip_wheel.name}/pip",) if pip_wheel else ("-m", "pip")
     install_argv = (
-        python, *pip, "install", "--no-index", "--find-links", posixpath.join(release_dir, "wheels"),
+        "sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", release_dir,
+        "venv/bin/python", *pip, "install", "--no-index", "--find-links", "wheels",
         "--no-input", "--disable-pip-version-check", "--no-cache-dir", "--no-warn-script-location",
         # .pyc files are written at first import instead: only for the modules really used.
         "--no-compile",
-        posixpath.join(release_dir, wheel.name),
+        wheel.name,
     )
     document = {
         "id": release_id,

@@ -44,6 +44,7 @@ _ARCH_ALIASES = {
     "armv8l": {"armv7l", "armv7"},
 }
 
+_WHEEL_CHARS = re.compile(r"^[A-Za-z0-9_.+!-]+$")
 _GLIBC_SYMBOL = re.compile(r"^GLIBC_(\d+(?:\.\d+)+)$")
 _WHEEL_NAME = re.compile(
     r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-(?P<build>\d[^-]*))?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
@@ -131,7 +132,9 @@ def _platform_glibc(tag: str) -> tuple[int, int] | None:
 
 def _parse_filename(path: Path) -> dict[str, str]:
     match = _WHEEL_NAME.match(path.name)
-    if not match:
+    # Wheel names only ever hold these characters (PEP 427 escapes the rest): anything else is refused
+    # rather than carried into paths and argv lists on boards.
+    if not match or not _WHEEL_CHARS.match(path.name):
         raise DeployError(
             f"{path.name} is not a wheel file name (name-version-python-abi-platform.whl)",
             hint="pass the .whl that `orch build` or `pip download` produced, unrenamed",

@@ -49,10 +49,12 @@ def test_first_deploy_sends_everything_once(files: dict[str, object]) -> None:
     assert p.already_there == () and not p.release_exists and p.reuse_from is None
     assert p.release_id.startswith("tuned-1.32.0-")
     assert p.python == f"orch/releases/{p.release_id}/venv/bin/python"
-    # pip runs from its own wheel; everything comes from the release's wheels/, never an index.
-    assert p.install_argv[:4] == (p.python, f"{p.release_dir}/wheels/pip-26.3-py3-none-any.whl/pip", "install",
-                                  "--no-index")
-    assert ("--find-links", f"{p.release_dir}/wheels") == p.install_argv[4:6]
+    # pip runs from its own wheel inside the release dir; everything comes from wheels/, never an index.
+    assert p.install_argv[:10] == ("sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", p.release_dir,
+                                   "venv/bin/python", "wheels/pip-26.3-py3-none-any.whl/pip", "install",
+                                   "--no-index", "--find-links")
+    assert p.install_argv[10] == "wheels"
+    assert p.install_argv[-1] == "wheels/onnxruntime-1.32.0-cp313-cp313-manylinux_2_28_aarch64.whl"
     assert p.venv_argv == ("python3", "-m", "venv", "--without-pip", f"{p.release_dir}/venv")
     assert p.release_document["models"] == {"tiny.onnx": files["models"][0].sha256}
     assert p.space_needed > p.bytes_to_send

@@ -88,6 +88,8 @@ def test_manylinux_tag_newer_than_the_board_is_refused(tmp_path: Path) -> None:
 def test_not_a_wheel_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DeployError, match="not a wheel file name"):
         inspect_wheel(_empty_wheel(tmp_path, "onnxruntime.whl"))
+    with pytest.raises(DeployError, match="not a wheel file name"):
+        inspect_wheel(_empty_wheel(tmp_path, "pkg-1.0-py3-none-any;$(id).whl"))
     broken = tmp_path / "pkg-1.0-py3-none-any.whl"
     broken.write_text("not a zip")
     with pytest.raises(DeployError, match="not a valid wheel"):
