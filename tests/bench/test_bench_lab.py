@@ -61,8 +61,13 @@ COPY_RELEASE = r"""
 w="$1"; src="$w/releases/$2"; dst="$w/releases/$3"
 rm -rf -- "$dst"
 cp -a -- "$src" "$dst"
-sed -i -e 's/"variant": *"stock"/"variant": "tuned"/' -e "s/\"id\": *\"$2\"/\"id\": \"$3\"/" "$dst/release.json"
-grep -q '"variant": "tuned"' "$dst/release.json"
+python3 - "$dst/release.json" "$3" <<'PY'
+import json, sys
+path, new_id = sys.argv[1], sys.argv[2]
+doc = json.load(open(path))
+doc.update(id=new_id, variant="tuned")
+json.dump(doc, open(path, "w"))
+PY
 """
 
 # $1 = fake sysfs root. Real boards have cpufreq under /sys; the emulated lab has none and /sys is
