@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from orchestrator import flag_check
 from orchestrator.artifacts import Artifact, artifact_dir, write_manifest
-from orchestrator.build_plan import BUILD, CCACHE, OUT, SRC, TOOLCHAINS, BuildPlan
+from orchestrator.build_plan import BUILD, CCACHE, OUT, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
 from orchestrator.errors import BuildError, ContainerError
 from orchestrator.ort_source import SourceTree, file_sha256, prepare_source
-from orchestrator.paths import TOOLCHAINS_DIR, orch_home
+from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR, orch_home
 
 if TYPE_CHECKING:
     from orchestrator.container import Engine
@@ -203,6 +203,9 @@ def execute(
         image_id_before = ensure_build_image_base_only(engine, plan, log)
     except ContainerError as error:
         raise BuildError(f"base image for {plan.target.name}: {error.message}", hint=error.hint) from error
+    if plan.source.kind == "dir":
+        # A local tree can be checked before it is copied and patched.
+        validate_plan_flags(plan, Path(plan.source.location), force=force_flags)
     tree = prepare_source(plan.source, engine=engine, base_image=image_id_before, log=log)
     warnings = validate_plan_flags(plan, tree.path, force=force_flags)
     for warning in warnings:
@@ -221,6 +224,7 @@ def execute(
         str(out_dir): {"bind": OUT, "mode": "rw"},
         plan.ccache_volume: {"bind": CCACHE, "mode": "rw"},
         str(TOOLCHAINS_DIR): {"bind": TOOLCHAINS, "mode": "ro"},
+        str(DOCKER_DIR / "build"): {"bind": SCRIPTS, "mode": "ro"},
     }
     labels = {"orch.role": "build", "orch.target": plan.target.name, "orch.variant": plan.variant.name}
     # Every build sees the same in-container paths (/src, /build), so cache entries are shared
@@ -350,7 +354,7 @@ def finish_artifact(
     else:
         manifest["preflight"] = {"ok": False, "skipped": "disabled"}
     _publish(staging, directory, manifest)
-    if not manifest["preflight"].get("ok"):
+    if preflight and not manifest["preflight"].get("ok"):
         raise BuildError(f"pre-flight failed on an emulated {profile.qemu_cpu}: {manifest['preflight'].get('error')}",
                          hint=f"the artifact is kept but not marked good: {directory}")
     return Artifact(directory=directory, manifest=manifest)

@@ -38,6 +38,7 @@ OUT = "/out"
 CCACHE = "/ccache"
 TOOLCHAINS = "/orch/toolchains"
 TOOLCHAIN_FILE = f"{TOOLCHAINS}/aarch64-linux-gnu.cmake"
+SCRIPTS = "/opt/orch"
 SHIMS = f"{TOOLCHAINS}/cmake-shims"
 PROTOC = "/usr/bin/protoc"
 
@@ -205,7 +206,9 @@ def _image_plan(profile: TargetProfile, system_deps: bool, build_arch: str = "am
     )
     digest = hashlib.sha256()
     digest.update(json.dumps(buildargs).encode())
-    for path in [DOCKERFILE, *sorted((DOCKER_DIR / "build").rglob("*"))]:
+    # The scripts under docker/build are mounted at run time (always current); the image is
+    # named by what its layers hold: Dockerfile, package lists, build arguments.
+    for path in [DOCKERFILE, *sorted(PACKAGES_DIR.glob("*.txt"))]:
         if path.is_file():
             digest.update(str(path.relative_to(DOCKER_DIR)).encode())
             digest.update(path.read_bytes())
@@ -312,8 +315,8 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     if not system_deps:
         notes.append(
             f"dependencies come from ORT's FetchContent downloads (cmake/deps.txt): {profile.os.distro} "
-            f"{profile.os.codename} does not carry them at ORT {version}'s versions; offline, pass a deps "
-            "mirror with --cmake-define FETCHCONTENT_... or build a version its packages support"
+            f"{profile.os.codename} does not carry them at ORT {version}'s versions; offline, put the archives "
+            "listed in cmake/deps.txt under <source>/mirror/ (ORT's local mirror folder)"
         )
     return BuildPlan(
         target=profile, variant=variant, source=options.source, ort_version=version, execution_provider=ep,

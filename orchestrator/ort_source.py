@@ -167,9 +167,11 @@ def sources_root() -> Path:
 # -- fetching ----------------------------------------------------------------------------------------
 
 
-def fetch_debian_tarball(engine: Engine, base_image: str, version: str, log: Callable[[str], None]) -> Path:
+def fetch_debian_tarball(
+    engine: Engine, base_image: str, version: str, log: Callable[[str], None], *, dest: Path | None = None
+) -> Path:
     """The Debian orig tarball of ORT ``version`` (downloaded once into $ORCH_HOME/sources/debian)."""
-    out = sources_root() / "debian"
+    out = dest or sources_root() / "debian"
     out.mkdir(parents=True, exist_ok=True)
     existing = sorted(out.glob(f"onnxruntime_{version}*.orig.tar.*"))
     if existing:

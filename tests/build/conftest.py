@@ -1,0 +1,65 @@
+"""Fixtures of the build tests: a real ORT source tree (Debian's 1.21.0, fetched once with apt
+in a container and kept in a shared cache) and the real build image.
+
+Both are shared between runs: ``ORCH_TEST_CACHE`` (default /var/tmp/orch-test-cache) keeps the
+38 MB source tarball, and Docker keeps the images and the ccache volume.
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.build_plan import BuildOptions, make_plan
+from orchestrator.ort_source import fetch_debian_tarball, parse_source
+from orchestrator.targets import resolve_target
+from orchestrator.variants import resolve_variant
+
+CACHE = Path(os.environ.get("ORCH_TEST_CACHE") or "/var/tmp/orch-test-cache")
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[object]:
+    from orchestrator.container import Engine
+
+    engine = Engine()
+    engine.ping()
+    yield engine
+
+
+@pytest.fixture(scope="session")
+def ort_tarball(engine: object) -> Path:
+    """Debian's onnxruntime 1.21.0 orig tarball, downloaded with apt inside a trixie container."""
+    from orchestrator.base_images import ensure_base_image
+
+    base = ensure_base_image(engine, "trixie", "amd64")
+    return fetch_debian_tarball(engine, base, "1.21.0", lambda line: None, dest=CACHE / "debian")
+
+
+@pytest.fixture(scope="session")
+def ort_tree(ort_tarball: Path) -> Path:
+    """The parts of the ORT tree flag validation reads (CMake files and tools/ci_build), extracted once."""
+    dest = CACHE / "tree-1.21.0"
+    marker = dest / ".complete"
+    if not marker.exists():
+        with tarfile.open(ort_tarball) as archive:
+            members = [m for m in archive.getmembers()
+                       if "/cmake/" in m.name or "/tools/ci_build/" in m.name or m.name.endswith("/VERSION_NUMBER")]
+            archive.extractall(dest, members=members, filter="data")
+        marker.touch()
+    (root,) = [p for p in dest.iterdir() if p.is_dir()]
+    return root
+
+
+@pytest.fixture(scope="session")
+def build_image(engine: object) -> str:
+    """The lab target's real build image (made once, shared with every build)."""
+    from orchestrator.build import ensure_build_image
+
+    plan = make_plan(resolve_target("lab"), resolve_variant("default"),
+                     BuildOptions(source=parse_source(None, version=None, suite="trixie")))
+    return ensure_build_image(engine, plan, lambda line: None)

@@ -1,0 +1,211 @@
+"""Build plans for every target x variant: exact argv, defines, toolchain file, image (no Docker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.build_plan import (
+    BuildOptions,
+    choose_parallel,
+    make_plan,
+    parse_define,
+)
+from orchestrator.errors import TargetError, UsageError
+from orchestrator.ort_source import SourceSpec, parse_source
+from orchestrator.targets import known_target_names, resolve_target
+from orchestrator.variants import load_variants, resolve_variant
+
+BUILT_VARIANTS = ["default", "lto", "tuned"]
+SOURCE = SourceSpec(kind="debian", location="trixie", ref=None, version="1.21.0")
+
+
+def plan_for(target: str, variant: str, **options):
+    return make_plan(resolve_target(target), resolve_variant(variant), BuildOptions(source=SOURCE, **options))
+
+
+def defines(plan) -> dict[str, str]:
+    return dict(plan.defines)
+
+
+@pytest.mark.parametrize("target", known_target_names())
+@pytest.mark.parametrize("variant", BUILT_VARIANTS)
+def test_every_plan_runs_build_py_with_the_fixed_arguments(target: str, variant: str) -> None:
+    plan = plan_for(target, variant, cpus=2, memory_bytes=24 << 30)
+    argv = plan.build_argv
+    assert argv[:2] == ["python3", "/src/tools/ci_build/build.py"]
+    for flag in ("--build_wheel", "--skip_tests", "--allow_running_as_root", "--skip_submodule_sync", "--update",
+                 "--build"):
+        assert flag in argv
+    assert argv[argv.index("--config") + 1] == "Release"
+    assert argv[argv.index("--parallel") + 1] == "2"
+    assert argv[argv.index("--cmake_generator") + 1] == "Ninja"
+    assert argv[argv.index("--path_to_protoc_exe") + 1] == "/usr/bin/protoc"
+    # The defines are the tail of the argv, after --cmake_extra_defines, exactly as planned.
+    tail = argv[argv.index("--cmake_extra_defines") + 1:]
+    assert tail == [f"{k}={v}" for k, v in plan.defines]
+    d = defines(plan)
+    assert d["CMAKE_TOOLCHAIN_FILE"] == "/orch/toolchains/aarch64-linux-gnu.cmake"
+    assert d["CMAKE_EXPORT_COMPILE_COMMANDS"] == "ON"
+    assert d["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache"
+    assert plan.ccache_volume == f"orch-ccache-{plan.target.name}"
+    # Never the Windows-only flag, never host-only hardening flags.
+    assert "--arm64" not in argv and "--use_binskim_compliant_compile_flags" not in argv
+    assert plan.wheel_platform == "linux_aarch64"
+
+
+@pytest.mark.parametrize("target", known_target_names())
+def test_tuned_plan_carries_the_boards_cpu_and_lto(target: str) -> None:
+    profile = resolve_target(target)
+    plan = plan_for(target, "tuned")
+    flags = f"-O3 -mcpu={profile.mcpu} -finline-limit=600"
+    assert defines(plan)["CMAKE_C_FLAGS"] == flags
+    assert defines(plan)["CMAKE_CXX_FLAGS"] == flags
+    for flag in ("--enable_lto", "--disable_ml_ops", "--compile_no_warning_as_error"):
+        assert plan.build_argv.count(flag) == 1
+    # Nothing that only looks like an ORT option.
+    assert not any(k in defines(plan) for k in ("ONNXRUNTIME_ENABLE_LTO", "ONNX_ML", "ONNXRUNTIME_CROSS_COMPILING"))
+
+
+def test_default_and_lto_differ_only_in_lto() -> None:
+    default, lto = plan_for("rpi4", "default"), plan_for("rpi4", "lto")
+    assert "--enable_lto" not in default.build_argv
+    assert "--enable_lto" in lto.build_argv
+    assert "CMAKE_CXX_FLAGS" not in defines(default) and "CMAKE_CXX_FLAGS" not in defines(lto)
+    assert [a for a in lto.build_argv if a != "--enable_lto"] == default.build_argv
+
+
+def test_lab_builds_offline_from_system_packages() -> None:
+    plan = plan_for("lab", "tuned")
+    d = defines(plan)
+    assert plan.dependencies == "system" and plan.network == "none"
+    assert d["FETCHCONTENT_TRY_FIND_PACKAGE_MODE"] == "ALWAYS"
+    assert d["FETCHCONTENT_FULLY_DISCONNECTED"] == "ON"
+    assert d["CMAKE_PREFIX_PATH"] == "/orch/toolchains/cmake-shims"
+    assert d["Protobuf_USE_STATIC_LIBS"] == "OFF"
+    assert d["CMAKE_PROJECT_INCLUDE"] == "/orch/toolchains/cmake-shims/eigen-compat.cmake"
+    assert "--use_full_protobuf" in plan.build_argv
+    assert plan.image.tag.startswith("orch/build-trixie:")
+    assert plan.image.base_image.startswith("orch/debian-trixie-amd64:")
+    assert "libonnx-dev" in dict(plan.image.buildargs)["TARGET_PACKAGES"]
+
+
+def test_bookworm_boards_use_ort_fetchcontent_and_their_own_image() -> None:
+    plan = plan_for("rpi5", "tuned")
+    assert plan.dependencies == "fetch" and plan.network is None
+    assert "FETCHCONTENT_FULLY_DISCONNECTED" not in defines(plan)
+    assert plan.image.tag.startswith("orch/build-bookworm:")
+    assert plan.image.base_image.startswith("orch/debian-bookworm-amd64:")
+    assert any("FetchContent" in note for note in plan.notes)
+
+
+def test_jetson_image_comes_from_its_ubuntu_base() -> None:
+    plan = plan_for("jetson", "default")
+    assert plan.image.base_image == "ubuntu:22.04"
+    assert plan.image.tag.startswith("orch/build-jammy:")
+
+
+def test_cuda_plan_shows_the_cuda_arguments_without_lto_and_is_refused() -> None:
+    plan = plan_for("jetson", "tuned", execution_provider="cuda")
+    argv = plan.build_argv
+    assert argv[argv.index("--cuda_home") + 1] == "/usr/local/cuda"
+    assert argv[argv.index("--cudnn_home") + 1] == "/usr/lib/aarch64-linux-gnu"
+    assert "--use_cuda" in argv and argv[argv.index("--cuda_version") + 1] == "12.2"
+    assert "--enable_lto" not in argv
+    assert plan.refused and "L4T CUDA cross toolkit" in plan.refused
+    assert any("LTO is off" in note for note in plan.notes)
+
+
+def test_unsupported_execution_provider_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="no execution provider 'cuda'"):
+        plan_for("rpi4", "default", execution_provider="cuda")
+
+
+def test_image_tag_changes_with_its_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = plan_for("lab", "default").image
+    assert first.tag == plan_for("lab", "tuned").image.tag  # variants share the image
+    monkeypatch.setenv("ORCH_BASE_IMAGE_TRIXIE", "debian:trixie")
+    other = plan_for("lab", "default").image
+    assert other.base_image == "debian:trixie" and other.tag != first.tag
+
+
+def test_mlas_test_scope_builds_the_ort_mlas_unit_test() -> None:
+    plan = plan_for("lab", "tuned", scope="mlas-test")
+    argv = plan.build_argv
+    assert argv[argv.index("--target") + 1] == "onnxruntime_mlas_test"
+    assert "--build_wheel" not in argv
+    assert defines(plan)["onnxruntime_BUILD_UNIT_TESTS"] == "ON"
+
+
+@pytest.mark.parametrize(("cpus", "gib", "jobs"), [(2, 24, 2), (16, 8, 4), (8, 1, 1), (1, 64, 1), (32, 64, 32)])
+def test_parallel_jobs_follow_cores_and_memory(cpus: int, gib: int, jobs: int) -> None:
+    assert choose_parallel(cpus, gib << 30) == jobs
+
+
+def test_user_parallel_and_extra_defines_reach_the_argv() -> None:
+    plan = plan_for("lab", "default", parallel=7, extra_defines=(parse_define("onnxruntime_USE_XNNPACK=ON"),))
+    assert plan.build_argv[plan.build_argv.index("--parallel") + 1] == "7"
+    assert plan.build_argv[-1] == "onnxruntime_USE_XNNPACK=ON"
+
+
+@pytest.mark.parametrize("bad", ["NOVALUE", "=ON", ""])
+def test_malformed_define_is_rejected(bad: str) -> None:
+    with pytest.raises(UsageError, match="NAME=VALUE"):
+        parse_define(bad)
+
+
+def test_toolchain_file_cross_compiles_with_multiarch_and_gcc_ar() -> None:
+    text = plan_for("lab", "lto").toolchain_file.read_text()
+    for line in ("set(CMAKE_SYSTEM_PROCESSOR aarch64)", "set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)",
+                 "set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)", 'set(CMAKE_C_COMPILER "${ORCH_CROSS_PREFIX}gcc")'):
+        assert line in text
+    assert "gcc-ar" in text and "gcc-ranlib" in text
+
+
+def test_shipped_variants_and_a_user_variant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path))
+    assert {"stock", "default", "lto", "tuned"} <= set(load_variants())
+    assert resolve_variant("stock").build is False
+    (tmp_path / "variants.yaml").write_text(
+        "small:\n  description: size first\n  config: MinSizeRel\n  build_args: [--disable_contrib_ops]\n")
+    plan = plan_for("lab", "small")
+    assert plan.build_argv[plan.build_argv.index("--config") + 1] == "MinSizeRel"
+    assert "--disable_contrib_ops" in plan.build_argv
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("x:\n  lto: yes-please\n", "'lto' must be a bool"),
+    ("x:\n  ltto: true\n", "did you mean 'lto'"),
+    ("x:\n  config: Fast\n", "not one of"),
+    ("x:\n  build_args: [disable_ml_ops]\n", "build.py flags"),
+    ("- a\n- b\n", "maps variant names"),
+])
+def test_malformed_user_variants_are_clear_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str,
+                                                  message: str) -> None:
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path))
+    (tmp_path / "variants.yaml").write_text(text)
+    with pytest.raises(TargetError, match=message):
+        load_variants()
+
+
+def test_unknown_variant_suggests_the_close_one() -> None:
+    with pytest.raises(TargetError, match="Did you mean 'tuned'"):
+        resolve_variant("tunned")
+
+
+def test_source_routes(tmp_path: Path) -> None:
+    assert parse_source(None, version=None, suite="trixie").kind == "debian"
+    upstream = parse_source(None, version="1.22.0", suite="trixie")
+    assert (upstream.kind, upstream.ref) == ("git", "v1.22.0")
+    pinned = parse_source("https://example.invalid/onnxruntime.git@main", version=None, suite=None)
+    assert (pinned.kind, pinned.location, pinned.ref) == ("git", "https://example.invalid/onnxruntime.git", "main")
+    tarball = tmp_path / "ort.tar.gz"
+    tarball.write_bytes(b"")
+    assert parse_source(str(tarball), version="1.21.0", suite=None).kind == "tarball"
+    with pytest.raises(UsageError, match="carries ORT 1.21.0, not 1.20.0"):
+        parse_source("debian", version="1.20.0", suite="trixie")
+    with pytest.raises(UsageError, match="not an ONNX Runtime source tree"):
+        parse_source(str(tmp_path), version=None, suite=None)
+    with pytest.raises(UsageError, match="neither"):
+        parse_source(str(tmp_path / "missing"), version=None, suite=None)
