@@ -66,7 +66,34 @@ def bundle(capi: Path, readelf: str, libdirs: list[Path]) -> list[str]:
     return sorted(bundled)
 
 
+def bundle_executable(exe: Path, out: Path, readelf: str, libdirs: list[Path]) -> list[str]:
+    """Copy an executable (e.g. onnxruntime_mlas_test) and the libraries it needs into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(exe, out / exe.name)
+    bundled = []
+    queue, seen = [out / exe.name], set()
+    while queue:
+        current = queue.pop()
+        for name in needed(readelf, current):
+            if name in seen or SYSTEM_LIBS.match(name):
+                continue
+            seen.add(name)
+            found = resolve(name, libdirs)
+            if found is None:
+                sys.exit(f"package_wheel: {current.name} needs {name}, not found")
+            shutil.copy2(found.resolve(), out / name)
+            bundled.append(name)
+            queue.append(out / name)
+    return sorted(bundled)
+
+
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--exe":
+        # package_wheel.py --exe PATH OUT: an executable with its libraries, for an emulated board.
+        libs = bundle_executable(Path(sys.argv[2]), Path(sys.argv[3]), "aarch64-linux-gnu-readelf",
+                                 [Path("/usr/lib/aarch64-linux-gnu"), Path("/lib/aarch64-linux-gnu")])
+        print("ORCH-BUNDLE " + json.dumps(libs), flush=True)
+        return 0
     parser = argparse.ArgumentParser()
     parser.add_argument("--build-dir", type=Path, required=True)
     parser.add_argument("--source", type=Path, required=True)

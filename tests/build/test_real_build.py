@@ -1,0 +1,109 @@
+"""Real cross-compilation, every CI run (shared build image and ccache volume; own ORCH_HOME).
+
+1. ORT 1.21.0 from Debian's offline source package, ``tuned`` flags, only MLAS and ORT's own
+   ``onnxruntime_mlas_test``; a shard of those tests runs on an emulated Cortex-A72 (the lab
+   board OS, ``QEMU_CPU=cortex-a72``) and must pass — including the fp16 code the 1.21 patch fixes.
+2. The full ``tuned`` lab wheel end to end: build (flags read back from compile_commands.json),
+   wheel check, pre-flight, artifact for deploy; then ``orch deploy`` to a lab board and one
+   inference there compared with the workstation's x86 onnxruntime.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+
+from orchestrator import remote
+from orchestrator.preflight import board_image
+from orchestrator.sample_models import tiny_convnet, write_model
+from orchestrator.targets import resolve_target
+
+MLAS_TIMEOUT = 3600
+FULL_TIMEOUT = 5400
+SHARDS, SHARD = 20, 0
+
+
+def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(tmp_path: Path, orch_env: dict[str, str],
+                                                                       orch_cli, engine) -> None:
+    result = orch_cli(orch_env, "build", "--target", "lab", "--variant", "tuned", "--scope", "mlas-test", "--json",
+                      timeout=MLAS_TIMEOUT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = json.loads(result.stdout)
+    build_dir = Path(document["build_dir"])
+    exe = build_dir / "Release" / "onnxruntime_mlas_test"
+    assert exe.is_file()
+    assert exe.read_bytes()[18:20] == (183).to_bytes(2, "little"), "EM_AARCH64 executable expected"
+    commands = json.loads((build_dir / "Release" / "compile_commands.json").read_text())
+    mlas = [c for c in commands if "/core/mlas/lib/" in c["file"]]
+    assert mlas and all("-mcpu=cortex-a72" in c["command"] for c in mlas)
+    print(f"MLAS build: {document['duration_s']} s, ccache {document['ccache']}")
+
+    # The test binary with the board-side libraries it needs, then a shard on an emulated Cortex-A72.
+    bundle = tmp_path / "mlas"
+    lines: list[str] = []
+    image = json.loads(orch_cli(orch_env, "build", "--target", "lab", "--variant", "tuned", "--dry-run",
+                                "--json", check=True).stdout)["image"]["tag"]
+    code = engine.run(image, ["python3", "/opt/orch/package_wheel.py", "--exe", "/b/onnxruntime_mlas_test", "/t"],
+                      volumes={str(build_dir / "Release"): {"bind": "/b", "mode": "ro"},
+                               str(bundle): {"bind": "/t", "mode": "rw"},
+                               str(Path(__file__).resolve().parents[2] / "docker" / "build"):
+                                   {"bind": "/opt/orch", "mode": "ro"}},
+                      network="none", on_log=lines.append)
+    assert code == 0, "\n".join(lines[-20:])
+    output: list[str] = []
+    code = engine.run(
+        board_image(engine, resolve_target("lab")), ["sh", "-c", "cd /t && ./onnxruntime_mlas_test"],
+        environment={"QEMU_CPU": "cortex-a72", "LD_LIBRARY_PATH": "/t", "GTEST_TOTAL_SHARDS": str(SHARDS),
+                     "GTEST_SHARD_INDEX": str(SHARD)},
+        volumes={str(bundle): {"bind": "/t", "mode": "ro"}}, network="none", on_log=output.append,
+    )
+    text = "\n".join(output)
+    passed = re.search(r"\[  PASSED  \] (\d+) test", text)
+    assert code == 0 and passed, text[-3000:]
+    assert int(passed.group(1)) > 300
+    assert "[  FAILED  ]" not in text
+    print(f"onnxruntime_mlas_test shard {SHARD + 1}/{SHARDS} on cortex-a72: {passed.group(1)} passed")
+
+
+def test_full_tuned_lab_wheel_builds_preflights_deploys_and_matches_x86(lab, tmp_path: Path) -> None:
+    result = lab.orch("build", "--target", "lab", "--variant", "tuned", "--json", timeout=FULL_TIMEOUT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = json.loads(result.stdout)
+    manifest = document["manifest"]
+    assert manifest["wheel"].endswith("-cp313-cp313-linux_aarch64.whl")
+    assert manifest["preflight"]["ok"] and manifest["preflight"]["qemu_cpu"] == "cortex-a72"
+    assert manifest["preflight"]["comparison"]["max_abs_diff"] < 1e-4
+    assert manifest["wheel_check"]["ok"] and manifest["wheel_check"]["machines"] == ["aarch64"]
+    for key in ("mlas", "session"):
+        flags = manifest["compile_commands_readback"][key]["flags"]
+        assert flags["-mcpu=cortex-a72"] and flags["-flto"] and flags["-O3"], flags
+    assert manifest["patches"][0]["name"] == "0001-mlas-fp16-constants-on-first-use.patch"
+    assert manifest["source"]["kind"] == "debian" and len(manifest["source"]["sha256"]) == 64
+    assert manifest["compiler"].startswith("aarch64-linux-gnu-g++")
+    assert "hits" in manifest["ccache"]
+    listing = json.loads(lab.orch("build", "list", "--json", check=True).stdout)
+    assert any(a["variant"] == "tuned" and a["preflight"]["ok"] for a in listing)
+
+    # Deploy to a lab board and compare one inference with the x86 stock onnxruntime.
+    model = write_model(tiny_convnet(), tmp_path / "tiny.onnx")
+    deploy = lab.orch("deploy", "--host", "lab1", "--variant", "tuned", "--model", str(model), "--json",
+                      timeout=1800)
+    assert deploy.returncode == 0, deploy.stderr[-3000:]
+    board = lab.board("lab1")
+    inputs = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    code = ("import sys, json, numpy as np, onnxruntime as ort\n"
+            "x = np.array(json.loads(sys.stdin.read()), dtype=np.float32)\n"
+            "s = ort.InferenceSession(sys.argv[1])\n"
+            "print(ort.__version__, json.dumps(s.run(None, {'input': x})[0].tolist()))")
+    with remote.connect(board) as session:
+        out = session.run([f"{board.workdir}/current/venv/bin/python", "-c", code,
+                           f"{board.workdir}/current/models/tiny.onnx"],
+                          stdin=json.dumps(inputs.tolist()).encode(), timeout=900).stdout
+    version, _, values = out.strip().splitlines()[-1].partition(" ")
+    assert version == "1.21.0"
+    reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
+    np.testing.assert_allclose(np.array(json.loads(values), dtype=np.float32), reference, rtol=1e-4, atol=1e-5)
