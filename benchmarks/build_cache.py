@@ -1,0 +1,128 @@
+"""Build-time benchmarks of `orch build`, in one run:
+
+1. cold vs warm compiler cache: the ``tuned`` MLAS + onnxruntime_mlas_test build of ORT 1.21.0
+   for ``lab``, twice from an empty build directory — first with a fresh, empty ccache volume,
+   then again with that volume warm. Prints both times, the ratio and the cache hits.
+2. cross vs emulated native: the same MLAS sources (the exact commands of that build's
+   compile_commands.json) compiled by the x86-64 cross compiler and by a native aarch64 g++ in
+   an arm64 Debian container under qemu-user.
+
+    .venv/bin/python benchmarks/build_cache.py [--files 6] [--json]
+
+Needs the Docker engine; uses its own ORCH_HOME (a temp dir) and a throwaway ccache volume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from orchestrator.base_images import ensure_base_image
+from orchestrator.build import build_dir_for, execute
+from orchestrator.build_plan import BuildOptions, machine_resources, make_plan
+from orchestrator.container import Engine
+from orchestrator.ort_source import parse_source
+from orchestrator.targets import resolve_target
+from orchestrator.variants import resolve_variant
+
+
+def timed_build(engine: Engine, plan, label: str) -> dict:
+    shutil.rmtree(build_dir_for(plan), ignore_errors=True)
+    started = time.monotonic()
+    result = execute(plan, engine, log=lambda line: None, preflight=False)
+    seconds = time.monotonic() - started
+    print(f"{label}: {seconds:.0f} s, ccache {result.ccache}", file=sys.stderr)
+    return {"seconds": round(seconds, 1), "ccache": result.ccache, "build_dir": str(result.build_dir)}
+
+
+def compile_commands(build_dir: Path, count: int) -> list[dict]:
+    entries = json.loads((build_dir / "Release" / "compile_commands.json").read_text())
+    mlas = [e for e in entries if "/core/mlas/lib/" in e["file"] and e["file"].endswith(".cpp")]
+    return sorted(mlas, key=lambda e: e["file"])[:count]
+
+
+def script_for(entries: list[dict], compiler: str) -> str:
+    """A shell script compiling each entry with ``compiler`` instead of ccache + cross g++."""
+    lines = ["set -e", "mkdir -p /tmp/objs"]
+    for index, entry in enumerate(entries):
+        argv = shlex.split(entry["command"])
+        while argv and (argv[0].endswith("ccache") or argv[0].endswith("g++")):
+            argv.pop(0)
+        if "-o" in argv:
+            argv[argv.index("-o") + 1] = f"/tmp/objs/{index}.o"
+        # Dependency files would be written next to the build's objects: not needed here.
+        argv = [a for i, a in enumerate(argv) if a not in ("-MD", "-MT", "-MF") and argv[i - 1] not in ("-MT", "-MF")]
+        lines.append(f"cd {shlex.quote(entry['directory'])} && {compiler} {shlex.join(argv)}")
+    return "\n".join(lines) + "\n"
+
+
+def timed_compile(engine: Engine, image: str, script: str, volumes: dict, label: str) -> float:
+    output: list[str] = []
+    started = time.monotonic()
+    code = engine.run(image, ["sh", "-c", script], volumes=volumes, network="none", on_log=output.append)
+    seconds = time.monotonic() - started
+    if code != 0:
+        raise SystemExit(f"{label} failed:\n" + "\n".join(output[-20:]))
+    print(f"{label}: {seconds:.1f} s", file=sys.stderr)
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=6, help="MLAS sources for the cross vs emulated comparison")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    os.environ["ORCH_HOME"] = tempfile.mkdtemp(prefix="orch-bench-build-")
+    engine = Engine()
+    profile = resolve_target("lab")
+    cpus, memory = machine_resources()
+    plan = make_plan(profile, resolve_variant("tuned"), BuildOptions(
+        source=parse_source(None, version=None, suite="trixie"), scope="mlas-test", cpus=cpus, memory_bytes=memory))
+    plan = dataclasses.replace(plan, ccache_volume=f"orch-ccache-bench-{os.getpid()}")
+    report: dict = {"plan": {"target": "lab", "variant": "tuned", "scope": "mlas-test", "parallel": plan.parallel}}
+    try:
+        report["cold"] = timed_build(engine, plan, "cold ccache")
+        report["warm"] = timed_build(engine, plan, "warm ccache")
+        report["cold_over_warm"] = round(report["cold"]["seconds"] / report["warm"]["seconds"], 2)
+
+        build_dir = Path(report["warm"]["build_dir"])
+        entries = compile_commands(build_dir, args.files)
+        tree = Path(entries[0]["file"]).parents[4]  # /src/onnxruntime/core/mlas/lib/x.cpp -> /src
+        from orchestrator.ort_source import prepare_source
+
+        source = prepare_source(plan.source, engine=engine, base_image=plan.image.base_image, log=lambda line: None)
+        volumes = {str(source.path): {"bind": str(tree), "mode": "ro"},
+                   str(build_dir): {"bind": "/build", "mode": "ro"},
+                   str(Path(__file__).resolve().parents[1] / "toolchains"): {"bind": "/orch/toolchains", "mode": "ro"}}
+        cross = timed_compile(engine, plan.image.tag, script_for(entries, "aarch64-linux-gnu-g++"), volumes,
+                              f"cross g++ ({len(entries)} MLAS files)")
+        native_image = ensure_base_image(engine, "trixie", "arm64", ["g++"])
+        native = timed_compile(engine, native_image, script_for(entries, "g++"), volumes,
+                               f"emulated native g++ ({len(entries)} MLAS files)")
+        report["cross_vs_emulated"] = {"files": [e["file"] for e in entries], "cross_s": round(cross, 1),
+                                       "emulated_native_s": round(native, 1),
+                                       "emulated_over_cross": round(native / cross, 1)}
+    finally:
+        engine.remove_volume(plan.ccache_volume)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"cold {report['cold']['seconds']} s / warm {report['warm']['seconds']} s = "
+              f"{report['cold_over_warm']}x; cross {report['cross_vs_emulated']['cross_s']} s vs emulated native "
+              f"{report['cross_vs_emulated']['emulated_native_s']} s "
+              f"({report['cross_vs_emulated']['emulated_over_cross']}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
