@@ -203,6 +203,13 @@ PREVIOUS_RUNS = ("import sys, numpy as np, onnxruntime as ort\n"
                  "print(ort.__version__, s.run(None, {'input': np.ones((1, 3, 32, 32), np.float32)})[0].shape)")
 
 
+def _partial_uploads(session: remote.RemoteSession, sha: str) -> list[int]:
+    """Sizes of the temporary upload files of one content: the evidence of a transfer cut short."""
+    script = 'for f in "$1"/.upload-"$2"-*; do [ -f "$f" ] && wc -c < "$f"; done; true'
+    out = session.run(["sh", "-c", script, "sh", Layout(workdir=HOSTILE_WORKDIR).store, sha[:16]]).stdout
+    return [int(n) for n in out.split()]
+
+
 def _start_deploy(world: dict[str, Any], host: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "deploy", "--host", host, "--model", str(world["tiny"]),
@@ -247,7 +254,10 @@ def test_board_killed_mid_upload_keeps_the_previous_release(world: dict[str, Any
         assert listing.current == State.first_release
         assert "(1, 10)" in _run_python(session, PREVIOUS_RUNS)
         store = session.run(["ls", "-a", "--", Layout(workdir=HOSTILE_WORKDIR).store]).stdout.split()
+        partial = _partial_uploads(session, big_sha)
     assert big_sha not in store, "a cut upload must never appear under its content name"
+    big_size = world["big"].stat().st_size
+    assert len(partial) == 1 and 0 < partial[0] < big_size, f"the kill should land mid-transfer: {partial}"
 
     # The next deploy finishes the job: only the big model travels again.
     result, doc = orch(world, "deploy", "--host", "d2", "--model", str(world["tiny"]), "--model", str(world["big"]),
@@ -270,6 +280,8 @@ def test_deploy_process_killed_mid_upload_keeps_the_previous_release(world: dict
         listing = read_listing(session, Layout(workdir=HOSTILE_WORKDIR))
         assert listing.current == State.first_release
         assert "(1, 10)" in _run_python(session, PREVIOUS_RUNS)
+        partial = _partial_uploads(session, sha256_file(world["big"]))
+    assert partial and all(0 < n < world["big"].stat().st_size for n in partial), partial
 
 
 def test_a_dead_board_is_named_and_the_other_board_still_deploys(world: dict[str, Any]) -> None:
