@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from rich.markup import escape
@@ -97,8 +98,12 @@ def run(args: argparse.Namespace) -> int:
             r = outcome.value
             models = r.verification.get("models", {})
             verified = (f"ort {r.verification.get('version')}, {len(models)} model(s)" if r.verification else "-")
-            sent = (f"{r.files_sent} files, {_size(r.bytes_sent)}" if not args.dry_run
-                    else f"would send {_size(r.plan.get('bytes_to_send', 0))}")
+            if args.rollback:
+                sent = "-"
+            elif args.dry_run:
+                sent = f"would send {_size(r.plan.get('bytes_to_send', 0))}"
+            else:
+                sent = f"{r.files_sent} files, {_size(r.bytes_sent)}"
             table.add_row(escape(name), f"[green]{r.action}[/]", escape(r.release_id), sent,
                           f"{_size(r.rate)}/s" if r.bytes_sent else "-", verified, f"{r.seconds:.1f}s")
         else:
@@ -108,18 +113,26 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run and not args.json:
         for outcome in result.succeeded.values():
             plan = outcome.value.plan if outcome.value else {}
+            if "rollback_to" in plan:
+                console.print(f"[bold]{escape(outcome.board.name)}[/] would switch current from"
+                              f" {escape(str(plan['rollback_from']))} back to {escape(plan['rollback_to'])}")
             if plan.get("send") is not None:
                 console.print(f"[bold]{escape(outcome.board.name)}[/] release {escape(plan['release_id'])}"
                               f" in {escape(plan['release_dir'])}")
                 for item in plan["send"]:
                     console.print(f"  send {escape(item['name'])} ({_size(item['size'])})")
                 console.print(f"  already there: {len(plan['already_there'])} file(s)")
-                if not plan["release_exists"]:
-                    console.print(f"  run: {escape(' '.join(plan['venv_argv']))}")
+                if plan["unchanged"]:
+                    console.print("  already the current release: nothing to install, verification only")
+                elif plan["release_exists"]:
+                    console.print("  release already on the board: switch current to it, then verify")
+                else:
+                    console.print(f"  run: {escape(shlex.join(plan['venv_argv']))}")
                     if plan["reuse_from"]:
                         console.print(f"  reuse the installed packages of {escape(plan['reuse_from'])} (same wheels)")
                     else:
-                        console.print(f"  run: {escape(' '.join(plan['install_argv']))}")
+                        console.print(f"  run: {escape(shlex.join(plan['install_argv']))}")
+                    console.print("  then switch current, verify")
                 for release in plan["prune"]:
                     console.print(f"  remove release {escape(release)}")
     print_failures(result)  # type: ignore[arg-type]
