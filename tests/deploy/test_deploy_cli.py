@@ -1,0 +1,66 @@
+"""`orch deploy` argument and input errors: clear messages, non-zero exits, no traceback (no lab needed)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.sample_models import write_tiny_convnet
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def env(orch_env: dict[str, str]) -> dict[str, str]:
+    Path(orch_env["ORCH_INVENTORY"]).write_text(json.dumps(
+        {"all": {"hosts": {"ghost": {"hostname": "127.0.0.1", "port": closed_port(), "target": "lab"}}}}))
+    write_tiny_convnet(Path(orch_env["ORCH_TEST_CWD"]) / "models" / "tiny.onnx")
+    return orch_env
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--keep", "0"], "--keep must be at least 1"),
+        (["--parallel", "0"], "--parallel must be at least 1"),
+        (["--timeout", "0"], "--timeout must be positive"),
+        (["--rollback", "--model", "models/tiny.onnx"], "--rollback switches to the previous release"),
+        (["--model", "models/missing.onnx"], "model not found: models/missing.onnx"),
+        (["--artifact", "nowhere"], "nowhere: no manifest.json: not an artifact directory"),
+        (["--host", "nano99"], "nano99"),
+    ],
+)
+def test_bad_arguments_are_refused_clearly(env: dict[str, str], orch_cli: Callable[..., Any], args: list[str],
+                                          message: str) -> None:
+    selection = [] if "--host" in args else ["--host", "ghost"]
+    result = orch_cli(env, "deploy", *selection, *args)
+    assert result.returncode in (2, 6), result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_no_artifact_for_the_board_target_names_the_fix(env: dict[str, str], orch_cli: Callable[..., Any]) -> None:
+    result = orch_cli(env, "deploy", "--host", "ghost", "--json")
+    assert result.returncode == 2, result.stderr
+    doc = json.loads(result.stdout)
+    assert "no built artifact for target 'lab'" in doc["boards"]["ghost"]["error"]
+    assert "orch build --target lab" in result.stderr
+
+
+def test_artifact_changed_after_build_is_refused(env: dict[str, str], orch_cli: Callable[..., Any],
+                                                 stock_wheel: Path, artifact_maker: Callable[..., Any]) -> None:
+    artifact = artifact_maker(Path(env["ORCH_ARTIFACTS"]), stock_wheel)
+    manifest = json.loads((artifact.directory / "manifest.json").read_text())
+    manifest["wheel_sha256"] = "0" * 64
+    (artifact.directory / "manifest.json").write_text(json.dumps(manifest))
+    result = orch_cli(env, "deploy", "--host", "ghost")
+    assert result.returncode == 6, result.stderr
+    assert "differs from the manifest" in result.stderr
