@@ -17,10 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import docker
 import docker.errors
 from docker.models.containers import Container
 
-import docker
 from orchestrator.errors import ContainerError
 
 LogSink = Callable[[str], None]
