@@ -54,7 +54,6 @@ from orchestrator.releases import (
     layout_for,
     prune,
     read_listing,
-    releases_to_prune,
     switch_current,
 )
 from orchestrator.wheelinfo import WheelInfo, compatibility_problems, inspect_wheel
@@ -197,13 +196,6 @@ print(json.dumps(out))
 sys.exit(0 if out["ok"] else 1)
 """
 
-# $1 = workdir. The store's content names (64 hex digits); temporary upload names are skipped.
-STORE_SCRIPT = r"""
-d="$1/store/sha256"
-[ -d "$d" ] || exit 0
-for f in "$d"/*; do [ -f "$f" ] && basename -- "$f"; done
-"""
-
 # $1 = workdir, $2 = release id, then pairs: name-in-release sha256. Hard links cost no space and
 # keep a release whole even if the store is cleaned; cp is the fallback where links fail.
 STAGE_SCRIPT = r"""
@@ -301,11 +293,6 @@ def check_compatible(info: WheelInfo, facts: BoardFacts) -> None:
         )
 
 
-def _store_hashes(session: Any, layout: Layout) -> set[str]:
-    out = session.run_script(STORE_SCRIPT, (layout.workdir,), timeout=120).stdout
-    return {line for line in out.split() if len(line) == 64 and all(c in "0123456789abcdef" for c in line)}
-
-
 def _upload(session: Any, plan: BoardPlan, layout: Layout, view: TransferView) -> tuple[int, float]:
     """Send every missing content to a temporary name, check its size, rename it into the store."""
     total = plan.bytes_to_send
@@ -393,10 +380,9 @@ def deploy_board(board: Board, request: DeployRequest, artifacts: _Artifacts, vi
                                     cache=request.dependency_cache)
         clock.lap("dependencies")
         listing = read_listing(session, layout)
-        store = _store_hashes(session, layout)
         plan = plan_board(board=board, facts=facts, layout=layout, artifact=artifact,
                           wheels=wheel_files(artifact.wheel_path, deps), models=request.models,
-                          agent=request.agent, store=store, listing=listing, keep=request.keep, created=_now())
+                          agent=request.agent, store=listing.store, listing=listing, keep=request.keep, created=_now())
         clock.lap("plan")
         python_abs = posixpath.join(listing.workdir_abs or posixpath.join(facts.home, layout.workdir),
                                     "releases", plan.release_id, "venv", "bin", "python")
@@ -415,6 +401,9 @@ def deploy_board(board: Board, request: DeployRequest, artifacts: _Artifacts, vi
             )
         sent, transfer_seconds = _upload(session, plan, layout, view)
         clock.lap("upload")
+        if sent:
+            view.status(board.name, f"sent {sent / 1e6:.1f} MB in {transfer_seconds:.1f} s"
+                                    f" ({sent / max(transfer_seconds, 1e-9) / 1e6:.2f} MB/s)", log=True)
         if not plan.release_exists:
             view.status(board.name, "installing (venv" + ("" if plan.reuse_from else " + pip --no-index") + ")",
                         log=True)
@@ -435,7 +424,9 @@ def deploy_board(board: Board, request: DeployRequest, artifacts: _Artifacts, vi
                                           models=sorted(plan.models), workdir_abs=listing.workdir_abs,
                                           manifest=artifact.manifest, view=view)
         clock.lap("verify")
-        pruned = _prune(session, layout, keep=request.keep)
+        # The plan already knows what --keep drops once this release is current.
+        prune(session, layout, plan.prune)
+        pruned = list(plan.prune)
         clock.lap("prune")
         action = "unchanged" if plan.unchanged else "deployed"
         view.status(board.name, f"{action} {plan.release_id}", log=True)
@@ -459,12 +450,6 @@ def _switch_and_verify(session: Any, layout: Layout, *, board: str, release_id: 
             switch_current(session, layout, previous)
             error.message += f"; switched back to {previous}"
         raise
-
-
-def _prune(session: Any, layout: Layout, *, keep: int) -> list[str]:
-    doomed = releases_to_prune(read_listing(session, layout), keep=keep)
-    prune(session, layout, doomed)
-    return doomed
 
 
 def rollback_board(board: Board, request: DeployRequest, view: TransferView) -> BoardReport:

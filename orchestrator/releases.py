@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from orchestrator.board import Board
 
 RELEASE_JSON = "release.json"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def normalize_workdir(workdir: str) -> str:
@@ -115,12 +117,14 @@ class ReleaseInfo:
 
 @dataclass(frozen=True, kw_only=True)
 class Listing:
-    """What is on a board: complete releases (oldest use first), the current id, incomplete leftovers."""
+    """What is on a board: complete releases (oldest use first), the current id, incomplete leftovers,
+    and the contents of the store (sha256 names)."""
 
     workdir_abs: str
     current: str | None
     releases: tuple[ReleaseInfo, ...]
     incomplete: tuple[str, ...]
+    store: frozenset[str] = frozenset()
 
     def get(self, release_id: str) -> ReleaseInfo | None:
         return next((r for r in self.releases if r.id == release_id), None)
@@ -132,6 +136,9 @@ w="$1"
 if [ -d "$w" ]; then printf 'workdir\t%s\n' "$(cd -- "$w" && pwd)"; else printf 'workdir\t\n'; fi
 if [ -L "$w/current" ]; then printf 'current\t%s\n' "$(readlink -- "$w/current")"; fi
 if [ -f "$w/history" ]; then tail -n 200 -- "$w/history" | while IFS= read -r line; do printf 'history\t%s\n' "$line"; done; fi
+if [ -d "$w/store/sha256" ]; then
+  for f in "$w"/store/sha256/*; do [ -f "$f" ] && printf 'blob\t%s\n' "$(basename -- "$f")"; done
+fi
 for d in "$w"/releases/*/; do
   [ -d "$d" ] || continue
   id=$(basename -- "$d")
@@ -156,6 +163,7 @@ def parse_listing(text: str) -> Listing:
     last_used: dict[str, str] = {}
     documents: dict[str, dict[str, Any]] = {}
     incomplete: list[str] = []
+    store: set[str] = set()
     for line in text.splitlines():
         kind, _, rest = line.partition("\t")
         if kind == "workdir":
@@ -174,6 +182,8 @@ def parse_listing(text: str) -> Listing:
                 incomplete.append(release_id)  # a damaged release.json is as good as none
         elif kind == "incomplete":
             incomplete.append(rest)
+        elif kind == "blob" and _SHA256.match(rest):
+            store.add(rest)
     releases = []
     for release_id, doc in documents.items():
         path = posixpath.join(workdir_abs, "releases", release_id)
@@ -191,7 +201,8 @@ def parse_listing(text: str) -> Listing:
             document=doc,
         ))
     releases.sort(key=recency)
-    return Listing(workdir_abs=workdir_abs, current=current, releases=tuple(releases), incomplete=tuple(incomplete))
+    return Listing(workdir_abs=workdir_abs, current=current, releases=tuple(releases), incomplete=tuple(incomplete),
+                   store=frozenset(store))
 
 
 def read_listing(session: Any, layout: Layout) -> Listing:

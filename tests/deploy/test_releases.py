@@ -35,6 +35,8 @@ LISTING = "\n".join([
     release_line("old-1.20.0-cccccccc", "2026-11-28T09:00:00Z", "old"),
     "release\tbroken-1-dddddddd\t{not json",
     "incomplete\tstock-1.32.0-eeeeeeee",
+    "blob\t" + "a" * 64,
+    "blob\t.upload-aaaa-1234",
 ])
 
 
@@ -47,6 +49,7 @@ def test_listing_marks_current_and_orders_by_last_use() -> None:
     assert tuned is not None and tuned.current and tuned.variant == "tuned"
     assert tuned.python == "/root/my orch/releases/tuned-1.21.0-bbbbbbbb/venv/bin/python"
     assert tuned.models == {"tiny.onnx": "ab" * 32}
+    assert listing.store == {"a" * 64}  # temporary upload names are not contents
     # A damaged release.json counts as incomplete: never switched to, pruned.
     assert set(listing.incomplete) == {"broken-1-dddddddd", "stock-1.32.0-eeeeeeee"}
 
