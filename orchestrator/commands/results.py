@@ -52,13 +52,20 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"no benchmark runs in {escape(str(store.root))} yet: run `orch bench`")
             return 0
         table = Table(title=f"Benchmark runs in {store.root}", title_justify="left")
-        for column in ("run", "created", "status", "boards ok", "failed", "series", "command"):
-            table.add_column(column)
+        table.add_column("run", no_wrap=True)
+        table.add_column("created (UTC)", no_wrap=True)
+        table.add_column("boards", no_wrap=True)
+        table.add_column("series", justify="right")
+        table.add_column("command (orch bench ...)")
         for run_ in runs:
-            style = "red" if run_["status"] == "failed" else ""
-            table.add_row(run_["run_id"], run_["created"] or "", f"[{style}]{run_['status']}[/]" if style else
-                          run_["status"], str(run_["boards_ok"]), str(run_["boards_failed"]), str(run_["series"]),
-                          escape(run_["command"] or ""))
+            boards = f"{run_['boards_ok']} ok"
+            if run_["boards_failed"]:
+                boards += f", [red]{run_['boards_failed']} failed[/]"
+            elif run_["status"] not in ("ok", "failed"):
+                boards = run_["status"]
+            created = (run_["created"] or "").replace("T", " ").removesuffix("Z")[:16]
+            command = (run_["command"] or "").removeprefix("orch bench").strip()
+            table.add_row(run_["run_id"], created, boards, str(run_["series"]), escape(command))
         console.print(table)
         return 0
     if args.action == "show":
