@@ -368,11 +368,12 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
     for key, title in (("distribution", "Latency distribution"), ("p50_ci", "P50 with 95% CI"),
                        ("over_runs", "Latency over the run")):
         if key in written:
-            parts.append(f"<h2>{title}</h2><img src='{assets.name}/{written[key].name}' alt='{title}' "
+            parts.append(f"<h2>{title}</h2><img src='{html.escape(assets.name)}/{written[key].name}' alt='{title}' "
                          f"width='{PLOT_PIXELS[0]}' height='{PLOT_PIXELS[1]}'>")
-    parts.append(f"<p>Data: <a href='{assets.name}/series.csv'>series.csv</a>, "
-                 f"<a href='{assets.name}/samples.csv'>samples.csv</a> (every latency), "
-                 f"<a href='{assets.name}/report.json'>report.json</a>.</p></body></html>")
+    folder = html.escape(assets.name)
+    parts.append(f"<p>Data: <a href='{folder}/series.csv'>series.csv</a>, "
+                 f"<a href='{folder}/samples.csv'>samples.csv</a> (every latency), "
+                 f"<a href='{folder}/report.json'>report.json</a>.</p></body></html>")
     path.write_text("\n".join(parts))
     written["html"] = path
     return written
