@@ -67,11 +67,12 @@ def main() -> int:
     print(f"orch bench --all-devices on {len(run['boards'])} boards: run {run['run_id']}")
     print(f"{'board':<10}{'in orch s':>12}{'agents s':>12}{'inference s':>14}{'agent runs':>12}{'orch/agents':>13}")
     slowest_agents = 0.0
-    total_agents = total_inference = 0.0
+    total_agents = total_inference = command_s = 0.0
     for board, outcome in meta["boards"].items():
         stored = json.loads((results_root / run["run_id"] / f"{board}.json").read_text())
         agents = [m["agent"] for m in stored["measurements"]]
         agent_s = sum(a["agent_wall_s"] for a in agents)
+        command_s += sum(m.get("remote_duration_s", 0.0) for m in stored["measurements"])
         inference_s = sum(sum(a["timing"]["latencies_ms"]) for a in agents) / 1000.0
         slowest_agents = max(slowest_agents, agent_s)
         total_agents += agent_s
@@ -81,6 +82,9 @@ def main() -> int:
               f"{in_orch / agent_s if agent_s else float('nan'):>13.2f}")
     print(f"orch wall time: {wall:.1f} s; slowest board's agents: {slowest_agents:.1f} s;"
           f" all agents: {total_agents:.1f} s; all timed inference: {total_inference:.2f} s")
+    if command_s:
+        print(f"agent commands as seen over SSH: {command_s:.1f} s, of which the agents measured {total_agents:.1f} s"
+              " (the rest: interpreter start-up before the agent's clock starts, SSH)")
     if slowest_agents:
         print(f"overhead ratio (orch wall / slowest board's agent time): {wall / slowest_agents:.2f}")
     if total_inference:

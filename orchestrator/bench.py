@@ -249,8 +249,9 @@ def _run_board(board: Board, plan: BenchPlan, document: dict[str, Any], progress
                                      f"{escape(_describe(step))}")
                 result = session.run(step.argv, timeout=plan.step_timeout_s, check=False)
                 agent = parse_agent(board.name, step, result)
+                # The command's duration seen from the workstation: agent_wall_s plus interpreter start and SSH.
                 document["measurements"].append({"key": step.key(), "round": step.round, "step": step.index,
-                                                 "agent": agent})
+                                                 "remote_duration_s": result.duration, "agent": agent})
                 stats = agent["stats"]
                 progress(board.name, f"  p50 {stats['p50_ms']:.3g} ms, p99 {stats['p99_ms']:.3g} ms (n={stats['n']})")
         finally:
