@@ -215,7 +215,10 @@ def bench_board(
         return document
     except BaseException as error:
         document["status"] = "failed"
-        document["error"] = error.message if isinstance(error, OrchError) else f"{type(error).__name__}: {error}"
+        if isinstance(error, OrchError):
+            document["error"] = error.message + (f" (fix: {error.hint})" if error.hint else "")
+        else:
+            document["error"] = f"{type(error).__name__}: {error}"
         raise
     finally:
         document["finished"] = utc_now()
