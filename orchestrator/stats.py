@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+
+
+def _scipy_stats():  # type: ignore[no-untyped-def]
+    """scipy.stats, imported on first use: it costs ~1.5 s, which every `orch` call would pay at start-up."""
+    from scipy import stats
+
+    return stats
 
 FASTER = "faster"
 SLOWER = "slower"
@@ -111,7 +117,7 @@ def median_ci(
     if array.size < MIN_SAMPLES or np.ptp(array) == 0:
         value = float(np.median(array))
         return value, value
-    result = sps.bootstrap(
+    result = _scipy_stats().bootstrap(
         (array,), np.median, n_resamples=resamples, confidence_level=confidence, method="percentile",
         vectorized=True, rng=np.random.default_rng(seed),
     )
@@ -156,7 +162,7 @@ def compare(
         # Constant samples: the bootstrap distribution is a point and the U test is exact.
         ci_low = ci_high = ratio
     else:
-        result = sps.bootstrap(
+        result = _scipy_stats().bootstrap(
             (a, b), _ratio_of_medians, n_resamples=resamples, confidence_level=confidence,
             method="percentile", vectorized=True, paired=False, rng=np.random.default_rng(seed),
         )
@@ -164,7 +170,7 @@ def compare(
     if np.array_equal(np.unique(a), np.unique(b)) and np.ptp(a) == 0:
         p_value = 1.0
     else:
-        p_value = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+        p_value = float(_scipy_stats().mannwhitneyu(a, b, alternative="two-sided").pvalue)
     return Comparison(
         n_a=int(a.size), n_b=int(b.size), median_a=median_a, median_b=median_b, ratio=ratio,
         ci_low=ci_low, ci_high=ci_high, p_value=p_value, threshold=threshold, alpha=alpha,
