@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument("--min-runs", type=int, help="minimum timed inferences per agent run, default 50")
     how.add_argument("--min-duration", type=float, metavar="S", help="minimum timed seconds per agent run, default 10")
     how.add_argument("--max-runs", type=int, default=100000, help="stop an agent run after this many inferences")
-    how.add_argument("--quick", "--lab-quick", dest="quick", action="store_true",
+    how.add_argument("--quick", dest="quick", action="store_true",
                      help="defaults for emulated boards: 2 rounds, no cooldown, 1 warm-up, 5 runs, no minimum time")
     how.add_argument("--step-timeout", type=float, default=1800.0, metavar="S", help="limit for one agent run")
     how.add_argument("--parallel", type=int, default=8, help="boards benchmarked at the same time")

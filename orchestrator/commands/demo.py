@@ -38,7 +38,7 @@ def steps(args: argparse.Namespace) -> list[list[str]]:
         ["build", "--target", "lab", "--variant", "tuned"],
         ["deploy", "--group", "lab", "--variant", "stock", "--model", model],
         ["deploy", "--group", "lab", "--variant", "tuned", "--model", model],
-        ["bench", "--group", "lab", "--variant", "stock,tuned", "--lab-quick"],
+        ["bench", "--group", "lab", "--variant", "stock,tuned", "--quick"],
         ["report", "latest", "--html", str(args.report)],
     ]
 
@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
 def _ensure_demo_model(path: Path) -> None:
     if path.exists():
         return
-    from orchestrator.sample_models import tiny_conv
+    from orchestrator.sample_models import write_tiny_convnet
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tiny_conv(path)
+    write_tiny_convnet(path)
+    console.print(f"wrote the demo model {path} (a tiny conv net: emulated boards are slow)")
