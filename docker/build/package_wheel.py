@@ -61,8 +61,12 @@ def bundle(capi: Path, readelf: str, libdirs: list[Path]) -> list[str]:
             target.chmod(0o755)
             bundled.append(name)
             queue.append(target)
-    for library in capi.glob("*.so*"):
-        subprocess.run(["patchelf", "--set-rpath", "$ORIGIN", str(library)], check=True)
+    # Only ORT's own objects get an RPATH: rewriting the distribution's libraries with patchelf
+    # corrupted their embedded protobuf descriptors (abort at import). DT_RPATH (not RUNPATH)
+    # also serves the bundled libraries' own dependencies (abseil of re2, ...), which the
+    # loader then finds next to the extension as well.
+    for name in sorted(own):
+        subprocess.run(["patchelf", "--force-rpath", "--set-rpath", "$ORIGIN", str(capi / name)], check=True)
     return sorted(bundled)
 
 
