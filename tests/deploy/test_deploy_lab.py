@@ -230,13 +230,34 @@ def _wait_for_upload(process: subprocess.Popen[str], host: str, seen: list[str])
     pytest.fail("the deploy never started sending:\n" + "".join(seen), pytrace=False)
 
 
+def _wait_for_partial_upload(board_name: str, sha: str) -> None:
+    """Return once the big model's temporary upload file exists on the board and is partly written.
+
+    A fixed sleep raced the transfer: on an idle machine the whole file could land before it ended.
+    Looking at the board's disk directly (docker exec, not the SSH connection under test) makes the
+    interruption land mid-transfer for sure.
+    """
+    state = lab_state.read_state()
+    assert state is not None
+    container = next(b.container for b in state.boards if b.name == board_name)
+    store = "/root/" + Layout(workdir=HOSTILE_WORKDIR).store
+    script = 'for f in "$1"/.upload-"$2"-*; do [ -s "$f" ] && echo partial; done; true'
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        _, out = Engine().exec(container, ["sh", "-c", script, "sh", store, sha[:16]])
+        if "partial" in out:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"no partial upload of {sha[:16]} appeared on {board_name}", pytrace=False)
+
+
 def test_board_killed_mid_upload_keeps_the_previous_release(world: dict[str, Any]) -> None:
     assert State.first_release, "needs the first deploy"
     big_sha = sha256_file(world["big"])
     process = _start_deploy(world, "d2")
     seen: list[str] = []
     _wait_for_upload(process, "d2", seen)
-    time.sleep(1.5)  # 40 MB at a few MB/s: well inside the transfer
+    _wait_for_partial_upload("lab2", big_sha)
     state = lab_state.read_state()
     assert state is not None
     container = next(b.container for b in state.boards if b.name == "lab2")
@@ -273,7 +294,7 @@ def test_deploy_process_killed_mid_upload_keeps_the_previous_release(world: dict
     process = _start_deploy(world, "d1")
     seen: list[str] = []
     _wait_for_upload(process, "d1", seen)
-    time.sleep(1.0)
+    _wait_for_partial_upload("lab1", sha256_file(world["big"]))
     process.send_signal(signal.SIGKILL)
     process.communicate(timeout=60)
     with remote.connect(board(world, "d1")) as session:
