@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime
+import pytest
 
 from orchestrator import remote
 from orchestrator.preflight import board_image
@@ -28,6 +29,7 @@ FULL_TIMEOUT = 5400
 SHARDS, SHARD = 40, 0
 
 
+@pytest.mark.timeout(MLAS_TIMEOUT + 1800)  # the build, then the emulated test shard
 def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(tmp_path: Path, orch_env: dict[str, str],
                                                                        orch_cli, engine) -> None:
     result = orch_cli(orch_env, "build", "--target", "lab", "--variant", "tuned", "--scope", "mlas-test", "--json",
@@ -70,6 +72,7 @@ def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(tmp_path:
     print(f"onnxruntime_mlas_test shard {SHARD + 1}/{SHARDS} on cortex-a72: {passed.group(1)} passed")
 
 
+@pytest.mark.timeout(FULL_TIMEOUT + 1800)  # the build, pre-flight, deploy and one inference
 def test_full_tuned_lab_wheel_builds_preflights_deploys_and_matches_x86(lab, tmp_path: Path) -> None:
     result = lab.orch("build", "--target", "lab", "--variant", "tuned", "--json", timeout=FULL_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
