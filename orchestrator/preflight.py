@@ -25,8 +25,6 @@ from orchestrator.targets import TargetProfile
 if TYPE_CHECKING:
     from orchestrator.container import Engine
 
-# What the board image needs: the lab board's package set, so the same offline image serves both.
-BOARD_PACKAGES = ("openssh-server", "python3", "python3-venv", "ca-certificates")
 RTOL = 1e-4
 ATOL = 1e-5
 _SIGNALS = {132: "SIGILL (illegal instruction)", 134: "SIGABRT", 135: "SIGBUS", 139: "SIGSEGV"}
@@ -59,13 +57,14 @@ exec /venv/bin/python /pf/check.py
 def board_image(engine: Engine, profile: TargetProfile) -> str:
     """An arm64 image of the board's OS with python3 (offline bootstrap, or a registry base)."""
     from orchestrator.base_images import ensure_base_image
+    from orchestrator.lab import LAB_PACKAGES  # the lab board's package set: one offline image serves both
 
     if not profile.bootstrap_suite:
         raise BuildError(
             f"no arm64 image of {profile.os.distro} {profile.os.release} for the pre-flight of '{profile.name}'",
             hint=f"set ORCH_BASE_IMAGE_{profile.os.codename.upper()} to an arm64 {profile.os.distro} image you have",
         )
-    return ensure_base_image(engine, profile.bootstrap_suite, "arm64", BOARD_PACKAGES)
+    return ensure_base_image(engine, profile.bootstrap_suite, "arm64", LAB_PACKAGES)
 
 
 def reference_run(model: Path, inputs: np.ndarray) -> np.ndarray:
