@@ -130,6 +130,17 @@ def failures_table(failed: dict[str, str]) -> Table:
     return table
 
 
+def run_tables(series: Sequence[Series], pairings: Sequence[Pairing], failed: dict[str, str]) -> list[Table]:
+    """The tables a run is shown with, after `orch bench` and in `orch results show`: what exists of them."""
+    tables = []
+    if series:
+        tables.append(summary_table(series))
+    if pairings:
+        tables.append(comparison_table(pairings))
+    if failed:
+        tables.append(failures_table(failed))
+    return tables
+
 def board_state_table(record: RunRecord) -> Table:
     table = Table(title="Boards", title_justify="left")
     for column in ("board", "status", "ORT", "kernel", "CPU", "cores", "governor", "°C before→after", "pinned"):

@@ -119,12 +119,8 @@ def run(args: argparse.Namespace) -> int:
             "boards": {name: {"status": doc["status"], "error": doc.get("error")} for name, doc in record.boards.items()},
             "series": results.flatten_series([record]), "comparisons": [p.as_dict() for p in pairings],
         })
-    if series:
-        console.print(report.summary_table(series))
-    if pairings:
-        console.print(report.comparison_table(pairings))
-    if record.failed:
-        console.print(report.failures_table(record.failed))
+    for table in report.run_tables(series, pairings, record.failed):
+        console.print(table)
     console.print(f"results stored in [bold]{escape(str(done.path))}[/] ({done.outcome.summary()})")
     console.print(f"report: orch report {run_id} --html report.html")
     failed = done.outcome.failed

@@ -78,12 +78,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
         console.print(f"run [bold]{record.run_id}[/]: {escape(str(record.meta.get('command', '')))}")
         console.print(report.board_state_table(record))
-        if series:
-            console.print(report.summary_table(series))
-        if pairings:
-            console.print(report.comparison_table(pairings))
-        if record.failed:
-            console.print(report.failures_table(record.failed))
+        for table in report.run_tables(series, pairings, record.failed):
+            console.print(table)
         return 0
     if args.action == "compare":
         a, b = store.load(args.run_a), store.load(args.run_b)
