@@ -271,12 +271,12 @@ class Engine:
         network: str | None = None,
     ) -> str:
         """Start a detached container; returns its id. ``argv=None`` runs the image's own command."""
-        kwargs = self._create_kwargs(environment, volumes, ports, network, labels)
-        with _translated(f"starting container {name} from {image}"):
-            container = self._client.containers.run(
-                image, list(argv) if argv is not None else None, name=name, detach=True, **kwargs
-            )
-        return str(container.id)
+        container_id = self.create(
+            image, argv, name=name, environment=environment, ports=ports, labels=labels, volumes=volumes,
+            network=network,
+        )
+        self.start_existing(container_id)
+        return container_id
 
     def create(
         self,
