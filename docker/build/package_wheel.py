@@ -41,12 +41,11 @@ def resolve(name: str, libdirs: list[Path]) -> Path | None:
     return None
 
 
-def bundle(capi: Path, readelf: str, libdirs: list[Path]) -> list[str]:
-    """Copy every non-system library the wheel's objects need (transitively) into ``capi``."""
-    own = {p.name for p in capi.glob("*.so*")}
-    queue = sorted(capi.glob("*.so*"))
-    bundled: list[str] = []
-    seen = set(own)
+def copy_dependencies(roots: list[Path], dest: Path, readelf: str, libdirs: list[Path]) -> list[str]:
+    """Copy into ``dest`` every non-system library ``roots`` need, transitively; returns their names."""
+    queue = list(roots)
+    seen = {root.name for root in roots}
+    copied: list[str] = []
     while queue:
         current = queue.pop()
         for name in needed(readelf, current):
@@ -56,39 +55,32 @@ def bundle(capi: Path, readelf: str, libdirs: list[Path]) -> list[str]:
             found = resolve(name, libdirs)
             if found is None:
                 sys.exit(f"package_wheel: {current.name} needs {name}, not found in {', '.join(map(str, libdirs))}")
-            target = capi / name
+            target = dest / name
             shutil.copy2(found.resolve(), target)
             target.chmod(0o755)
-            bundled.append(name)
+            copied.append(name)
             queue.append(target)
+    return sorted(copied)
+
+
+def bundle(capi: Path, readelf: str, libdirs: list[Path]) -> list[str]:
+    """Copy every non-system library the wheel's objects need (transitively) into ``capi``."""
+    own = sorted(capi.glob("*.so*"))
+    bundled = copy_dependencies(own, capi, readelf, libdirs)
     # Only ORT's own objects get an RPATH: rewriting the distribution's libraries with patchelf
     # corrupted their embedded protobuf descriptors (abort at import). DT_RPATH (not RUNPATH)
     # also serves the bundled libraries' own dependencies (abseil of re2, ...), which the
     # loader then finds next to the extension as well.
-    for name in sorted(own):
-        subprocess.run(["patchelf", "--force-rpath", "--set-rpath", "$ORIGIN", str(capi / name)], check=True)
-    return sorted(bundled)
+    for path in own:
+        subprocess.run(["patchelf", "--force-rpath", "--set-rpath", "$ORIGIN", str(path)], check=True)
+    return bundled
 
 
 def bundle_executable(exe: Path, out: Path, readelf: str, libdirs: list[Path]) -> list[str]:
     """Copy an executable (e.g. onnxruntime_mlas_test) and the libraries it needs into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy2(exe, out / exe.name)
-    bundled = []
-    queue, seen = [out / exe.name], set()
-    while queue:
-        current = queue.pop()
-        for name in needed(readelf, current):
-            if name in seen or SYSTEM_LIBS.match(name):
-                continue
-            seen.add(name)
-            found = resolve(name, libdirs)
-            if found is None:
-                sys.exit(f"package_wheel: {current.name} needs {name}, not found")
-            shutil.copy2(found.resolve(), out / name)
-            bundled.append(name)
-            queue.append(out / name)
-    return sorted(bundled)
+    return copy_dependencies([out / exe.name], out, readelf, libdirs)
 
 
 def main() -> int:
