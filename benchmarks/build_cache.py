@@ -19,7 +19,6 @@ import dataclasses
 import json
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 import time
@@ -28,8 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.base_images import ensure_base_image
-from orchestrator.build import build_dir_for, execute
+from orchestrator.build import execute
 from orchestrator.build_plan import BuildOptions, machine_resources, make_plan
+from orchestrator.build_workspace import build_volume_name, source_volume_name
 from orchestrator.container import Engine
 from orchestrator.ort_source import parse_source
 from orchestrator.targets import resolve_target
@@ -37,7 +37,7 @@ from orchestrator.variants import resolve_variant
 
 
 def timed_build(engine: Engine, plan, label: str) -> dict:
-    shutil.rmtree(build_dir_for(plan), ignore_errors=True)
+    engine.remove_volume(build_volume_name(plan))  # an empty build directory: only the cache differs
     started = time.monotonic()
     result = execute(plan, engine, log=lambda line: None, preflight=False)
     seconds = time.monotonic() - started
@@ -46,7 +46,7 @@ def timed_build(engine: Engine, plan, label: str) -> dict:
 
 
 def compile_commands(build_dir: Path, count: int) -> list[dict]:
-    entries = json.loads((build_dir / "Release" / "compile_commands.json").read_text())
+    entries = json.loads((build_dir / "orch-report" / "compile_commands.json").read_text())
     mlas = [e for e in entries if "/core/mlas/lib/" in e["file"] and e["file"].endswith(".cpp")]
     return sorted(mlas, key=lambda e: e["file"])[:count]
 
@@ -97,12 +97,12 @@ def main() -> int:
 
         build_dir = Path(report["warm"]["build_dir"])
         entries = compile_commands(build_dir, args.files)
-        tree = Path(entries[0]["file"]).parents[4]  # /src/onnxruntime/core/mlas/lib/x.cpp -> /src
         from orchestrator.ort_source import prepare_source
 
+        # The same volumes the build used: its source tree and its build directory.
         source = prepare_source(plan.source, engine=engine, base_image=plan.image.base_image, log=lambda line: None)
-        volumes = {str(source.path): {"bind": str(tree), "mode": "ro"},
-                   str(build_dir): {"bind": "/build", "mode": "ro"},
+        volumes = {source_volume_name(source): {"bind": "/src", "mode": "ro"},
+                   build_volume_name(plan): {"bind": "/build", "mode": "ro"},
                    str(Path(__file__).resolve().parents[1] / "toolchains"): {"bind": "/orch/toolchains", "mode": "ro"}}
         cross = timed_compile(engine, plan.image.tag, script_for(entries, "aarch64-linux-gnu-g++"), volumes,
                               f"cross g++ ({len(entries)} MLAS files)")
@@ -114,6 +114,7 @@ def main() -> int:
                                        "emulated_over_cross": round(native / cross, 1)}
     finally:
         engine.remove_volume(plan.ccache_volume)
+        engine.remove_volume(build_volume_name(plan))
     if args.json:
         print(json.dumps(report, indent=2))
     else:

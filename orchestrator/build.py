@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from orchestrator import flag_check
 from orchestrator.artifacts import Artifact, artifact_dir, write_manifest
 from orchestrator.build_plan import BUILD, CCACHE, OUT, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
+from orchestrator.build_workspace import ensure_build_volume, ensure_source_volume, local_build_dir
 from orchestrator.errors import BuildError, ContainerError
 from orchestrator.ort_source import SourceTree, file_sha256, prepare_source
-from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR, orch_home
+from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
 
 if TYPE_CHECKING:
     from orchestrator.container import Engine
@@ -45,6 +46,8 @@ _ERROR_PATTERNS = (
     re.compile(r"^Traceback"),
 )
 # Sources whose compile command must show the variant's flags: the MLAS kernels and the session.
+# What run_build.sh leaves in the build volume for orch to copy out (see docker/build/run_build.sh).
+REPORT_NAME = "orch-report"
 READBACK_SOURCES = {
     "mlas": "onnxruntime/core/mlas/lib/sgemm.cpp",
     "session": "onnxruntime/core/session/inference_session.cc",
@@ -112,8 +115,9 @@ def expected_flags(plan: BuildPlan) -> list[str]:
     return flags
 
 
-def compiler_version(build_dir: Path) -> str | None:
-    for path in sorted(build_dir.glob("CMakeFiles/*/CMakeCXXCompiler.cmake")):
+def compiler_version(report_dir: Path) -> str | None:
+    """The C++ compiler and version CMake identified (its CMakeCXXCompiler.cmake, copied out of the build)."""
+    for path in sorted(report_dir.glob("CMakeCXXCompiler.cmake")):
         match = re.search(r'set\(CMAKE_CXX_COMPILER_VERSION "([^"]+)"\)', path.read_text())
         compiler = re.search(r'set\(CMAKE_CXX_COMPILER "([^"]+)"\)', path.read_text())
         if match:
@@ -141,27 +145,16 @@ class _LogSink:
             self.echo(line)
 
 
-def ensure_build_image(engine: Engine, plan: BuildPlan, log: Log) -> str:
-    """The build image's id: the base image first (bootstrapped offline when possible), then the build."""
-    from orchestrator.base_images import ensure_base_image, registry_override
-
+def ensure_build_image(engine: Engine, plan: BuildPlan, log: Log, *, local: Engine | None = None) -> str:
+    """The build image's id on ``engine``: sent from ``local`` when that has it (same tag = same
+    inputs), else built there on the base image (bootstrapped offline when possible)."""
     image = plan.image
-    if image.base_suite and not registry_override(image.base_suite):
-        base = ensure_base_image(engine, image.base_suite, image.base_arch, on_log=log)
-        if base != image.base_image:
-            raise BuildError(f"base image tag changed while planning ({image.base_image} vs {base})")
-    elif engine.image_id(image.base_image) is None:
-        codename = plan.target.os.codename.upper()
-        raise BuildError(
-            f"the build image for target '{plan.target.name}' needs the base image '{image.base_image}', "
-            "which this Docker engine does not have and cannot pull without a registry",
-            hint=f"load it (docker load -i {image.base_image.replace(':', '_').replace('/', '_')}.tar) or "
-                 f"pull it where a registry is reachable, or point ORCH_BASE_IMAGE_{codename} at an image you "
-                 f"have; `orch build --target {plan.target.name} --dry-run` shows the plan meanwhile",
-        )
     existing = engine.image_id(image.tag)
     if existing:
         return existing
+    if local is not None and local is not engine and local.image_id(image.tag):
+        return local.ship_image(image.tag, engine, on_log=log)
+    ensure_base_image_on(engine, plan, log, local=local)
     log(f"building image {image.tag} from {image.dockerfile.name} on {image.base_image}")
     return engine.build_image(
         context=image.context, dockerfile=image.dockerfile, tag=image.tag, buildargs=dict(image.buildargs),
@@ -170,10 +163,30 @@ def ensure_build_image(engine: Engine, plan: BuildPlan, log: Log) -> str:
     )
 
 
-def build_dir_for(plan: BuildPlan) -> Path:
-    path = orch_home() / "builds" / plan.target.name / plan.variant.name / f"{plan.ort_version}-{plan.scope}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def ensure_base_image_on(engine: Engine, plan: BuildPlan, log: Log, *, local: Engine | None = None) -> str:
+    """The base image of the build image on ``engine``: bootstrapped offline, sent from ``local``, or
+    (registry images) already there; a clear error when it cannot be had."""
+    from orchestrator.base_images import ensure_base_image, registry_override
+
+    image = plan.image
+    if engine.image_id(image.base_image):
+        return image.base_image
+    if local is not None and local is not engine and local.image_id(image.base_image):
+        local.ship_image(image.base_image, engine, on_log=log)
+        return image.base_image
+    if image.base_suite and not registry_override(image.base_suite):
+        base = ensure_base_image(engine, image.base_suite, image.base_arch, on_log=log)
+        if base != image.base_image:
+            raise BuildError(f"base image tag changed while planning ({image.base_image} vs {base})")
+        return base
+    codename = plan.target.os.codename.upper()
+    raise BuildError(
+        f"the build image for target '{plan.target.name}' needs the base image '{image.base_image}', "
+        f"which {engine.label} does not have and cannot pull without a registry",
+        hint=f"load it (docker load -i {image.base_image.replace(':', '_').replace('/', '_')}.tar) or "
+             f"pull it where a registry is reachable, or point ORCH_BASE_IMAGE_{codename} at an image you "
+             f"have; `orch build --target {plan.target.name} --dry-run` shows the plan meanwhile",
+    )
 
 
 def validate_plan_flags(plan: BuildPlan, tree: Path, *, force: bool) -> list[str]:
@@ -185,6 +198,7 @@ def execute(
     plan: BuildPlan,
     engine: Engine,
     *,
+    local_engine: Engine | None = None,
     force_flags: bool = False,
     artifacts_root: Path | None = None,
     log: Log,
@@ -192,74 +206,86 @@ def execute(
     echo: Log | None = None,
     preflight: bool = True,
 ) -> BuildResult:
-    """Run the whole build; raises BuildError (with the log path) when any step fails."""
+    """Run the whole build on ``engine``; raises BuildError (with the log path) when any step fails.
+
+    ``local_engine`` (the workstation's, when ``engine`` is another machine's) fetches the Debian
+    source, lends the images it already has and runs the pre-flight (it has the emulation set up).
+    """
     if plan.refused:
         raise BuildError(f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
                          hint="`--dry-run` shows the exact build.py arguments for an image that has the toolkit")
     started = time.monotonic()
+    local = local_engine or engine
     engine.ping()
-    image_id_before = None
-    try:
-        image_id_before = ensure_build_image_base_only(engine, plan, log)
-    except ContainerError as error:
-        raise BuildError(f"base image for {plan.target.name}: {error.message}", hint=error.hint) from error
     if plan.source.kind == "dir":
         # A local tree can be checked before it is copied and patched.
         validate_plan_flags(plan, Path(plan.source.location), force=force_flags)
-    tree = prepare_source(plan.source, engine=engine, base_image=image_id_before, log=log)
+    fetch_image = None
+    try:
+        # Fail fast (before any download): the build image must be there or be makeable.
+        if not (engine.image_id(plan.image.tag) or local.image_id(plan.image.tag)):
+            ensure_base_image_on(engine, plan, log, local=local)
+        if plan.source.kind == "debian":
+            fetch_image = ensure_base_image_on(local, plan, log)
+    except ContainerError as error:
+        raise BuildError(f"base image for {plan.target.name}: {error.message}", hint=error.hint) from error
+    tree = prepare_source(plan.source, engine=local, base_image=fetch_image, log=log)
     warnings = validate_plan_flags(plan, tree.path, force=force_flags)
     for warning in warnings:
         log(f"warning (forced): {warning}")
-    image_id = ensure_build_image(engine, plan, log)
-    engine.ensure_volume(plan.ccache_volume)
-    build_dir = build_dir_for(plan)
-    out_dir = build_dir / "out"
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    out_dir.mkdir()
-    log_path = build_dir / "build.log"
+    image_id = ensure_build_image(engine, plan, log, local=local)
+    engine.ensure_volume(plan.ccache_volume, labels={"orch.role": "ccache", "orch.target": plan.target.name})
     volumes = {
-        str(tree.path): {"bind": SRC, "mode": "rw"},
-        str(build_dir): {"bind": BUILD, "mode": "rw"},
-        str(out_dir): {"bind": OUT, "mode": "rw"},
+        ensure_source_volume(engine, image_id, tree, log): {"bind": SRC, "mode": "rw"},
+        ensure_build_volume(engine, plan): {"bind": BUILD, "mode": "rw"},
         plan.ccache_volume: {"bind": CCACHE, "mode": "rw"},
-        str(TOOLCHAINS_DIR): {"bind": TOOLCHAINS, "mode": "ro"},
-        str(DOCKER_DIR / "build"): {"bind": SCRIPTS, "mode": "ro"},
     }
+    build_dir = local_build_dir(plan)
+    for stale in (build_dir / "out", build_dir / REPORT_NAME):
+        shutil.rmtree(stale, ignore_errors=True)
+    log_path = build_dir / "build.log"
+    # The scripts and toolchain files as they are now (not as when the image was built).
+    copy_in = [(TOOLCHAINS_DIR, TOOLCHAINS), (DOCKER_DIR / "build", SCRIPTS)]
     labels = {"orch.role": "build", "orch.target": plan.target.name, "orch.variant": plan.variant.name}
     # Every build sees the same in-container paths (/src, /build), so cache entries are shared
     # across variants and rebuilds without path rewriting.
-    environment = {"CCACHE_DIR": CCACHE, "CCACHE_COMPILERCHECK": "content", "CCACHE_MAXSIZE": "8G"}
+    environment = {"CCACHE_DIR": CCACHE, "CCACHE_COMPILERCHECK": "content", "CCACHE_MAXSIZE": "8G",
+                   "ORCH_CONFIG_DIR": plan.config_build_dir}
     with log_path.open("w") as handle:
-        handle.write(f"# orch build {plan.target.name}/{plan.variant.name} ORT {plan.ort_version}\n")
+        handle.write(f"# orch build {plan.target.name}/{plan.variant.name} ORT {plan.ort_version} on {engine.label}\n")
         handle.write(f"# image {plan.image.tag} ({image_id})\n# {shlex.join(plan.build_argv)}\n")
         sink = _LogSink(handle, progress, echo)
-        code = engine.run(image_id, ["sh", "/opt/orch/run_build.sh", *plan.build_argv], environment=environment,
-                          volumes=volumes, network=plan.network, labels=labels, working_dir=BUILD, on_log=sink)
+        code = engine.run(image_id, ["sh", f"{SCRIPTS}/run_build.sh", *plan.build_argv], environment=environment,
+                          volumes=volumes, network=plan.network, labels=labels, working_dir=BUILD, on_log=sink,
+                          copy_in=copy_in, copy_out=[(f"{BUILD}/{REPORT_NAME}", build_dir)])
         if code != 0:
             error = first_error(sink.lines) or f"build.py exited with status {code}"
             raise BuildError(f"the ORT build failed:\n{error}", hint=f"full log: {log_path}")
-        stats_file = build_dir / "orch-ccache-stats.tsv"
+        report = build_dir / REPORT_NAME
+        stats_file = report / "ccache-stats.tsv"
         ccache = parse_ccache_stats(stats_file.read_text()) if stats_file.is_file() else {}
-        if plan.scope != "wheel":
-            return BuildResult(plan=plan, build_dir=build_dir, log_path=log_path,
-                               duration_s=time.monotonic() - started, ccache=ccache, artifact=None)
-        log("packaging the wheel for the board (platform tag, bundled system libraries)")
+        what = "the wheel for the board (platform tag, bundled system libraries)" if plan.scope == "wheel" \
+            else "onnxruntime_mlas_test with the libraries it needs"
+        log(f"packaging {what}")
         sink.progress = None
         code = engine.run(image_id, plan.package_argv, volumes=volumes, network=plan.network, labels=labels,
-                          working_dir=plan.config_build_dir, on_log=sink)
+                          working_dir=plan.config_build_dir, on_log=sink, copy_in=copy_in,
+                          copy_out=[(OUT, build_dir)])
         if code != 0:
-            raise BuildError(f"packaging the wheel failed:\n{first_error(sink.lines[-200:]) or code}",
+            raise BuildError(f"packaging failed:\n{first_error(sink.lines[-200:]) or code}",
                              hint=f"full log: {log_path}")
+    if plan.scope != "wheel":
+        return BuildResult(plan=plan, build_dir=build_dir, log_path=log_path,
+                           duration_s=time.monotonic() - started, ccache=ccache, artifact=None)
     package = _package_report(log_path)
-    wheel = out_dir / package["wheel"]
-    config_dir = build_dir / plan.variant.config
-    readback = readback_flags(config_dir / "compile_commands.json", expected_flags(plan))
+    wheel = build_dir / "out" / package["wheel"]
+    readback = readback_flags(report / "compile_commands.json", expected_flags(plan))
     _require_flags(readback, log_path)
     manifest = base_manifest(plan, tree)
     manifest.update({
         "image_id": image_id,
-        "compiler": compiler_version(config_dir),
+        "engine": engine.label,
+        "compiler": compiler_version(report),
         "compile_commands_readback": readback,
         "bundled_libraries": package["bundled"],
         "ccache": ccache,
@@ -267,21 +293,9 @@ def execute(
         "flag_warnings": warnings,
     })
     artifact = finish_artifact(plan.target, plan.variant.name, plan.ort_version, wheel, manifest, log_path=log_path,
-                               root=artifacts_root, engine=engine, log=log, preflight=preflight)
+                               root=artifacts_root, engine=local, log=log, preflight=preflight)
     return BuildResult(plan=plan, build_dir=build_dir, log_path=artifact.directory / "build.log",
                        duration_s=time.monotonic() - started, ccache=ccache, artifact=artifact)
-
-
-def ensure_build_image_base_only(engine: Engine, plan: BuildPlan, log: Log) -> str:
-    """The base image (for the Debian source download), without building the build image yet."""
-    from orchestrator.base_images import ensure_base_image, registry_override
-
-    image = plan.image
-    if image.base_suite and not registry_override(image.base_suite):
-        return ensure_base_image(engine, image.base_suite, image.base_arch, on_log=log)
-    if engine.image_id(image.base_image) is None:
-        ensure_build_image(engine, plan, log)  # raises the clear "missing base image" error
-    return image.base_image
 
 
 def _package_report(log_path: Path) -> dict[str, Any]:
@@ -297,7 +311,7 @@ def _require_flags(readback: dict[str, Any], log_path: Path) -> None:
                if not info.get("found") or not all(info.get("flags", {}).values())]
     if missing:
         raise BuildError("the compiler did not get the variant's flags: " + "; ".join(missing),
-                         hint=f"see compile_commands.json in the build directory; log: {log_path}")
+                         hint=f"see {log_path.parent / REPORT_NAME / 'compile_commands.json'}; log: {log_path}")
 
 
 def base_manifest(plan: BuildPlan, tree: SourceTree | None) -> dict[str, Any]:

@@ -114,8 +114,12 @@ class BuildPlan:
 
     @property
     def package_argv(self) -> list[str]:
-        """The wheel packaging step (retag to the board's platform, bundle system libraries)."""
-        return ["python3", "/opt/orch/package_wheel.py", "--build-dir", f"{BUILD}/{self.variant.config}",
+        """After the compile: the wheel retagged for the board with its system libraries bundled, or
+        (scope mlas-test) the test executable with the libraries it needs on a board."""
+        if self.scope == "mlas-test":
+            return ["python3", "/opt/orch/package_wheel.py", "--exe", f"{self.config_build_dir}/onnxruntime_mlas_test",
+                    OUT]
+        return ["python3", "/opt/orch/package_wheel.py", "--build-dir", self.config_build_dir,
                 "--source", SRC, "--out", OUT, "--plat-name", self.wheel_platform,
                 "--readelf", f"{self.target.cross_prefix}readelf"]
 
@@ -143,7 +147,7 @@ class BuildPlan:
             "defines": [f"{k}={v}" for k, v in self.defines],
             "compiler_flags": list(self.compiler_flags),
             "build_argv": self.build_argv,
-            "package_argv": self.package_argv if self.scope == "wheel" else None,
+            "package_argv": self.package_argv,
             "command": shlex.join(self.build_argv),
             "parallel": self.parallel,
             "ccache_volume": self.ccache_volume,

@@ -66,11 +66,28 @@ class Engine:
 
     def __init__(self, docker_host: str | None = None) -> None:
         self.docker_host = docker_host or os.environ.get("DOCKER_HOST")
+        self._tunnel = None
         with _translated("connecting to the Docker engine"):
-            if docker_host:
-                self._client = docker.DockerClient(base_url=docker_host, timeout=_CLIENT_TIMEOUT)
+            if self.docker_host and self.docker_host.startswith("ssh://"):
+                # Through orch's own SSH layer (host keys verified against orch's known_hosts,
+                # ~/.ssh/config and ProxyJump honoured), not the SDK's separate paramiko client.
+                from orchestrator.docker_ssh import DockerOverSSH
+
+                self._tunnel = DockerOverSSH(self.docker_host)
+                self._client = docker.DockerClient(base_url=self._tunnel.base_url, timeout=_CLIENT_TIMEOUT)
+            elif self.docker_host:
+                self._client = docker.DockerClient(base_url=self.docker_host, timeout=_CLIENT_TIMEOUT)
             else:
                 self._client = docker.from_env(timeout=_CLIENT_TIMEOUT)
+
+    @property
+    def is_remote(self) -> bool:
+        """True when the engine runs on another machine (it cannot see this machine's files)."""
+        return bool(self.docker_host and self.docker_host.startswith(("ssh://", "tcp://", "https://", "http://")))
+
+    @property
+    def label(self) -> str:
+        return self.docker_host or "the local Docker engine"
 
     # -- engine ---------------------------------------------------------------------------------
 
@@ -90,6 +107,8 @@ class Engine:
 
     def close(self) -> None:
         self._client.close()
+        if self._tunnel is not None:
+            self._tunnel.close()
 
     # -- images ---------------------------------------------------------------------------------
 
@@ -209,6 +228,26 @@ class Engine:
             if not isinstance(error.__cause__, docker.errors.NotFound):
                 raise
 
+    def ship_image(self, tag: str, to: Engine, on_log: LogSink | None = None) -> str:
+        """Copy image ``tag`` from this engine into another one (``docker save | docker load``, streamed)."""
+        with _translated(f"reading image {tag}"):
+            image = self._client.images.get(tag)
+        size = int(image.attrs.get("Size") or 0)
+        if on_log:
+            on_log(f"sending image {tag} ({size / 1e6:.0f} MB) to {to.label}")
+        with _translated(f"saving image {tag}"):
+            chunks = image.save(chunk_size=1 << 20, named=True)
+            to.load_image(chunks, tag)
+        found = to.image_id(tag)
+        if found is None:
+            raise ContainerError(f"sending image {tag} to {to.label}: the engine reported no image after loading")
+        return found
+
+    def load_image(self, chunks: Iterator[bytes], tag: str) -> None:
+        with _translated(f"loading image {tag} into {self.label}"):
+            for _ in self._client.api.load_image(chunks, quiet=True):
+                pass
+
     # -- containers -----------------------------------------------------------------------------
 
     def _get(self, container: str) -> Container:
@@ -228,9 +267,14 @@ class Engine:
         labels: Mapping[str, str] | None = None,
         working_dir: str | None = None,
         on_log: LogSink | None = None,
+        copy_in: Sequence[tuple[Path, str]] = (),
+        copy_out: Sequence[tuple[str, Path]] = (),
     ) -> int:
         """Run a container in the foreground: stream its output lines, remove it, return its exit code.
 
+        ``copy_in`` (local path, container path) is copied in before the start and ``copy_out``
+        (container path, local directory) after the exit — paths that do not exist then are left
+        out, the caller checks. Copies instead of bind mounts work the same on a remote engine.
         Ctrl-C (or any error while streaming) kills and removes the container so nothing keeps running.
         """
         kwargs = self._create_kwargs(environment, volumes, ports, network, labels)
@@ -239,6 +283,8 @@ class Engine:
         with _translated(f"starting a container from {image}"):
             container = self._client.containers.create(image, list(argv), name=name, **kwargs)
         try:
+            for local, path in copy_in:
+                self._put(container, Path(local), "/", arcname=path.strip("/"))
             with _translated(f"running container {container.name}"):
                 container.start()
                 pending = b""
@@ -251,6 +297,12 @@ class Engine:
                 if pending and on_log:
                     on_log(pending.decode(errors="replace").rstrip("\r"))
                 result = container.wait()
+            for path, local_dir in copy_out:
+                try:
+                    self.copy_out(container.id, path, local_dir)
+                except ContainerError as error:
+                    if not isinstance(error.__cause__, docker.errors.NotFound):
+                        raise
             return int(result.get("StatusCode", 1))
         finally:
             try:
@@ -337,9 +389,11 @@ class Engine:
 
     def copy_into(self, container: str, src: Path, dest_dir: str, *, mode: int | None = None) -> None:
         """Copy a file or directory tree into ``dest_dir`` of the container (which must exist there)."""
-        src = Path(src)
+        self._put(self._get(container), Path(src), dest_dir, arcname=Path(src).name, mode=mode)
+
+    def _put(self, target: Container, src: Path, dest_dir: str, *, arcname: str, mode: int | None = None) -> None:
         if not src.exists():
-            raise ContainerError(f"copying into {container}: {src} does not exist")
+            raise ContainerError(f"copying into {target.name}: {src} does not exist")
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as archive:
 
@@ -351,11 +405,10 @@ class Engine:
                     info.mode = mode
                 return info
 
-            archive.add(str(src), arcname=src.name, filter=_owned_by_root)
-        target = self._get(container)
-        with _translated(f"copying {src} into {container}:{dest_dir}"):
+            archive.add(str(src), arcname=arcname, filter=_owned_by_root)
+        with _translated(f"copying {src} into {target.name}:{dest_dir}"):
             if not target.put_archive(dest_dir, buffer.getvalue()):
-                raise ContainerError(f"copying {src} into {container}:{dest_dir} was refused")
+                raise ContainerError(f"copying {src} into {target.name}:{dest_dir} was refused")
 
     def copy_out(self, container: str, path: str, dest_dir: Path) -> Path:
         """Copy a file or directory out of the container into ``dest_dir``; returns the local path."""
@@ -447,8 +500,8 @@ class Engine:
 
     # -- volumes --------------------------------------------------------------------------------
 
-    def ensure_volume(self, name: str) -> str:
-        """A named volume, created when missing; returns its name."""
+    def ensure_volume(self, name: str, labels: Mapping[str, str] | None = None) -> str:
+        """A named volume, created when missing (with ``labels``); returns its name."""
         try:
             with _translated(f"looking up volume {name}"):
                 return str(self._client.volumes.get(name).name)
@@ -456,7 +509,14 @@ class Engine:
             if not isinstance(error.__cause__, docker.errors.NotFound):
                 raise
         with _translated(f"creating volume {name}"):
-            return str(self._client.volumes.create(name=name).name)
+            return str(self._client.volumes.create(name=name, labels=dict(labels or {})).name)
+
+    def volumes(self, label_filters: Mapping[str, str | None]) -> dict[str, dict[str, str]]:
+        """Volumes whose labels match (a None value: any volume carrying that label): name -> labels."""
+        labels = [key if value is None else f"{key}={value}" for key, value in label_filters.items()]
+        with _translated("listing volumes"):
+            found = self._client.volumes.list(filters={"label": labels})
+        return {str(v.name): dict(v.attrs.get("Labels") or {}) for v in found}
 
     def remove_volume(self, name: str) -> None:
         """Remove a named volume; one that is already gone is not an error."""

@@ -23,6 +23,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +54,7 @@ for f in /etc/apt/sources.list.d/*.sources; do
   sed 's/^Types:.*$/Types: deb-src/' "$f" > "/etc/apt/sources.list.d/orch-deb-src-$(basename "$f")"
 done
 apt-get update -q
-cd /out
+mkdir -p /out && cd /out
 # Only the upstream (orig) tarball is needed; a mirror that lacks the .dsc/.debian parts is fine.
 apt-get source --download-only "onnxruntime=$ORT_DEBIAN_VERSION" || true
 ls onnxruntime_*.orig.tar.* >/dev/null
@@ -177,11 +178,15 @@ def fetch_debian_tarball(
     if existing:
         return existing[-1]
     log(f"fetching the onnxruntime {version} source package with apt in {base_image}")
-    code = engine.run(
-        base_image, ["sh", "-c", _APT_SOURCE_SCRIPT],
-        environment={"ORT_DEBIAN_VERSION": f"{version}+dfsg-1"},
-        volumes={str(out): {"bind": "/out", "mode": "rw"}}, on_log=log,
-    )
+    with tempfile.TemporaryDirectory(dir=out) as staging:
+        code = engine.run(
+            base_image, ["sh", "-c", _APT_SOURCE_SCRIPT],
+            environment={"ORT_DEBIAN_VERSION": f"{version}+dfsg-1"}, on_log=log,
+            copy_out=[("/out", Path(staging))],
+        )
+        # Moved in only when complete: an interrupted download leaves nothing that looks finished.
+        for tarball in Path(staging, "out").glob(f"onnxruntime_{version}*.orig.tar.*"):
+            tarball.rename(out / tarball.name)
     found = sorted(out.glob(f"onnxruntime_{version}*.orig.tar.*"))
     if code != 0 or not found:
         raise BuildError(

@@ -114,7 +114,7 @@ def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: A
         code = engine.run(
             image, ["sh", "-c", _INSTALL],
             environment={"QEMU_CPU": profile.qemu_cpu, "ORCH_WHEEL": wheel.name},
-            volumes={str(work): {"bind": "/pf", "mode": "rw"}},
+            copy_in=[(work, "/pf")], copy_out=[("/pf/output.npy", work)],
             network="none", labels={"orch.role": "preflight"}, on_log=lines.append,
         )
         result: dict[str, Any] = {"qemu_cpu": profile.qemu_cpu, "image": image, "exit_code": code,

@@ -406,6 +406,19 @@ class RemoteSession:
         command = shlex.join(["sh", "-s", "--", *args])
         return self._execute(command, timeout=timeout, check=check, stdin=script.encode())
 
+    def open_stream(self, argv: Sequence[str]) -> paramiko.Channel:
+        """Start argv (each element shell-quoted) and return its channel as a byte stream
+        (``send``/``recv``/``shutdown_write``/``close``), for protocols spoken over stdin/stdout."""
+        transport = self._conn.transport
+        if transport is None or not transport.is_active():
+            raise RemoteError(f"{self.label}: the SSH connection is closed", hint="connect again")
+        try:
+            channel = transport.open_session(timeout=_MIN_HANDSHAKE_TIMEOUT)
+            channel.exec_command(shlex.join(argv))
+        except (paramiko.SSHException, OSError) as error:
+            raise RemoteError(f"{self.label}: cannot start {argv[0]}: {error}") from error
+        return channel
+
     def _execute(
         self, command: str, *, timeout: float | None, check: bool, stdin: bytes | None
     ) -> CommandResult:

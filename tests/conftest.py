@@ -157,3 +157,19 @@ def orch_env(tmp_path: Path) -> dict[str, str]:
 def orch_cli_fixture() -> Callable[..., subprocess.CompletedProcess[str]]:
     """``orch_cli(env, *args, check=False, timeout=600)`` for tests that need no lab."""
     return orch_cli
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_test_build_volumes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Build directories live in Docker volumes (several GB for a wheel): the test homes' go at the end."""
+    yield
+    from orchestrator.build_workspace import build_volumes_under
+    from orchestrator.container import Engine
+    from orchestrator.errors import OrchError
+
+    try:
+        engine = Engine()
+        for name in build_volumes_under(engine, tmp_path_factory.getbasetemp()):
+            engine.remove_volume(name)
+    except OrchError as error:
+        sys.stderr.write(f"warning: could not remove the tests' build volumes: {error}\n")

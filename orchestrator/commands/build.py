@@ -59,23 +59,26 @@ def run(args: argparse.Namespace) -> int:
     variant = resolve_variant(args.variant)
     if not variant.build:
         return _stock(args, profile)
-    plan = _plan(args, profile, variant)
+    from orchestrator.container import Engine
+
+    # The engine that compiles: the local one, or another machine's (--docker-host), asked for its
+    # cores and memory so the job count fits the machine that does the work.
+    engine = Engine(args.docker_host) if args.docker_host and not args.dry_run else None
+    plan = _plan(args, profile, variant, engine)
     if args.dry_run:
         _show_plan(plan, args)
         return 0
-    return _execute(args, plan)
+    return _execute(args, plan, engine or Engine())
 
 
-def _plan(args: argparse.Namespace, profile: Any, variant: Any) -> Any:
+def _plan(args: argparse.Namespace, profile: Any, variant: Any, engine: Any) -> Any:
     from orchestrator.build_plan import BuildOptions, machine_resources, make_plan, parse_define
     from orchestrator.ort_source import parse_source
 
     source = parse_source(args.ort_source, version=args.ort_version, suite=profile.bootstrap_suite)
     cpus, memory = machine_resources()
-    if args.docker_host and not args.dry_run:
-        from orchestrator.container import Engine
-
-        info = Engine(args.docker_host).info()
+    if engine is not None:
+        info = engine.info()
         cpus, memory = int(info.get("NCPU", cpus)), int(info.get("MemTotal", memory))
     options = BuildOptions(
         source=source, extra_defines=tuple(parse_define(d) for d in args.cmake_define),
@@ -131,20 +134,17 @@ def _show_plan(plan: Any, args: argparse.Namespace) -> None:
         c.print(f"[red]running this plan is refused here:[/] {escape(plan.refused)}", soft_wrap=True)
 
 
-def _engine(args: argparse.Namespace) -> Any:
-    from orchestrator.container import Engine
-
-    return Engine(args.docker_host)
-
-
-def _execute(args: argparse.Namespace, plan: Any) -> int:
+def _execute(args: argparse.Namespace, plan: Any, engine: Any) -> int:
     from orchestrator.build import execute
+    from orchestrator.container import Engine
     from orchestrator.errors import BuildError
 
     if plan.refused:
         raise BuildError(f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
                          hint="`--dry-run` shows the exact build.py arguments for an image that has the toolkit")
-    engine = _engine(args)
+    # With --docker-host the workstation's own engine still fetches the source, lends its images
+    # and runs the pre-flight (its qemu emulation is the one `orch doctor` checked).
+    local_engine = Engine() if args.docker_host else None
 
     def log(line: str) -> None:
         console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
@@ -156,10 +156,10 @@ def _execute(args: argparse.Namespace, plan: Any) -> int:
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        result = execute(plan, engine, force_flags=args.force_flags, log=log, progress=on_progress,
-                         preflight=not args.no_preflight)
+        result = execute(plan, engine, local_engine=local_engine, force_flags=args.force_flags, log=log,
+                         progress=on_progress, preflight=not args.no_preflight)
     document: dict[str, Any] = {"target": plan.target.name, "variant": plan.variant.name,
-                                "ort_version": plan.ort_version, "scope": plan.scope,
+                                "ort_version": plan.ort_version, "scope": plan.scope, "engine": engine.label,
                                 "duration_s": round(result.duration_s, 1), "ccache": result.ccache,
                                 "log": str(result.log_path), "build_dir": str(result.build_dir)}
     if result.artifact:
@@ -178,8 +178,8 @@ def _execute(args: argparse.Namespace, plan: Any) -> int:
 def _stock(args: argparse.Namespace, profile: Any) -> int:
     from orchestrator.stock import fetch_stock, plan_dict
 
-    if args.cmake_define or args.ort_source:
-        raise UsageError("the stock variant is not built: --cmake-define and --ort-source do not apply")
+    if args.cmake_define or args.ort_source or args.docker_host:
+        raise UsageError("the stock variant is not built: --cmake-define, --ort-source and --docker-host do not apply")
     if args.dry_run:
         document = plan_dict(profile, args.ort_version)
         if args.json:
@@ -194,7 +194,9 @@ def _stock(args: argparse.Namespace, profile: Any) -> int:
     def log(line: str) -> None:
         console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
-    artifact = fetch_stock(_engine(args), profile, args.ort_version, root=None, log=log,
+    from orchestrator.container import Engine
+
+    artifact = fetch_stock(Engine(), profile, args.ort_version, root=None, log=log,
                            preflight=not args.no_preflight)
     if args.json:
         emit_json({"target": profile.name, "variant": "stock", "artifact": str(artifact.directory),

@@ -1,0 +1,98 @@
+"""Where a build's files live on the engine: named volumes, filled and read by copying.
+
+Nothing of the workstation is bind-mounted into a build container, so the same build runs on
+the local engine and on a bigger machine's engine (``--docker-host ssh://...``):
+
+* the prepared ORT tree is copied once into a source volume named by its content (tarball or
+  commit hash + patches) and reused by every later build of it; a user's local checkout is
+  copied afresh each time, so edits are always built;
+* the build directory is a volume per ORCH_HOME, target, variant, version and scope, so a
+  rebuild is incremental on whichever engine ran it;
+* the ccache volume is per target (see the plan);
+* toolchains/ and docker/build/ are copied into each container before it starts;
+* what orch reads afterwards (the wheel or the test executable, compile_commands.json, the
+  compiler's identity, ccache statistics) is copied out into the local build directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.build_plan import SRC, BuildPlan
+from orchestrator.errors import BuildError
+from orchestrator.ort_source import SourceTree
+from orchestrator.paths import orch_home
+
+if TYPE_CHECKING:
+    from orchestrator.container import Engine
+
+LABEL_ROLE = "orch.role"
+LABEL_HOME = "orch.home"
+_COMPLETE = f"{SRC}/.orch-source-complete"
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
+
+
+def home_key() -> str:
+    """Short id of this ORCH_HOME: two homes (a user's, a test's) never share a build directory."""
+    return hashlib.sha256(str(orch_home().resolve()).encode()).hexdigest()[:8]
+
+
+def source_volume_name(tree: SourceTree) -> str:
+    identity = json.dumps([tree.spec.kind, tree.version, tree.source_sha256, tree.patches], sort_keys=True)
+    if tree.spec.kind == "dir":
+        # A live checkout: one volume per home and checkout, refreshed by every build.
+        identity += f"|{tree.path}|{home_key()}"
+    return f"orch-src-{_safe(tree.version)}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
+def build_volume_name(plan: BuildPlan) -> str:
+    parts = [plan.target.name, plan.variant.name, plan.ort_version, plan.scope]
+    return "orch-build-" + home_key() + "-" + "-".join(_safe(p) for p in parts)
+
+
+def ensure_source_volume(engine: Engine, image: str, tree: SourceTree, log: Callable[[str], None]) -> str:
+    """The volume holding ``tree`` at /src on ``engine``, copied there when it is not complete yet."""
+    name = source_volume_name(tree)
+    engine.ensure_volume(name, labels={LABEL_ROLE: "source", "orch.ort-version": tree.version})
+    mount = {name: {"bind": SRC, "mode": "rw"}}
+    live = tree.spec.kind == "dir"
+    if not live and engine.run(image, ["test", "-f", _COMPLETE], volumes=mount, network="none") == 0:
+        return name
+    size = sum(p.stat().st_size for p in tree.path.rglob("*") if p.is_file() and not p.is_symlink())
+    log(f"copying the ORT source tree ({size / 1e6:.0f} MB) into volume {name} on {engine.label}")
+    # A content-named volume is only ever filled with the same files, so a second build filling it
+    # at the same time is harmless; a live checkout's volume is emptied first (files may be gone).
+    script = f"find {SRC} -mindepth 1 -delete" if live else "true"
+    if engine.run(image, ["sh", "-c", script], volumes=mount, network="none") != 0:
+        raise BuildError(f"cannot empty source volume {name} on {engine.label}")
+    code = engine.run(image, ["touch", _COMPLETE], volumes=mount, network="none", copy_in=[(tree.path, SRC)])
+    if code != 0:
+        raise BuildError(f"copying the ORT source into volume {name} on {engine.label} failed (exit {code})")
+    return name
+
+
+def ensure_build_volume(engine: Engine, plan: BuildPlan) -> str:
+    name = build_volume_name(plan)
+    return engine.ensure_volume(name, labels={LABEL_ROLE: "build-dir", LABEL_HOME: str(orch_home().resolve()),
+                                              "orch.target": plan.target.name, "orch.variant": plan.variant.name})
+
+
+def build_volumes_under(engine: Engine, root: Path) -> list[str]:
+    """Build-directory volumes made on ``engine`` by ORCH_HOMEs at or under ``root`` (for clean-up)."""
+    found = engine.volumes({LABEL_ROLE: "build-dir", LABEL_HOME: None})
+    return sorted(name for name, labels in found.items() if Path(labels[LABEL_HOME]).is_relative_to(root.resolve()))
+
+
+def local_build_dir(plan: BuildPlan) -> Path:
+    """Where the build's log and the files copied out of its volume land on the workstation."""
+    path = orch_home() / "builds" / plan.target.name / plan.variant.name / f"{plan.ort_version}-{plan.scope}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
