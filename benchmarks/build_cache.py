@@ -51,6 +51,13 @@ def compile_commands(build_dir: Path, count: int) -> list[dict]:
     return sorted(mlas, key=lambda e: e["file"])[:count]
 
 
+def native_packages(plan) -> list[str]:
+    """g++ and the -dev packages the build image has (host and board side): what MLAS includes."""
+    arguments = dict(plan.image.buildargs)
+    names = (arguments["HOST_PACKAGES"] + " " + arguments["TARGET_PACKAGES"]).split()
+    return ["g++", *sorted({name.split(":")[0] for name in names if name.split(":")[0].endswith("-dev")})]
+
+
 def script_for(entries: list[dict], compiler: str) -> str:
     """A shell script compiling each entry with ``compiler`` instead of ccache + cross g++."""
     lines = ["set -e", "mkdir -p /tmp/objs"]
@@ -106,7 +113,7 @@ def main() -> int:
                    str(Path(__file__).resolve().parents[1] / "toolchains"): {"bind": "/orch/toolchains", "mode": "ro"}}
         cross = timed_compile(engine, plan.image.tag, script_for(entries, "aarch64-linux-gnu-g++"), volumes,
                               f"cross g++ ({len(entries)} MLAS files)")
-        native_image = ensure_base_image(engine, "trixie", "arm64", ["g++"])
+        native_image = ensure_base_image(engine, "trixie", "arm64", native_packages(plan))
         native = timed_compile(engine, native_image, script_for(entries, "g++"), volumes,
                                f"emulated native g++ ({len(entries)} MLAS files)")
         report["cross_vs_emulated"] = {"files": [e["file"] for e in entries], "cross_s": round(cross, 1),

@@ -20,6 +20,7 @@ from typing import Any
 import docker
 import docker.errors
 from docker.models.containers import Container
+from docker.transport import UnixHTTPAdapter
 
 from orchestrator.errors import ContainerError
 
@@ -27,6 +28,9 @@ LogSink = Callable[[str], None]
 
 # Long RUN steps under emulation can be silent for minutes; the SDK's 60 s read timeout would abort them.
 _CLIENT_TIMEOUT = 3600
+# Idle API connections kept to an engine over SSH, each holding an SSH session (see docker_ssh).
+_SSH_POOLS = 3
+_SSH_POOL_SIZE = 2
 _ENGINE_HINT = (
     "start the Docker engine (`sudo scripts/setup` installs and starts it; or `sudo systemctl start docker`), "
     "or point DOCKER_HOST at a running engine"
@@ -75,15 +79,15 @@ class Engine:
 
                 self._tunnel = DockerOverSSH(self.docker_host)
                 self._client = docker.DockerClient(base_url=self._tunnel.base_url, timeout=_CLIENT_TIMEOUT)
+                # The SDK keeps one connection pool per URL (25 of them; its num_pools is ignored for
+                # unix sockets), each idle connection holding an SSH session: keep only a few.
+                self._client.api.mount("http+docker://", UnixHTTPAdapter(
+                    self._tunnel.base_url.replace("unix://", "http+unix://", 1), timeout=_CLIENT_TIMEOUT,
+                    pool_connections=_SSH_POOLS, max_pool_size=_SSH_POOL_SIZE))
             elif self.docker_host:
                 self._client = docker.DockerClient(base_url=self.docker_host, timeout=_CLIENT_TIMEOUT)
             else:
                 self._client = docker.from_env(timeout=_CLIENT_TIMEOUT)
-
-    @property
-    def is_remote(self) -> bool:
-        """True when the engine runs on another machine (it cannot see this machine's files)."""
-        return bool(self.docker_host and self.docker_host.startswith(("ssh://", "tcp://", "https://", "http://")))
 
     @property
     def label(self) -> str:
@@ -307,7 +311,7 @@ class Engine:
         finally:
             try:
                 container.remove(force=True)
-            except docker.errors.DockerException:
+            except (docker.errors.DockerException, OSError):  # OSError: the engine's connection broke
                 pass
 
     def start(

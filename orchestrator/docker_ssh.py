@@ -58,7 +58,10 @@ class DockerOverSSH:
         from orchestrator import remote
 
         self.board = build_host_board(url)
-        self._session = remote.connect(self.board)
+        self._connect = remote.connect
+        # sshd caps the sessions of one connection (MaxSessions, 10 by default) and the SDK keeps a
+        # few idle API connections: when the newest SSH connection is full, another one is opened.
+        self._sessions = [remote.connect(self.board)]
         self._directory = Path(tempfile.mkdtemp(prefix="orch-docker-ssh-"))
         self._path = self._directory / "docker.sock"
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -78,18 +81,26 @@ class DockerOverSSH:
             except OSError:
                 return
             try:
-                channel = self._session.open_stream(DIAL_STDIO)
+                channel = self._open_channel()
             except RemoteError:  # the SDK sees the closed socket and reports the engine unreachable
                 client.close()
                 continue
             threading.Thread(target=_pump, args=(client, channel), daemon=True).start()
             threading.Thread(target=_pump_back, args=(channel, client), daemon=True).start()
 
+    def _open_channel(self) -> Any:
+        try:
+            return self._sessions[-1].open_stream(DIAL_STDIO)
+        except RemoteError:
+            self._sessions.append(self._connect(self.board))
+            return self._sessions[-1].open_stream(DIAL_STDIO)
+
     def close(self) -> None:
         self._closed = True
         with contextlib.suppress(OSError):
             self._server.close()
-        self._session.close()
+        for session in self._sessions:
+            session.close()
         shutil.rmtree(self._directory, ignore_errors=True)
 
 

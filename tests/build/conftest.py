@@ -8,6 +8,7 @@ Both are shared between runs: ``ORCH_TEST_CACHE`` (default /var/tmp/orch-test-ca
 from __future__ import annotations
 
 import os
+import shutil
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,3 +64,13 @@ def build_image(engine: object) -> str:
     plan = make_plan(resolve_target("lab"), resolve_variant("default"),
                      BuildOptions(source=parse_source(None, version=None, suite="trixie")))
     return ensure_build_image(engine, plan, lambda line: None)
+
+
+@pytest.fixture
+def build_env(orch_env: dict[str, str], ort_tarball: Path) -> dict[str, str]:
+    """``orch_env`` whose ORCH_HOME already holds the Debian source tarball (downloaded once per machine,
+    not once per build test)."""
+    sources = Path(orch_env["ORCH_HOME"]) / "sources" / "debian"
+    sources.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ort_tarball, sources / ort_tarball.name)
+    return orch_env

@@ -1,7 +1,7 @@
 """``orch build --docker-host ssh://...``: the compile runs on another machine's Docker engine.
 
-The other machine is made here, for real: a second Docker engine started in its own mount
-namespace where /tmp, $HOME and this repository are empty tmpfs mounts, so, like a separate
+The other machine is made here, for real: a second Docker engine started in its own mount and
+network namespaces, where /tmp, $HOME and this repository are empty tmpfs mounts, so, like a separate
 build box, it cannot see one file of the workstation (a bind mount would find nothing). It is
 reached only through a real sshd on 127.0.0.1 whose sessions point ``docker`` at that engine
 (``SetEnv DOCKER_HOST``), the way ``docker system dial-stdio`` reaches a remote engine.
@@ -89,24 +89,24 @@ def build_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuildBox]:
     # Only the outermost: once /tmp is covered, a directory under it no longer exists to be covered.
     hidden = sorted(str(p) for p in candidates if not any(p != q and p.is_relative_to(q) for q in candidates))
     dockerd_argv = ["dockerd", "--data-root", str(state / "data"), "--exec-root", str(run_dir / "exec"),
-                    "--pidfile", str(run_dir / "docker.pid"), "-H", f"unix://{socket_path}",
-                    "--bridge=none", "--iptables=false"]
+                    "--pidfile", str(run_dir / "docker.pid"), "-H", f"unix://{socket_path}", "--iptables=false"]
     script = 'set -e; for d in "$@"; do mount -t tmpfs -o size=1m,mode=0755 orch-hidden "$d"; done; exec ' + \
         shlex.join(dockerd_argv)
     engine_log = work / "dockerd.log"
-    daemon = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *hidden],
+    # Its own network namespace too: its bridge and containers never touch the workstation's network.
+    daemon = subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", script, "sh",
+                               *hidden],
                               stdout=engine_log.open("w"), stderr=subprocess.STDOUT)
     sshd_process: subprocess.Popen | None = None
     try:
-        engine = Engine(f"unix://{socket_path}")
-
         def engine_ready() -> bool:
             try:
-                return engine.ping()
+                return Engine(f"unix://{socket_path}").ping()
             except OrchError:  # not up yet
                 return False
 
         _wait("the second Docker engine", engine_ready, daemon, engine_log)
+        engine = Engine(f"unix://{socket_path}")
 
         for name in ("host_key", "client_key"):
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / name)], check=True)
@@ -142,8 +142,8 @@ def build_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuildBox]:
 
 
 def test_a_changed_build_box_host_key_is_refused_before_anything_is_sent(
-        build_box: BuildBox, orch_env: dict[str, str], orch_cli) -> None:
-    env = {**orch_env, "ORCH_SSH_CONFIG": str(build_box.ssh_config)}
+        build_box: BuildBox, build_env: dict[str, str], orch_cli) -> None:
+    env = {**build_env, "ORCH_SSH_CONFIG": str(build_box.ssh_config)}
     home = Path(env["ORCH_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     # Another machine's key filed under the build box's address: what a spoofed host would look like.
@@ -159,8 +159,8 @@ def test_a_changed_build_box_host_key_is_refused_before_anything_is_sent(
 
 @pytest.mark.timeout(BUILD_TIMEOUT + 600)
 def test_build_on_another_engine_over_ssh_ships_everything_and_brings_the_result_back(
-        build_box: BuildBox, orch_env: dict[str, str], orch_cli, tmp_path: Path) -> None:
-    env = {**orch_env, "ORCH_SSH_CONFIG": str(build_box.ssh_config)}
+        build_box: BuildBox, build_env: dict[str, str], orch_cli, tmp_path: Path) -> None:
+    env = {**build_env, "ORCH_SSH_CONFIG": str(build_box.ssh_config)}
     result = orch_cli(env, "build", "--target", "lab", "--variant", "tuned", "--scope", "mlas-test",
                       "--docker-host", "ssh://buildbox", "--json", timeout=BUILD_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
