@@ -1,7 +1,8 @@
 """Execute a BuildPlan through the container engine, then check and record what came out.
 
 Order matters for the user's time: everything that can fail fast (base image, source, flag
-validation) runs before the build image and the 20-minute compile. After the compile:
+validation) runs before the build image and the 20-minute compile. The build's files live in
+volumes on the engine (``build_workspace``), so the engine may be another machine's. After the compile:
 
 1. the wheel is retagged for the board and its system libraries bundled (package_wheel.py);
 2. ``compile_commands.json`` is read back to prove the variant's flags (``-mcpu``, ``-flto``)
@@ -45,9 +46,9 @@ _ERROR_PATTERNS = (
     re.compile(r"undefined reference to"),
     re.compile(r"^Traceback"),
 )
-# Sources whose compile command must show the variant's flags: the MLAS kernels and the session.
 # What run_build.sh leaves in the build volume for orch to copy out (see docker/build/run_build.sh).
 REPORT_NAME = "orch-report"
+# Sources whose compile command must show the variant's flags: the MLAS kernels and the session.
 READBACK_SOURCES = {
     "mlas": "onnxruntime/core/mlas/lib/sgemm.cpp",
     "session": "onnxruntime/core/session/inference_session.cc",
