@@ -85,10 +85,25 @@ def ensure_build_volume(engine: Engine, plan: BuildPlan) -> str:
                                               "orch.target": plan.target.name, "orch.variant": plan.variant.name})
 
 
-def build_volumes_under(engine: Engine, root: Path) -> list[str]:
-    """Build-directory volumes made on ``engine`` by ORCH_HOMEs at or under ``root`` (for clean-up)."""
+def build_volumes_under(engine: Engine, root: Path, target: str | None = None) -> list[str]:
+    """Build-directory volumes made on ``engine`` by ORCH_HOMEs at or under ``root`` (for clean-up),
+    only ``target``'s when given."""
     found = engine.volumes({LABEL_ROLE: "build-dir", LABEL_HOME: None})
-    return sorted(name for name, labels in found.items() if Path(labels[LABEL_HOME]).is_relative_to(root.resolve()))
+    return sorted(name for name, labels in found.items()
+                  if Path(labels[LABEL_HOME]).is_relative_to(root.resolve())
+                  and (target is None or labels.get("orch.target") == target))
+
+
+def volumes_to_clean(engine: Engine, *, target: str | None, ccache: bool, sources: bool) -> list[str]:
+    """What ``orch build clean`` removes: this home's build directories, and on request the compiler
+    caches (shared by every home) and the source volumes (shared, refilled from the workstation)."""
+    names = build_volumes_under(engine, orch_home(), target)
+    if ccache:
+        caches = engine.volumes(prefix="orch-ccache-")
+        names += sorted(name for name in caches if target is None or name == f"orch-ccache-{target}")
+    if sources:
+        names += sorted(engine.volumes({LABEL_ROLE: "source"}))
+    return names
 
 
 def local_build_dir(plan: BuildPlan) -> Path:

@@ -515,12 +515,19 @@ class Engine:
         with _translated(f"creating volume {name}"):
             return str(self._client.volumes.create(name=name, labels=dict(labels or {})).name)
 
-    def volumes(self, label_filters: Mapping[str, str | None]) -> dict[str, dict[str, str]]:
-        """Volumes whose labels match (a None value: any volume carrying that label): name -> labels."""
-        labels = [key if value is None else f"{key}={value}" for key, value in label_filters.items()]
+    def volumes(self, label_filters: Mapping[str, str | None] | None = None, *,
+                prefix: str | None = None) -> dict[str, dict[str, str]]:
+        """Volumes whose labels match (a None value: any volume carrying that label) and whose name
+        starts with ``prefix``: name -> labels."""
+        filters: dict[str, Any] = {}
+        if label_filters:
+            filters["label"] = [key if value is None else f"{key}={value}" for key, value in label_filters.items()]
+        if prefix:
+            filters["name"] = prefix  # the engine matches a substring; the prefix is checked below
         with _translated("listing volumes"):
-            found = self._client.volumes.list(filters={"label": labels})
-        return {str(v.name): dict(v.attrs.get("Labels") or {}) for v in found}
+            found = self._client.volumes.list(filters=filters or None)
+        return {str(v.name): dict(v.attrs.get("Labels") or {}) for v in found
+                if not prefix or str(v.name).startswith(prefix)}
 
     def remove_volume(self, name: str) -> None:
         """Remove a named volume; one that is already gone is not an error."""

@@ -3,6 +3,7 @@
     orch build --target rpi4 --variant tuned [--dry-run] [--json]
     orch build --target lab --variant stock          # the official wheel, pre-flighted
     orch build list [--json]                         # artifacts with their manifests
+    orch build clean [--target T] [--ccache] [--sources] [--dry-run]   # free the engine's build volumes
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ HELP = "cross-compile ONNX Runtime for a target in a Docker build container"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", nargs="?", choices=["list"], help="`list`: built artifacts with their manifests")
+    parser.add_argument("action", nargs="?", choices=["list", "clean"],
+                        help="`list`: built artifacts with their manifests; `clean`: remove this home's build"
+                             " directories (Docker volumes) on the engine")
     parser.add_argument("--target", "-t", metavar="NAME", help="target profile (lab, rpi4, rpi5, jetson, nano, ...)")
     parser.add_argument("--variant", default="default", metavar="NAME",
                         help="stock, default, lto, tuned, or one of $ORCH_HOME/variants.yaml (default: default)")
@@ -40,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parallel", type=int, metavar="N", help="compile jobs (default: from cores and memory)")
     parser.add_argument("--scope", default="wheel", choices=["wheel", "mlas-test"],
                         help="wheel (default) or only MLAS + onnxruntime_mlas_test")
+    parser.add_argument("--ccache", action="store_true", help="clean: also the compiler cache volumes")
+    parser.add_argument("--sources", action="store_true", help="clean: also the ORT source volumes")
     parser.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)
     add_dry_run_option(parser)
     add_json_option(parser)
@@ -48,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "list":
         return _list(args)
+    if args.action == "clean":
+        return _clean(args)
     if not args.target:
         raise UsageError("orch build needs --target", hint="e.g. orch build --target lab --variant tuned")
     if args.parallel is not None and args.parallel < 1:
@@ -203,6 +210,28 @@ def _stock(args: argparse.Namespace, profile: Any) -> int:
                    "wheel": artifact.manifest["wheel"], "manifest": artifact.manifest})
     else:
         console.print(f"[green]stock wheel ready[/] {artifact.wheel_path} (pre-flight ok on {profile.qemu_cpu})")
+    return 0
+
+
+def _clean(args: argparse.Namespace) -> int:
+    from orchestrator.build_workspace import volumes_to_clean
+    from orchestrator.container import Engine
+    from orchestrator.targets import resolve_target
+
+    target = resolve_target(args.target).name if args.target else None
+    engine = Engine(args.docker_host)
+    names = volumes_to_clean(engine, target=target, ccache=args.ccache, sources=args.sources)
+    if not args.dry_run:
+        for name in names:
+            engine.remove_volume(name)
+    if args.json:
+        emit_json({"engine": engine.label, "dry_run": args.dry_run, "volumes": names})
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    if not names:
+        console.print(f"nothing to remove on {engine.label}")
+    for name in names:
+        console.print(f"{verb} volume {name}")
     return 0
 
 

@@ -1,0 +1,41 @@
+"""``orch build clean``: build directories are Docker volumes; a user frees them without `docker volume` archaeology."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from orchestrator.container import Engine
+
+
+def _build_volume(engine: Engine, home: Path, target: str) -> str:
+    name = f"orch-build-test-{uuid.uuid4().hex[:8]}-{target}"
+    return engine.ensure_volume(name, labels={"orch.role": "build-dir", "orch.home": str(home.resolve()),
+                                              "orch.target": target})
+
+
+def test_clean_removes_only_this_homes_build_directories(orch_env: dict[str, str], orch_cli, tmp_path: Path) -> None:
+    engine = Engine()
+    home = Path(orch_env["ORCH_HOME"])
+    mine = _build_volume(engine, home, "lab")
+    someone_elses = _build_volume(engine, tmp_path / "another-home", "lab")
+    try:
+        dry = json.loads(orch_cli(orch_env, "build", "clean", "--dry-run", "--json", check=True).stdout)
+        assert dry["volumes"] == [mine] and dry["dry_run"]
+        assert engine.volumes(prefix=mine), "--dry-run must not remove anything"
+
+        other_target = orch_cli(orch_env, "build", "clean", "--target", "rpi4", check=True)
+        assert "nothing to remove" in other_target.stderr and engine.volumes(prefix=mine)
+
+        caches = json.loads(orch_cli(orch_env, "build", "clean", "--ccache", "--dry-run", "--json", check=True).stdout)
+        assert mine in caches["volumes"] and all(
+            v == mine or v.startswith("orch-ccache-") for v in caches["volumes"])
+
+        done = orch_cli(orch_env, "build", "clean", check=True)
+        assert f"removed volume {mine}" in done.stderr
+        assert not engine.volumes(prefix=mine)
+        assert engine.volumes(prefix=someone_elses), "another ORCH_HOME's build directory was removed"
+    finally:
+        engine.remove_volume(mine)
+        engine.remove_volume(someone_elses)
