@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,20 +27,13 @@ def _expectation(path: Path) -> dict[str, str]:
     return {"line": match.group(1), "key": match.group(2) or ""}
 
 
-def _orch(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     # A private ORCH_HOME (no lab boards of the user's) and no ssh_config of the user's.
     env["ORCH_HOME"] = str(tmp_path / "home")
     env["ORCH_SSH_CONFIG"] = str(tmp_path / "no-ssh-config")
     env.pop("ORCH_INVENTORY", None)
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return env
 
 
 def test_corpus_is_big_enough() -> None:
@@ -50,9 +41,9 @@ def test_corpus_is_big_enough() -> None:
 
 
 @pytest.mark.parametrize("path", CASES, ids=[path.stem for path in CASES])
-def test_malformed_inventory_is_refused_clearly(path: Path, tmp_path: Path) -> None:
+def test_malformed_inventory_is_refused_clearly(path: Path, tmp_path: Path, orch_cli) -> None:
     expected = _expectation(path)
-    result = _orch(tmp_path, "inventory", "list", "-i", str(path))
+    result = orch_cli(_env(tmp_path), "inventory", "list", "-i", str(path), timeout=60)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     assert "Traceback" not in output
@@ -63,18 +54,18 @@ def test_malformed_inventory_is_refused_clearly(path: Path, tmp_path: Path) -> N
     assert len(re.findall(r"^error:", output, re.MULTILINE)) == 1, output
 
 
-def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+def test_debug_shows_the_traceback(tmp_path: Path, orch_cli) -> None:
     path = CORPUS / "unknown_host_key.yaml"
-    result = _orch(tmp_path, "--debug", "inventory", "list", "-i", str(path))
+    result = orch_cli(_env(tmp_path), "--debug", "inventory", "list", "-i", str(path), timeout=60)
     assert result.returncode == 2
     assert "Traceback" in result.stderr
     assert "InventoryError" in result.stderr
     assert f"{path}:6:" in result.stderr
 
 
-def test_missing_inventory_names_the_file_and_how_to_fix_it(tmp_path: Path) -> None:
+def test_missing_inventory_names_the_file_and_how_to_fix_it(tmp_path: Path, orch_cli) -> None:
     path = tmp_path / "nowhere" / "inventory.yaml"
-    result = _orch(tmp_path, "inventory", "list", "-i", str(path))
+    result = orch_cli(_env(tmp_path), "inventory", "list", "-i", str(path), timeout=60)
     assert result.returncode == 2
     assert f"{path}: inventory file not found" in result.stderr
     assert "hint:" in result.stderr and "-i PATH" in result.stderr

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -181,47 +179,36 @@ def test_a_user_board_may_not_take_a_lab_boards_name(env: Path) -> None:
         load_inventory(path)
 
 
-def _orch(env: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environment = {
-        **os.environ,
-        "ORCH_HOME": str(env / "home"),
-        "ORCH_SSH_CONFIG": str(env / "ssh_config"),
-        "COLUMNS": "250",
-    }  # a wide terminal: table cells stay on one line
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def _cli_env(env: Path) -> dict[str, str]:
+    # A wide terminal: table cells stay on one line.
+    return {**os.environ, "ORCH_HOME": str(env / "home"), "ORCH_SSH_CONFIG": str(env / "ssh_config"),
+            "COLUMNS": "250"}
 
 
-def test_cli_list_and_show(env: Path) -> None:
+def test_cli_list_and_show(env: Path, orch_cli) -> None:
     path = write(env, PRECEDENCE)
-    listed = _orch(env, "inventory", "list", "-i", str(path), "--group", "rpis", "--json")
+    listed = orch_cli(_cli_env(env), "inventory", "list", "-i", str(path), "--group", "rpis", "--json", timeout=60)
     assert listed.returncode == 0, listed.stderr
     document = json.loads(listed.stdout)
     assert [board["name"] for board in document["boards"]] == ["pi01", "pi02"]
     assert document["boards"][0]["address"] == "127.0.0.2:2201"
 
-    table = _orch(env, "inventory", "list", "-i", str(path))
+    table = orch_cli(_cli_env(env), "inventory", "list", "-i", str(path), timeout=60)
     assert table.returncode == 0 and table.stdout == ""
     assert all(
         text in table.stderr
         for text in ("nano01", "127.0.0.1:2200", "jetson-orin", "rpis, pi5s, fast", "camera")
     )
 
-    shown = _orch(env, "inventory", "show", "pi02", "-i", str(path), "--json")
+    shown = orch_cli(_cli_env(env), "inventory", "show", "pi02", "-i", str(path), "--json", timeout=60)
     variables = json.loads(shown.stdout)["variables"]
     assert variables["target"] == {"value": "rpi5", "source": f"group pi5s ({path}:12)"}
     assert variables["hostname"] == {"value": "pi02", "source": "default (the board name)"}
 
-    human = _orch(env, "inventory", "show", "pi01", "-i", str(path))
+    human = orch_cli(_cli_env(env), "inventory", "show", "pi01", "-i", str(path), timeout=60)
     assert "vars.camera" in human.stderr and "csi" in human.stderr and f"host pi01 ({path}:9)" in human.stderr
 
-    nothing = _orch(env, "inventory", "list", "-i", str(path), "--limit", "jetson*")
+    nothing = orch_cli(_cli_env(env), "inventory", "list", "-i", str(path), "--limit", "jetson*", timeout=60)
     assert nothing.returncode == 2
     assert "selects no board; the inventory has boards: nano01, pi01, pi02" in nothing.stderr
 
