@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +31,8 @@ LogSink = Callable[[str], None]
 _CLIENT_TIMEOUT = 3600
 # Idle API connections kept to an engine over SSH, each holding an SSH session (see docker_ssh).
 _SSH_POOLS = 3
+# How often sending an image to another engine reports its progress.
+_SHIP_REPORT_BYTES = 200_000_000
 _SSH_POOL_SIZE = 2
 _ENGINE_HINT = (
     "start the Docker engine (`sudo scripts/setup` installs and starts it; or `sudo systemctl start docker`), "
@@ -239,9 +242,20 @@ class Engine:
         size = int(image.attrs.get("Size") or 0)
         if on_log:
             on_log(f"sending image {tag} ({size / 1e6:.0f} MB) to {to.label}")
+        started = time.monotonic()
+
+        def counted(chunks: Iterator[bytes]) -> Iterator[bytes]:
+            sent, reported = 0, 0
+            for chunk in chunks:
+                sent += len(chunk)
+                if on_log and sent - reported >= _SHIP_REPORT_BYTES:
+                    reported = sent
+                    rate = sent / max(time.monotonic() - started, 1e-3) / 1e6
+                    on_log(f"  {sent / 1e6:.0f} of ~{size / 1e6:.0f} MB sent ({rate:.1f} MB/s)")
+                yield chunk
+
         with _translated(f"saving image {tag}"):
-            chunks = image.save(chunk_size=1 << 20, named=True)
-            to.load_image(chunks, tag)
+            to.load_image(counted(image.save(chunk_size=1 << 20, named=True)), tag)
         found = to.image_id(tag)
         if found is None:
             raise ContainerError(f"sending image {tag} to {to.label}: the engine reported no image after loading")

@@ -21,6 +21,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from orchestrator import remote
 from orchestrator.board import Board
 from orchestrator.errors import RemoteError, UsageError
 
@@ -55,10 +56,7 @@ class DockerOverSSH:
     """A local Unix socket whose every connection is piped to ``docker system dial-stdio`` over SSH."""
 
     def __init__(self, url: str) -> None:
-        from orchestrator import remote
-
         self.board = build_host_board(url)
-        self._connect = remote.connect
         # sshd caps the sessions of one connection (MaxSessions, 10 by default) and the SDK keeps a
         # few idle API connections: when the newest SSH connection is full, another one is opened.
         self._sessions = [remote.connect(self.board)]
@@ -92,7 +90,7 @@ class DockerOverSSH:
         try:
             return self._sessions[-1].open_stream(DIAL_STDIO)
         except RemoteError:
-            self._sessions.append(self._connect(self.board))
+            self._sessions.append(remote.connect(self.board))
             return self._sessions[-1].open_stream(DIAL_STDIO)
 
     def close(self) -> None:

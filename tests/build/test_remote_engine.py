@@ -176,7 +176,7 @@ def test_build_on_another_engine_over_ssh_ships_everything_and_brings_the_result
     plan = json.loads(orch_cli(env, "build", "--target", "lab", "--variant", "tuned", "--scope", "mlas-test",
                                "--dry-run", "--json", check=True).stdout)
     assert build_box.engine.image_id(plan["image"]["tag"]), "the build image was not sent to the build box"
-    assert "sending image" in result.stderr
+    assert "sending image" in result.stderr and "MB sent" in result.stderr  # with its progress
     home = Path(env["ORCH_HOME"])
     assert build_volumes_under(build_box.engine, home), "no build volume on the build box"
     assert build_box.engine.volumes({"orch.role": "source"}) and plan["ccache_volume"] in build_box.engine.volumes(
