@@ -118,12 +118,15 @@ def expected_flags(plan: BuildPlan) -> list[str]:
 
 def compiler_version(report_dir: Path) -> str | None:
     """The C++ compiler and version CMake identified (its CMakeCXXCompiler.cmake, copied out of the build)."""
-    for path in sorted(report_dir.glob("CMakeCXXCompiler.cmake")):
-        match = re.search(r'set\(CMAKE_CXX_COMPILER_VERSION "([^"]+)"\)', path.read_text())
-        compiler = re.search(r'set\(CMAKE_CXX_COMPILER "([^"]+)"\)', path.read_text())
-        if match:
-            return f"{Path(compiler.group(1)).name if compiler else 'g++'} {match.group(1)}"
-    return None
+    path = report_dir / "CMakeCXXCompiler.cmake"
+    if not path.is_file():
+        return None
+    text = path.read_text()
+    match = re.search(r'set\(CMAKE_CXX_COMPILER_VERSION "([^"]+)"\)', text)
+    compiler = re.search(r'set\(CMAKE_CXX_COMPILER "([^"]+)"\)', text)
+    if not match:
+        return None
+    return f"{Path(compiler.group(1)).name if compiler else 'g++'} {match.group(1)}"
 
 
 class _LogSink:
@@ -150,11 +153,9 @@ def ensure_build_image(engine: Engine, plan: BuildPlan, log: Log, *, local: Engi
     """The build image's id on ``engine``: sent from ``local`` when that has it (same tag = same
     inputs), else built there on the base image (bootstrapped offline when possible)."""
     image = plan.image
-    existing = engine.image_id(image.tag)
+    existing = engine.image_id(image.tag) or _sent_from(local, engine, image.tag, log)
     if existing:
         return existing
-    if local is not None and local is not engine and local.image_id(image.tag):
-        return local.ship_image(image.tag, engine, on_log=log)
     ensure_base_image_on(engine, plan, log, local=local)
     log(f"building image {image.tag} from {image.dockerfile.name} on {image.base_image}")
     return engine.build_image(
@@ -170,10 +171,7 @@ def ensure_base_image_on(engine: Engine, plan: BuildPlan, log: Log, *, local: En
     from orchestrator.base_images import ensure_base_image, registry_override
 
     image = plan.image
-    if engine.image_id(image.base_image):
-        return image.base_image
-    if local is not None and local is not engine and local.image_id(image.base_image):
-        local.ship_image(image.base_image, engine, on_log=log)
+    if engine.image_id(image.base_image) or _sent_from(local, engine, image.base_image, log):
         return image.base_image
     if image.base_suite and not registry_override(image.base_suite):
         base = ensure_base_image(engine, image.base_suite, image.base_arch, on_log=log)
@@ -188,6 +186,14 @@ def ensure_base_image_on(engine: Engine, plan: BuildPlan, log: Log, *, local: En
              f"pull it where a registry is reachable, or point ORCH_BASE_IMAGE_{codename} at an image you "
              f"have; `orch build --target {plan.target.name} --dry-run` shows the plan meanwhile",
     )
+
+
+def _sent_from(local: Engine | None, engine: Engine, tag: str, log: Log) -> str | None:
+    """``tag`` sent to ``engine`` from the workstation's engine when only that one has it (same tag,
+    same inputs); its id there, or None."""
+    if local is None or local is engine or not local.image_id(tag):
+        return None
+    return local.ship_image(tag, engine, on_log=log)
 
 
 def validate_plan_flags(plan: BuildPlan, tree: Path, *, force: bool) -> list[str]:

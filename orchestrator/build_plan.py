@@ -117,9 +117,9 @@ class BuildPlan:
         """After the compile: the wheel retagged for the board with its system libraries bundled, or
         (scope mlas-test) the test executable with the libraries it needs on a board."""
         if self.scope == "mlas-test":
-            return ["python3", "/opt/orch/package_wheel.py", "--exe", f"{self.config_build_dir}/onnxruntime_mlas_test",
+            return ["python3", f"{SCRIPTS}/package_wheel.py", "--exe", f"{self.config_build_dir}/onnxruntime_mlas_test",
                     OUT]
-        return ["python3", "/opt/orch/package_wheel.py", "--build-dir", self.config_build_dir,
+        return ["python3", f"{SCRIPTS}/package_wheel.py", "--build-dir", self.config_build_dir,
                 "--source", SRC, "--out", OUT, "--plat-name", self.wheel_platform,
                 "--readelf", f"{self.target.cross_prefix}readelf"]
 

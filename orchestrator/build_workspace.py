@@ -70,8 +70,7 @@ def ensure_source_volume(engine: Engine, image: str, tree: SourceTree, log: Call
     log(f"copying the ORT source tree ({size / 1e6:.0f} MB) into volume {name} on {engine.label}")
     # A content-named volume is only ever filled with the same files, so a second build filling it
     # at the same time is harmless; a live checkout's volume is emptied first (files may be gone).
-    script = f"find {SRC} -mindepth 1 -delete" if live else "true"
-    if engine.run(image, ["sh", "-c", script], volumes=mount, network="none") != 0:
+    if live and engine.run(image, ["find", SRC, "-mindepth", "1", "-delete"], volumes=mount, network="none") != 0:
         raise BuildError(f"cannot empty source volume {name} on {engine.label}")
     code = engine.run(image, ["touch", _COMPLETE], volumes=mount, network="none", copy_in=[(tree.path, SRC)])
     if code != 0:

@@ -31,9 +31,9 @@ LogSink = Callable[[str], None]
 _CLIENT_TIMEOUT = 3600
 # Idle API connections kept to an engine over SSH, each holding an SSH session (see docker_ssh).
 _SSH_POOLS = 3
+_SSH_POOL_SIZE = 2
 # How often sending an image to another engine reports its progress.
 _SHIP_REPORT_BYTES = 200_000_000
-_SSH_POOL_SIZE = 2
 _ENGINE_HINT = (
     "start the Docker engine (`sudo scripts/setup` installs and starts it; or `sudo systemctl start docker`), "
     "or point DOCKER_HOST at a running engine"

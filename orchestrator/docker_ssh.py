@@ -18,6 +18,7 @@ import socket
 import tempfile
 import threading
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,26 +105,33 @@ class DockerOverSSH:
 
 def _pump(client: socket.socket, channel: Any) -> None:
     """Local socket -> remote stdin; EOF is passed on so the engine sees the request end."""
-    try:
-        while data := client.recv(_CHUNK):
-            channel.sendall(data)
-    except OSError:
-        pass
-    finally:
+
+    def finish() -> None:
         with contextlib.suppress(OSError, EOFError):
             channel.shutdown_write()
+
+    _relay(client.recv, channel.sendall, finish)
 
 
 def _pump_back(channel: Any, client: socket.socket) -> None:
     """Remote stdout -> local socket; when the engine closes, so does the local end."""
-    try:
-        while data := channel.recv(_CHUNK):
-            client.sendall(data)
-    except OSError:
-        pass
-    finally:
+
+    def finish() -> None:
         with contextlib.suppress(OSError):
             client.shutdown(socket.SHUT_WR)
         with contextlib.suppress(OSError):
             client.close()
         channel.close()
+
+    _relay(channel.recv, client.sendall, finish)
+
+
+def _relay(receive: Callable[[int], bytes], send: Callable[[bytes], Any], finish: Callable[[], None]) -> None:
+    """Copy until the reading side ends (or either side breaks), then ``finish``."""
+    try:
+        while data := receive(_CHUNK):
+            send(data)
+    except OSError:
+        pass
+    finally:
+        finish()

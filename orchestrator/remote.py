@@ -409,20 +409,10 @@ class RemoteSession:
     def open_stream(self, argv: Sequence[str]) -> paramiko.Channel:
         """Start argv (each element shell-quoted) and return its channel as a byte stream
         (``send``/``recv``/``shutdown_write``/``close``), for protocols spoken over stdin/stdout."""
-        transport = self._conn.transport
-        if transport is None or not transport.is_active():
-            raise RemoteError(f"{self.label}: the SSH connection is closed", hint="connect again")
-        try:
-            channel = transport.open_session(timeout=_MIN_HANDSHAKE_TIMEOUT)
-            channel.exec_command(shlex.join(argv))
-        except (paramiko.SSHException, OSError) as error:
-            raise RemoteError(f"{self.label}: cannot start {argv[0]}: {error}") from error
-        return channel
+        return self._start(shlex.join(argv))
 
-    def _execute(
-        self, command: str, *, timeout: float | None, check: bool, stdin: bytes | None
-    ) -> CommandResult:
-        start = time.monotonic()
+    def _start(self, command: str) -> paramiko.Channel:
+        """A new session channel on this connection running ``command``."""
         transport = self._conn.transport
         if transport is None or not transport.is_active():
             raise RemoteError(f"{self.label}: the SSH connection is closed", hint="connect again")
@@ -431,6 +421,13 @@ class RemoteSession:
             channel.exec_command(command)
         except (paramiko.SSHException, OSError) as error:
             raise RemoteError(f"{self.label}: cannot start a command: {error}") from error
+        return channel
+
+    def _execute(
+        self, command: str, *, timeout: float | None, check: bool, stdin: bytes | None
+    ) -> CommandResult:
+        start = time.monotonic()
+        channel = self._start(command)
         out, err = bytearray(), bytearray()
         pending = memoryview(stdin) if stdin else None
         if pending is None:

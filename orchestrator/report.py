@@ -141,6 +141,7 @@ def run_tables(series: Sequence[Series], pairings: Sequence[Pairing], failed: di
         tables.append(failures_table(failed))
     return tables
 
+
 def board_state_table(record: RunRecord) -> Table:
     table = Table(title="Boards", title_justify="left")
     for column in ("board", "status", "ORT", "kernel", "CPU", "cores", "governor", "°C before→after", "pinned"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -66,11 +66,21 @@ def build_image(engine: object) -> str:
     return ensure_build_image(engine, plan, lambda line: None)
 
 
+@pytest.fixture(scope="session")
+def seed_ort_source(ort_tarball: Path) -> Callable[[Path], None]:
+    """Put the Debian source tarball into an ORCH_HOME, as orch would have downloaded it there:
+    fetched once per machine, not once per build test."""
+
+    def seed(home: Path) -> None:
+        sources = home / "sources" / "debian"
+        sources.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ort_tarball, sources / ort_tarball.name)
+
+    return seed
+
+
 @pytest.fixture
-def build_env(orch_env: dict[str, str], ort_tarball: Path) -> dict[str, str]:
-    """``orch_env`` whose ORCH_HOME already holds the Debian source tarball (downloaded once per machine,
-    not once per build test)."""
-    sources = Path(orch_env["ORCH_HOME"]) / "sources" / "debian"
-    sources.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(ort_tarball, sources / ort_tarball.name)
+def build_env(orch_env: dict[str, str], seed_ort_source: Callable[[Path], None]) -> dict[str, str]:
+    """``orch_env`` whose ORCH_HOME already holds the Debian source tarball."""
+    seed_ort_source(Path(orch_env["ORCH_HOME"]))
     return orch_env

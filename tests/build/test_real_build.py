@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -66,10 +65,9 @@ def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(tmp_path:
 
 
 @pytest.mark.timeout(FULL_TIMEOUT + 1800)  # the build, pre-flight, deploy and one inference
-def test_full_tuned_lab_wheel_builds_preflights_deploys_and_matches_x86(lab, tmp_path: Path, ort_tarball: Path) -> None:
-    sources = lab.home / "sources" / "debian"  # the source tarball this machine already fetched once
-    sources.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(ort_tarball, sources / ort_tarball.name)
+def test_full_tuned_lab_wheel_builds_preflights_deploys_and_matches_x86(lab, tmp_path: Path,
+                                                                        seed_ort_source) -> None:
+    seed_ort_source(lab.home)
     result = lab.orch("build", "--target", "lab", "--variant", "tuned", "--json", timeout=FULL_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
