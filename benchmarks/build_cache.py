@@ -26,14 +26,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator.base_images import ensure_base_image
-from orchestrator.build import execute
-from orchestrator.build_plan import BuildOptions, machine_resources, make_plan
-from orchestrator.build_workspace import build_volume_name, source_volume_name
-from orchestrator.container import Engine
-from orchestrator.ort_source import parse_source
+from orchestrator.adapters.engine import Engine
+from orchestrator.build.base_images import ensure_base_image
+from orchestrator.build.execute import execute
+from orchestrator.build.plan import BuildOptions, machine_resources, make_plan
+from orchestrator.build.sources import parse_source
+from orchestrator.build.variants import resolve_variant
+from orchestrator.build.workspace import build_volume_name, source_volume_name
 from orchestrator.targets import resolve_target
-from orchestrator.variants import resolve_variant
 
 
 def timed_build(engine: Engine, plan, label: str) -> dict:
@@ -104,7 +104,7 @@ def main() -> int:
 
         build_dir = Path(report["warm"]["build_dir"])
         entries = compile_commands(build_dir, args.files)
-        from orchestrator.ort_source import prepare_source
+        from orchestrator.build.sources import prepare_source
 
         # The same volumes the build used: its source tree and its build directory.
         source = prepare_source(plan.source, engine=engine, base_image=plan.image.base_image, log=lambda line: None)

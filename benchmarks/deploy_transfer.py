@@ -23,12 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from orchestrator import lab_state, remote
-from orchestrator.artifacts import artifact_dir, write_manifest
-from orchestrator.dependencies import cache_dir
-from orchestrator.deploy_plan import sha256_file
+from orchestrator import lab_state
+from orchestrator.adapters import ssh as remote
+from orchestrator.artifacts.dependencies import cache_dir
+from orchestrator.artifacts.store import artifact_dir, write_manifest
+from orchestrator.deploy.plan import sha256_file
+from orchestrator.lab.sample_models import write_tiny_convnet
 from orchestrator.paths import known_hosts_path
-from orchestrator.sample_models import write_tiny_convnet
 
 
 def orch(env: dict[str, str], *args: str) -> tuple[float, dict]:

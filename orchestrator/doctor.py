@@ -66,7 +66,7 @@ def parse_qemu_version(text: str) -> tuple[int, ...] | None:
 
 def _engine_info() -> tuple[dict[str, object] | None, str | None]:
     try:
-        from orchestrator.container import Engine
+        from orchestrator.adapters.engine import Engine
 
         engine = Engine()
         return {**engine.version(), "DockerRootDir": engine.info().get("DockerRootDir")}, None

@@ -163,8 +163,8 @@ def orch_cli_fixture() -> Callable[..., subprocess.CompletedProcess[str]]:
 def _remove_test_build_volumes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Build directories live in Docker volumes (several GB for a wheel): the test homes' go at the end."""
     yield
-    from orchestrator.build_workspace import build_volumes_under
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
+    from orchestrator.build.workspace import build_volumes_under
     from orchestrator.errors import OrchError
 
     try:

@@ -8,8 +8,9 @@ import sys
 
 from rich.markup import escape
 
-from orchestrator import bench_plan, results
-from orchestrator.bench_plan import AgentOptions
+from orchestrator.bench import plan as bench_plan
+from orchestrator.bench import results
+from orchestrator.bench.plan import AgentOptions
 from orchestrator.commands import options
 from orchestrator.console import console, emit_json
 from orchestrator.errors import BenchError, PartialFailure
@@ -90,8 +91,8 @@ def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator import report
-    from orchestrator.bench import run_bench
+    from orchestrator.bench import report
+    from orchestrator.bench.execute import run_bench
 
     plan = plan_from_args(args)
     if args.dry_run:

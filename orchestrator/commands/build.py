@@ -59,14 +59,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("orch build needs --target", hint="e.g. orch build --target lab --variant tuned")
     if args.parallel is not None and args.parallel < 1:
         raise UsageError("--parallel must be at least 1")
+    from orchestrator.build.variants import resolve_variant
     from orchestrator.targets import resolve_target
-    from orchestrator.variants import resolve_variant
 
     profile = resolve_target(args.target)
     variant = resolve_variant(args.variant)
     if not variant.build:
         return _stock(args, profile)
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
 
     # The engine that compiles: the local one, or another machine's (--docker-host), asked for its
     # cores and memory so the job count fits the machine that does the work.
@@ -79,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace, profile: Any, variant: Any, engine: Any) -> Any:
-    from orchestrator.build_plan import BuildOptions, machine_resources, make_plan, parse_define
-    from orchestrator.ort_source import parse_source
+    from orchestrator.build.plan import BuildOptions, machine_resources, make_plan, parse_define
+    from orchestrator.build.sources import parse_source
 
     source = parse_source(args.ort_source, version=args.ort_version, suite=profile.bootstrap_suite)
     cpus, memory = machine_resources()
@@ -96,7 +96,7 @@ def _plan(args: argparse.Namespace, profile: Any, variant: Any, engine: Any) -> 
 
 
 def _show_plan(plan: Any, args: argparse.Namespace) -> None:
-    from orchestrator import flag_check
+    from orchestrator.build import flags as flag_check
 
     document = plan.as_dict()
     document["toolchain_file_text"] = plan.toolchain_file.read_text()
@@ -142,8 +142,8 @@ def _show_plan(plan: Any, args: argparse.Namespace) -> None:
 
 
 def _execute(args: argparse.Namespace, plan: Any, engine: Any) -> int:
-    from orchestrator.build import execute
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
+    from orchestrator.build.execute import execute
     from orchestrator.errors import BuildError
 
     if plan.refused:
@@ -183,7 +183,7 @@ def _execute(args: argparse.Namespace, plan: Any, engine: Any) -> int:
 
 
 def _stock(args: argparse.Namespace, profile: Any) -> int:
-    from orchestrator.stock import fetch_stock, plan_dict
+    from orchestrator.build.stock import fetch_stock, plan_dict
 
     if args.cmake_define or args.ort_source or args.docker_host:
         raise UsageError("the stock variant is not built: --cmake-define, --ort-source and --docker-host do not apply")
@@ -201,7 +201,7 @@ def _stock(args: argparse.Namespace, profile: Any) -> int:
     def log(line: str) -> None:
         console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
 
     artifact = fetch_stock(Engine(), profile, args.ort_version, root=None, log=log,
                            preflight=not args.no_preflight)
@@ -214,8 +214,8 @@ def _stock(args: argparse.Namespace, profile: Any) -> int:
 
 
 def _clean(args: argparse.Namespace) -> int:
-    from orchestrator.build_workspace import volumes_to_clean
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
+    from orchestrator.build.workspace import volumes_to_clean
     from orchestrator.targets import resolve_target
 
     target = resolve_target(args.target).name if args.target else None
@@ -236,7 +236,7 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from orchestrator.artifacts import list_artifacts
+    from orchestrator.artifacts.store import list_artifacts
 
     artifacts = list_artifacts()
     if args.json:

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 def _ensure_demo_model(path: Path) -> None:
     if path.exists():
         return
-    from orchestrator.sample_models import write_tiny_convnet
+    from orchestrator.lab.sample_models import write_tiny_convnet
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_tiny_convnet(path)

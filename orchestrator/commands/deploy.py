@@ -53,9 +53,9 @@ def _size(n: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.deploy import DeployRequest, load_artifact_dir, run_deploy
-    from orchestrator.deploy_plan import agent_files, default_model_paths, model_files
-    from orchestrator.fleet import print_failures
+    from orchestrator.deploy.execute import DeployRequest, load_artifact_dir, run_deploy
+    from orchestrator.deploy.plan import agent_files, default_model_paths, model_files
+    from orchestrator.fleet.parallel import print_failures
 
     if args.parallel < 1:
         raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")

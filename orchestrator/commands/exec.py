@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from rich.markup import escape
 
+from orchestrator.adapters.ssh import CommandResult, CommandTimeout, connect
 from orchestrator.board import Board
 from orchestrator.commands.options import add_json_option, add_selection_options, selected_boards
 from orchestrator.console import console, emit_json
 from orchestrator.errors import PartialFailure, RemoteError, UsageError
-from orchestrator.fleet import FleetResult, Outcome, run_on_boards
-from orchestrator.remote import CommandResult, CommandTimeout, connect
+from orchestrator.fleet.parallel import FleetResult, Outcome, run_on_boards
 
 NAME = "exec"
 HELP = "run a command on the selected boards in parallel"

@@ -51,7 +51,7 @@ def board_document(board: Board) -> dict[str, Any]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from orchestrator.inventory import load_inventory
+    from orchestrator.fleet.inventory import load_inventory
 
     inventory = load_inventory(inventory_path(args))
     hosts, groups, limit = getattr(args, "host", []), getattr(args, "group", []), getattr(args, "limit", None)
@@ -96,7 +96,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from orchestrator.inventory import load_inventory
+    from orchestrator.fleet.inventory import load_inventory
 
     board = load_inventory(inventory_path(args)).board(args.name)
     document = board_document(board)

@@ -8,9 +8,10 @@ import time
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator import lab, lab_state
+from orchestrator import lab_state
 from orchestrator.console import console, emit_json
 from orchestrator.errors import UsageError
+from orchestrator.lab import boards as lab
 
 NAME = "lab"
 HELP = "start, inspect and stop the lab of emulated aarch64 boards"
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not getattr(args, "lab_command", None):
         raise UsageError("say what to do with the lab: `orch lab up [--boards N]`, `orch lab status`, `orch lab down`")
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
 
     engine = Engine()
     return {"up": _up, "status": _status, "down": _down}[args.lab_command](engine, args)

@@ -47,7 +47,7 @@ def inventory_path(args: argparse.Namespace) -> Path:
 
 def selected_boards(args: argparse.Namespace) -> list[Board]:
     """Load the inventory and apply --host/--group/--all-devices/--limit; selecting nothing is an error."""
-    from orchestrator.inventory import load_inventory
+    from orchestrator.fleet.inventory import load_inventory
 
     inventory = load_inventory(inventory_path(args))
     return inventory.select(

@@ -23,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator import report
-    from orchestrator.results import ResultStore, pairings_within
+    from orchestrator.bench import report
+    from orchestrator.bench.results import ResultStore, pairings_within
 
     store = ResultStore()
     record = store.load(args.run)

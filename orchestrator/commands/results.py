@@ -9,11 +9,11 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator import report
+from orchestrator.bench import report
+from orchestrator.bench.results import ResultStore, flatten_series, pairings_between, pairings_within
 from orchestrator.commands import options
 from orchestrator.console import console, emit_json
 from orchestrator.errors import UsageError
-from orchestrator.results import ResultStore, flatten_series, pairings_between, pairings_within
 
 NAME = "results"
 HELP = "list, show, compare and export stored benchmark results"

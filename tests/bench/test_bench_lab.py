@@ -19,9 +19,9 @@ import onnxruntime
 import pytest
 from bench_models import conv_model
 
-from orchestrator import remote
-from orchestrator.artifacts import write_manifest
-from orchestrator.results import ResultStore
+from orchestrator.adapters import ssh as remote
+from orchestrator.artifacts.store import write_manifest
+from orchestrator.bench.results import ResultStore
 
 QUICK = ("--quick", "--min-runs", "6")
 WHEEL_CACHE = Path(tempfile.gettempdir()) / "orch-bench-test-wheels"
@@ -94,7 +94,7 @@ def deployed(lab):
     artifact = stock_artifact(Path(lab.env["ORCH_ARTIFACTS"]))
     done = lab.orch("deploy", "--all-devices", "--artifact", str(artifact), "--model", str(model), timeout=1500)
     assert done.returncode == 0, f"orch deploy failed:\n{done.stdout}\n{done.stderr}"
-    from orchestrator.releases import list_releases
+    from orchestrator.deploy.releases import list_releases
 
     board = lab.board("lab1")
     with remote.connect(board) as session:
@@ -195,7 +195,7 @@ def test_quantize_dynamic_compares_fp32_with_int8(deployed):
 
 def test_a_board_stopped_mid_run_is_named_and_the_other_is_kept(deployed):
     lab = deployed
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
 
     victim = next(record for record in _lab_records(lab) if record["name"] == "lab2")
     process = subprocess.Popen(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import bench_plan
-from orchestrator.bench_plan import AgentOptions, ReleaseRef, Setting
+from orchestrator.bench import plan as bench_plan
+from orchestrator.bench.plan import AgentOptions, ReleaseRef, Setting
 from orchestrator.board import Board
 from orchestrator.errors import BenchError, UsageError
 

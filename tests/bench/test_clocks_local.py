@@ -11,8 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from orchestrator.bench import pin_clocks, restore_clocks
-from orchestrator.remote import CommandResult
+from orchestrator.adapters.ssh import CommandResult
+from orchestrator.bench.execute import pin_clocks, restore_clocks
 
 
 class LocalShell:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from bench_models import conv_model
 
-from orchestrator import report, results, stats
+from orchestrator.bench import report, results, stats
+from orchestrator.bench.results import ResultStore
 from orchestrator.errors import UsageError
-from orchestrator.results import ResultStore
 
 AGENT = Path(__file__).resolve().parents[2] / "orchestrator" / "agent" / "bench_agent.py"
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from orchestrator import stats
+from orchestrator.bench import stats
 
 
 def test_summary_percentiles_of_1_to_100():

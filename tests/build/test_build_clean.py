@@ -6,7 +6,7 @@ import json
 import uuid
 from pathlib import Path
 
-from orchestrator.container import Engine
+from orchestrator.adapters.engine import Engine
 
 
 def _build_volume(engine: Engine, home: Path, target: str) -> str:

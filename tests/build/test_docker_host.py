@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.docker_ssh import build_host_board
+from orchestrator.adapters.engine_ssh import build_host_board
 from orchestrator.errors import UsageError
 
 

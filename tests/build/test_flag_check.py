@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.build_plan import BuildOptions, make_plan
+from orchestrator.build.flags import check_flags, flags_of, known_names, validate_or_raise
+from orchestrator.build.plan import BuildOptions, make_plan
+from orchestrator.build.sources import SourceSpec
+from orchestrator.build.variants import resolve_variant
 from orchestrator.errors import UsageError
-from orchestrator.flag_check import check_flags, flags_of, known_names, validate_or_raise
-from orchestrator.ort_source import SourceSpec
 from orchestrator.targets import known_target_names, resolve_target
-from orchestrator.variants import resolve_variant
 
 
 def test_the_tree_declares_the_real_options(ort_tree: Path) -> None:

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.build_plan import (
+from orchestrator.build.plan import (
     BuildOptions,
     choose_parallel,
     make_plan,
     parse_define,
 )
+from orchestrator.build.sources import SourceSpec, parse_source
+from orchestrator.build.variants import load_variants, resolve_variant
 from orchestrator.errors import TargetError, UsageError
-from orchestrator.ort_source import SourceSpec, parse_source
 from orchestrator.targets import known_target_names, resolve_target
-from orchestrator.variants import load_variants, resolve_variant
 
 BUILT_VARIANTS = ["default", "lto", "tuned"]
 SOURCE = SourceSpec(kind="debian", location="trixie", ref=None, version="1.21.0")

@@ -18,9 +18,9 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from orchestrator import remote
-from orchestrator.preflight import board_image
-from orchestrator.sample_models import tiny_convnet, write_model
+from orchestrator.adapters import ssh as remote
+from orchestrator.build.preflight import board_image
+from orchestrator.lab.sample_models import tiny_convnet, write_model
 from orchestrator.targets import resolve_target
 
 MLAS_TIMEOUT = 3600

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.build_workspace import build_volumes_under
-from orchestrator.container import Engine
+from orchestrator.adapters.engine import Engine
+from orchestrator.build.preflight import board_image
+from orchestrator.build.workspace import build_volumes_under
 from orchestrator.errors import OrchError
 from orchestrator.paths import PROJECT_ROOT
-from orchestrator.preflight import board_image
 from orchestrator.targets import resolve_target
 
 BUILD_TIMEOUT = 3600

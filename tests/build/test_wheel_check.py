@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.artifacts import find_artifact, list_artifacts
-from orchestrator.build import finish_artifact
+from orchestrator.artifacts.store import find_artifact, list_artifacts
+from orchestrator.build.execute import finish_artifact
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import resolve_target
 

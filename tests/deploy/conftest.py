@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.artifacts import Artifact, artifact_dir, write_manifest
+from orchestrator.artifacts.store import Artifact, artifact_dir, write_manifest
 
 # The lab boards: Debian 13, Python 3.13, glibc 2.41, aarch64.
 LAB_PYTHON = "3.13"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.board_facts import BoardFacts, parse_facts
+from orchestrator.deploy.board_facts import BoardFacts, parse_facts
 from orchestrator.errors import RemoteError
 
 FACTS = Path(__file__).parent / "facts"

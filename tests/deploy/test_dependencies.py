@@ -6,7 +6,7 @@ import hashlib
 import time
 from pathlib import Path
 
-from orchestrator.dependencies import parse_saved, pip_platforms, resolve_dependencies
+from orchestrator.artifacts.dependencies import parse_saved, pip_platforms, resolve_dependencies
 
 
 def test_platform_tags_cover_every_older_manylinux() -> None:

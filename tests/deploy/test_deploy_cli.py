@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.sample_models import write_tiny_convnet
+from orchestrator.lab.sample_models import write_tiny_convnet
 
 
 def closed_port() -> int:

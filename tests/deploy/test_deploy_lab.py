@@ -22,12 +22,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from orchestrator import lab_state, remote
+from orchestrator import lab_state
+from orchestrator.adapters import ssh as remote
+from orchestrator.adapters.engine import Engine
 from orchestrator.board import Board
-from orchestrator.container import Engine
-from orchestrator.deploy_plan import sha256_file
-from orchestrator.releases import Layout, list_releases, read_listing
-from orchestrator.sample_models import wide_matmul, write_model, write_tiny_convnet
+from orchestrator.deploy.plan import sha256_file
+from orchestrator.deploy.releases import Layout, list_releases, read_listing
+from orchestrator.lab.sample_models import wide_matmul, write_model, write_tiny_convnet
 
 MARKER = f"/tmp/orch-deploy-pwned-{os.getpid()}"
 HOSTILE_WORKDIR = f"""deploy tests/it's "odd"; $(touch {MARKER}-dollar) `touch {MARKER}-tick` & x"""
@@ -86,7 +87,7 @@ def write_inventory(world: dict[str, Any]) -> None:
 
 
 def board(world: dict[str, Any], name: str) -> Board:
-    from orchestrator.inventory import load_inventory
+    from orchestrator.fleet.inventory import load_inventory
 
     return load_inventory(world["inventory"]).board(name)
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.artifacts import Artifact
+from orchestrator.artifacts.store import Artifact
 from orchestrator.board import Board
-from orchestrator.board_facts import BoardFacts
-from orchestrator.deploy_plan import BoardPlan, agent_files, local_file, model_files, plan_board, wheel_files
+from orchestrator.deploy.board_facts import BoardFacts
+from orchestrator.deploy.plan import BoardPlan, agent_files, local_file, model_files, plan_board, wheel_files
+from orchestrator.deploy.releases import Layout, parse_listing
 from orchestrator.errors import UsageError
-from orchestrator.releases import Layout, parse_listing
-from orchestrator.sample_models import write_tiny_convnet
+from orchestrator.lab.sample_models import write_tiny_convnet
 
 BOARD = Board(name="nano01", hostname="127.0.0.1", port=2222, python="python3")
 FACTS = BoardFacts(board="nano01", home="/root", arch="aarch64", kernel="k", glibc="2.41",

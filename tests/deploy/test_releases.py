@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.errors import DeployError
-from orchestrator.releases import (
+from orchestrator.deploy.releases import (
     Layout,
     choose_rollback,
     make_release_id,
@@ -15,6 +14,7 @@ from orchestrator.releases import (
     parse_listing,
     releases_to_prune,
 )
+from orchestrator.errors import DeployError
 
 
 def release_line(release_id: str, created: str, variant: str = "stock") -> str:

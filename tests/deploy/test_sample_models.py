@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from orchestrator.sample_models import wide_matmul, write_model, write_tiny_convnet
+from orchestrator.lab.sample_models import wide_matmul, write_model, write_tiny_convnet
 
 
 def test_tiny_convnet_runs_and_is_byte_identical_each_time(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.artifacts.wheel import compatibility_problems, inspect_wheel
 from orchestrator.errors import DeployError
-from orchestrator.wheelinfo import compatibility_problems, inspect_wheel
 
 LAB = {"arch": "aarch64", "glibc": "2.41", "python_tag": "cp313"}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import InventoryError
-from orchestrator.inventory import load_inventory
+from orchestrator.fleet.inventory import load_inventory
 
 CORPUS = Path(__file__).parent / "malformed"
 CASES = sorted(CORPUS.glob("*.yaml"))

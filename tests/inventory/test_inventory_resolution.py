@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import InventoryError
-from orchestrator.inventory import load_inventory
+from orchestrator.fleet.inventory import load_inventory
 from orchestrator.paths import PROJECT_ROOT
 
 PRECEDENCE = """\

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import UsageError
-from orchestrator.inventory import Inventory, load_inventory
+from orchestrator.fleet.inventory import Inventory, load_inventory
 
 EXAMPLE = """\
 all:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import base_images
-from orchestrator.container import Engine
+from orchestrator.adapters.engine import Engine
+from orchestrator.build import base_images
 from orchestrator.errors import ContainerError
-from orchestrator.lab import LAB_PACKAGES
+from orchestrator.lab.boards import LAB_PACKAGES
 
 ARCHIVE = "http://archive.example.invalid/debian"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.base_images import ensure_base_image
-from orchestrator.container import Engine
+from orchestrator.adapters.engine import Engine
+from orchestrator.build.base_images import ensure_base_image
 from orchestrator.errors import ContainerError
-from orchestrator.lab import LAB_PACKAGES
+from orchestrator.lab.boards import LAB_PACKAGES
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchestrator import lab as lab_module
-from orchestrator.container import Engine
+from orchestrator.adapters.engine import Engine
+from orchestrator.lab import boards as lab_module
 
 
 def lab_boards_of(home: Path) -> list[tuple[str, int]]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import sshkeys
 from orchestrator.errors import OrchError
+from orchestrator.lab import keys as sshkeys
 
 
 def test_keypair_is_made_once_private_and_readable_by_openssh(tmp_path: Path) -> None:

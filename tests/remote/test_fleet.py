@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.board import Board
 from orchestrator.errors import PartialFailure, RemoteError, UsageError
-from orchestrator.fleet import BoardTimeout, run_on_boards
+from orchestrator.fleet.parallel import BoardTimeout, run_on_boards
 
 
 def boards(*names: str) -> list[Board]:

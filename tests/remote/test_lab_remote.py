@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from orchestrator import remote
+from orchestrator.adapters import ssh as remote
 from orchestrator.targets import resolve_target
 
 # Reads AT_HWCAP (auxv type 16) as the kernel (here: qemu) hands it to the process.

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sshd_server import SshServer, free_port, keygen
 
-from orchestrator import remote
+from orchestrator.adapters import ssh as remote
 from orchestrator.board import Board
 from orchestrator.errors import HostKeyError, RemoteError
 

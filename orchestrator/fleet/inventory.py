@@ -25,10 +25,10 @@ import yaml
 
 from orchestrator.board import Board
 from orchestrator.errors import InventoryError, TargetError, UsageError
+from orchestrator.fleet.selection import describe_inventory, select_names
+from orchestrator.fleet.ssh_config import OPTIONS as SSH_OPTIONS
+from orchestrator.fleet.ssh_config import load_ssh_config
 from orchestrator.lab_state import LAB_GROUP, lab_boards, state_path
-from orchestrator.selection import describe_inventory, select_names
-from orchestrator.ssh_config import OPTIONS as SSH_OPTIONS
-from orchestrator.ssh_config import load_ssh_config
 from orchestrator.targets import resolve_target
 
 # Settings a host (and group/all ``vars``) may set; ``vars`` is the host's free-form dict.

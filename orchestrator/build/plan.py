@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.build.sources import SourceSpec
+from orchestrator.build.variants import Variant
 from orchestrator.errors import UsageError
-from orchestrator.ort_source import SourceSpec
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile
-from orchestrator.variants import Variant
 
 # Paths inside the build container.
 SRC = "/src"
@@ -193,7 +193,7 @@ def read_packages(codename: str, system_deps: bool) -> tuple[list[str], list[str
 
 
 def _image_plan(profile: TargetProfile, system_deps: bool, build_arch: str = "amd64") -> ImagePlan:
-    from orchestrator.base_images import base_image_tag, registry_override
+    from orchestrator.build.base_images import base_image_tag, registry_override
 
     suite = profile.bootstrap_suite
     if suite:

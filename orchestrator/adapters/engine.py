@@ -78,7 +78,7 @@ class Engine:
             if self.docker_host and self.docker_host.startswith("ssh://"):
                 # Through orch's own SSH layer (host keys verified against orch's known_hosts,
                 # ~/.ssh/config and ProxyJump honoured), not the SDK's separate paramiko client.
-                from orchestrator.docker_ssh import DockerOverSSH
+                from orchestrator.adapters.engine_ssh import DockerOverSSH
 
                 self._tunnel = DockerOverSSH(self.docker_host)
                 self._client = docker.DockerClient(base_url=self._tunnel.base_url, timeout=_CLIENT_TIMEOUT)

@@ -25,16 +25,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from orchestrator import flag_check
-from orchestrator.artifacts import Artifact, artifact_dir, write_manifest
-from orchestrator.build_plan import BUILD, CCACHE, OUT, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
-from orchestrator.build_workspace import ensure_build_volume, ensure_source_volume, local_build_dir
+from orchestrator.artifacts.store import Artifact, artifact_dir, write_manifest
+from orchestrator.build import flags as flag_check
+from orchestrator.build.plan import BUILD, CCACHE, OUT, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
+from orchestrator.build.sources import SourceTree, file_sha256, prepare_source
+from orchestrator.build.workspace import ensure_build_volume, ensure_source_volume, local_build_dir
 from orchestrator.errors import BuildError, ContainerError
-from orchestrator.ort_source import SourceTree, file_sha256, prepare_source
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
 
 if TYPE_CHECKING:
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
 
 Log = Callable[[str], None]
 _PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
@@ -168,7 +168,7 @@ def ensure_build_image(engine: Engine, plan: BuildPlan, log: Log, *, local: Engi
 def ensure_base_image_on(engine: Engine, plan: BuildPlan, log: Log, *, local: Engine | None = None) -> str:
     """The base image of the build image on ``engine``: bootstrapped offline, sent from ``local``, or
     (registry images) already there; a clear error when it cannot be had."""
-    from orchestrator.base_images import ensure_base_image, registry_override
+    from orchestrator.build.base_images import ensure_base_image, registry_override
 
     image = plan.image
     if engine.image_id(image.base_image) or _sent_from(local, engine, image.base_image, log):
@@ -346,8 +346,8 @@ def finish_artifact(
     log_path: Path | None, root: Path | None, engine: Engine, log: Log, preflight: bool = True,
 ) -> Artifact:
     """Wheel check + pre-flight, then the wheel, log and manifest into the artifact directory."""
-    from orchestrator import preflight as preflight_module
-    from orchestrator.wheelinfo import compatibility_problems, inspect_wheel
+    from orchestrator.artifacts.wheel import compatibility_problems, inspect_wheel
+    from orchestrator.build import preflight as preflight_module
 
     info = inspect_wheel(wheel)
     problems = compatibility_problems(info, arch=profile.arch, glibc=profile.os.glibc,

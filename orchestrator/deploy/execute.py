@@ -1,4 +1,4 @@
-"""Executes deploys and rollbacks on boards, one thread per board (``orchestrator.fleet``).
+"""Executes deploys and rollbacks on boards, one thread per board (``orchestrator.fleet.parallel``).
 
 Per board, in this order, so that a failure at any step leaves the previous release current:
 
@@ -37,16 +37,15 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from orchestrator import remote
-from orchestrator.artifacts import Artifact, find_artifact
+from orchestrator.adapters import ssh as remote
+from orchestrator.artifacts.dependencies import resolve_dependencies
+from orchestrator.artifacts.store import Artifact, find_artifact
+from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, inspect_wheel
 from orchestrator.board import Board
-from orchestrator.board_facts import BoardFacts, read_facts
 from orchestrator.console import console
-from orchestrator.dependencies import resolve_dependencies
-from orchestrator.deploy_plan import BoardPlan, LocalFile, plan_board, sha256_file, stage_pairs, wheel_files
-from orchestrator.errors import DeployError, RemoteError
-from orchestrator.fleet import FleetResult, run_on_boards
-from orchestrator.releases import (
+from orchestrator.deploy.board_facts import BoardFacts, read_facts
+from orchestrator.deploy.plan import BoardPlan, LocalFile, plan_board, sha256_file, stage_pairs, wheel_files
+from orchestrator.deploy.releases import (
     Layout,
     Listing,
     ReleaseInfo,
@@ -56,7 +55,8 @@ from orchestrator.releases import (
     read_listing,
     switch_current,
 )
-from orchestrator.wheelinfo import WheelInfo, compatibility_problems, inspect_wheel
+from orchestrator.errors import DeployError, RemoteError
+from orchestrator.fleet.parallel import FleetResult, run_on_boards
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -4,7 +4,7 @@ Inputs are what the workstation knows (artifact, wheel, dependency wheels, model
 files, all hashed) and what was read from the board (its facts, its store, its releases).
 The output, a ``BoardPlan``, holds every file with its sha256, what must be sent and what
 is already there, the release id, the on-board paths and the exact argv lists that create
-the venv and install the wheel. ``--dry-run`` prints it; ``orchestrator.deploy`` executes it.
+the venv and install the wheel. ``--dry-run`` prints it; ``orchestrator.deploy.execute`` executes it.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.artifacts import Artifact
+from orchestrator.artifacts.store import Artifact
 from orchestrator.board import Board
-from orchestrator.board_facts import BoardFacts
+from orchestrator.deploy.board_facts import BoardFacts
+from orchestrator.deploy.releases import Layout, Listing, ReleaseInfo, make_release_id, releases_to_prune
 from orchestrator.errors import UsageError
-from orchestrator.releases import Layout, Listing, ReleaseInfo, make_release_id, releases_to_prune
 
-AGENT_DIR = Path(__file__).resolve().parent / "agent"
+AGENT_DIR = Path(__file__).resolve().parent.parent / "board_side"
 
 # Installing unpacks wheels (and compiles .pyc): the venv needs a few times the wheels' size.
 INSTALL_SPACE_FACTOR = 4

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from orchestrator.errors import ContainerError
 
 if TYPE_CHECKING:
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
 
 # Debian's names for the architectures orch speaks of in target profiles.
 _DEBIAN_ARCH = {"aarch64": "arm64", "arm64": "arm64", "x86_64": "amd64", "amd64": "amd64", "armhf": "armhf"}

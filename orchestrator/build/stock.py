@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.dependencies import pip_platforms
+from orchestrator.artifacts.dependencies import pip_platforms
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile
 
 if TYPE_CHECKING:
-    from orchestrator.artifacts import Artifact
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
+    from orchestrator.artifacts.store import Artifact
 
 
 def download_argv(profile: TargetProfile, version: str | None, dest: Path) -> list[str]:
@@ -45,7 +45,7 @@ def plan_dict(profile: TargetProfile, version: str | None) -> dict[str, Any]:
 
 def fetch_stock(engine: Engine, profile: TargetProfile, version: str | None, *, root: Path | None,
                 log: Any, preflight: bool = True) -> Artifact:
-    from orchestrator.build import finish_artifact
+    from orchestrator.build.execute import finish_artifact
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="orch-stock-") as tmp:

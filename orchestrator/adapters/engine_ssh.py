@@ -4,7 +4,7 @@ The engine is spoken to the way the ``docker`` CLI does it: each API connection 
 channel running ``docker system dial-stdio`` on the build machine. A private Unix socket on
 this side carries those connections, so the Docker SDK talks to it like a local engine.
 
-Going through ``orchestrator.remote`` rather than the SDK's own paramiko client means the build
+Going through ``orchestrator.adapters.ssh`` rather than the SDK's own paramiko client means the build
 machine is treated like a board: its host key is checked against orch's known_hosts and
 ``~/.ssh/known_hosts`` (first contact recorded and printed, a changed key refused), and
 ``~/.ssh/config`` (HostName, Port, User, IdentityFile, ProxyJump) and the SSH agent are used.
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator import remote
+from orchestrator.adapters import ssh as remote
 from orchestrator.board import Board
 from orchestrator.errors import RemoteError, UsageError
 
@@ -32,7 +32,7 @@ _CHUNK = 1 << 16
 
 def build_host_board(url: str) -> Board:
     """``ssh://[user@]host[:port]`` -> the Board to connect to (values from the URL win over ssh_config)."""
-    from orchestrator.ssh_config import load_ssh_config
+    from orchestrator.fleet.ssh_config import load_ssh_config
 
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme != "ssh" or not parsed.hostname or parsed.path not in ("", "/"):

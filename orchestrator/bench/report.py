@@ -19,8 +19,8 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator import stats
-from orchestrator.results import Pairing, RunRecord, Series, flatten_series
+from orchestrator.bench import stats
+from orchestrator.bench.results import Pairing, RunRecord, Series, flatten_series
 
 # Every plot is FIG_SIZE inches at DPI: 1000 x 500 pixels.
 FIG_SIZE = (10.0, 5.0)

@@ -20,14 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator import base_images, lab_state, sshkeys
+from orchestrator import lab_state
+from orchestrator.build import base_images
 from orchestrator.errors import ContainerError, UsageError
+from orchestrator.lab import keys as sshkeys
 from orchestrator.paths import DOCKER_DIR, known_hosts_path, orch_home
 from orchestrator.targets import TargetProfile, resolve_target
 
 if TYPE_CHECKING:
     # Only for annotations: loading the CLI must not load the docker SDK.
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
 
 LAB_TARGET = "lab"
 LAB_USER = "root"

@@ -33,7 +33,7 @@ from orchestrator.errors import BuildError, UsageError
 from orchestrator.paths import TOOLCHAINS_DIR, orch_home
 
 if TYPE_CHECKING:
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
 
 UPSTREAM_GIT = "https://github.com/microsoft/onnxruntime"
 DEFAULT_ORT_VERSION = "1.21.0"

@@ -51,7 +51,7 @@ class SSHConfigFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.source = f"ssh_config ({display_path(path)})"
-        # The only paramiko use outside orchestrator.remote: its ssh_config *parser* (Host/Match
+        # The only paramiko use outside orchestrator.adapters.ssh: its ssh_config *parser* (Host/Match
         # rules, first value wins, %-token and ~ expansion). It opens no connection.
         from paramiko import SSHConfig
         from paramiko.ssh_exception import ConfigParseError

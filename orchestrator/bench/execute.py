@@ -1,9 +1,9 @@
 """Run a BenchPlan: every board in parallel, each board's agent runs in order, results stored as they finish.
 
-Per board: connect, find the releases (``orchestrator.releases``), choose releases and models,
+Per board: connect, find the releases (``orchestrator.deploy.releases``), choose releases and models,
 quantise if asked, pin clocks if asked, run the interleaved steps, restore clocks (always, also
 when a step failed), then store the board's document, whatever happened. A board that fails
-keeps its error and any measurement it finished; the others carry on (``orchestrator.fleet``).
+keeps its error and any measurement it finished; the others carry on (``orchestrator.fleet.parallel``).
 """
 
 from __future__ import annotations
@@ -21,13 +21,16 @@ from typing import Any
 
 from rich.markup import escape
 
-from orchestrator import bench_plan, fleet, releases, remote
-from orchestrator.bench_plan import BenchPlan, ReleaseRef, Step
+from orchestrator.adapters import ssh as remote
+from orchestrator.bench import plan as bench_plan
+from orchestrator.bench.plan import BenchPlan, ReleaseRef, Step
+from orchestrator.bench.results import BOARD_SCHEMA, ResultStore, utc_now
 from orchestrator.board import Board
 from orchestrator.console import console
+from orchestrator.deploy import releases
 from orchestrator.errors import BenchError, OrchError
+from orchestrator.fleet import parallel as fleet
 from orchestrator.paths import orch_home
-from orchestrator.results import BOARD_SCHEMA, ResultStore, utc_now
 
 Progress = Callable[[str, str], None]
 

@@ -23,7 +23,7 @@ from orchestrator.errors import BuildError, DeployError
 from orchestrator.targets import TargetProfile
 
 if TYPE_CHECKING:
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
 
 RTOL = 1e-4
 ATOL = 1e-5
@@ -56,8 +56,10 @@ exec /venv/bin/python /pf/check.py
 
 def board_image(engine: Engine, profile: TargetProfile) -> str:
     """An arm64 image of the board's OS with python3 (offline bootstrap, or a registry base)."""
-    from orchestrator.base_images import ensure_base_image
-    from orchestrator.lab import LAB_PACKAGES  # the lab board's package set: one offline image serves both
+    from orchestrator.build.base_images import ensure_base_image
+    from orchestrator.lab.boards import (
+        LAB_PACKAGES,  # the lab board's package set: one offline image serves both
+    )
 
     if not profile.bootstrap_suite:
         raise BuildError(
@@ -89,9 +91,9 @@ def exit_reason(code: int) -> str:
 
 def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: Any = print) -> dict[str, Any]:
     """Install ``wheel`` on an emulated ``profile.qemu_cpu`` board, run a model, compare with x86 ORT."""
-    from orchestrator.dependencies import resolve_dependencies
-    from orchestrator.ort_source import file_sha256
-    from orchestrator.sample_models import tiny_convnet, write_model
+    from orchestrator.artifacts.dependencies import resolve_dependencies
+    from orchestrator.build.sources import file_sha256
+    from orchestrator.lab.sample_models import tiny_convnet, write_model
 
     started = time.monotonic()
     image = board_image(engine, profile)

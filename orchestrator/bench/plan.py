@@ -54,7 +54,7 @@ QUICK = AgentOptions(warmup=1, min_runs=5, min_duration=0.0)
 
 @dataclass(frozen=True, kw_only=True)
 class ReleaseRef:
-    """The part of a board's release that bench needs (see orchestrator.releases.ReleaseInfo)."""
+    """The part of a board's release that bench needs (see orchestrator.deploy.releases.ReleaseInfo)."""
 
     id: str
     variant: str

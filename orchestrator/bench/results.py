@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator import stats
+from orchestrator.bench import stats
 from orchestrator.errors import UsageError
 from orchestrator.paths import results_dir
 

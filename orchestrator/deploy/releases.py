@@ -14,7 +14,7 @@ Layout under the board's working directory (relative paths are relative to the l
       history                     "<utc time> <release-id>" per switch, newest last (rollback order)
 
 The parsers and choices are pure; the functions taking a ``session`` talk to the board
-through ``orchestrator.remote`` with fixed scripts whose values are quoted positional args.
+through ``orchestrator.adapters.ssh`` with fixed scripts whose values are quoted positional args.
 """
 
 from __future__ import annotations

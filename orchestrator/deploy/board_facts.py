@@ -3,7 +3,7 @@
 ``FACTS_SCRIPT`` is a POSIX sh script sent to the board (values reach it only as quoted
 positional arguments); it prints ``key=value`` lines. ``parse_facts`` turns that text into
 ``BoardFacts`` and is tested from sample outputs, without a board. ``read_facts`` glues
-the two through an ``orchestrator.remote`` session.
+the two through an ``orchestrator.adapters.ssh`` session.
 """
 
 from __future__ import annotations

@@ -23,13 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.build_plan import SRC, BuildPlan
+from orchestrator.build.plan import SRC, BuildPlan
+from orchestrator.build.sources import SourceTree
 from orchestrator.errors import BuildError
-from orchestrator.ort_source import SourceTree
 from orchestrator.paths import orch_home
 
 if TYPE_CHECKING:
-    from orchestrator.container import Engine
+    from orchestrator.adapters.engine import Engine
 
 LABEL_ROLE = "orch.role"
 LABEL_HOME = "orch.home"
