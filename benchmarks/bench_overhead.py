@@ -28,8 +28,13 @@ from pathlib import Path
 
 
 def orch(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def require(done: subprocess.CompletedProcess[str], what: str) -> None:
@@ -41,8 +46,12 @@ def require(done: subprocess.CompletedProcess[str], what: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--boards", type=int, default=4)
-    parser.add_argument("--skip-setup", action="store_true", help="use the running lab and its releases as they are")
-    parser.add_argument("--artifact", help="artifact directory for the deploy step (default: the newest build)")
+    parser.add_argument(
+        "--skip-setup", action="store_true", help="use the running lab and its releases as they are"
+    )
+    parser.add_argument(
+        "--artifact", help="artifact directory for the deploy step (default: the newest build)"
+    )
     parser.add_argument("--model", action="append", default=[], help="model(s) for the deploy step")
     parser.add_argument("--rounds", default="2")
     args = parser.parse_args()
@@ -65,7 +74,9 @@ def main() -> int:
     meta = json.loads((results_root / run["run_id"] / "run.json").read_text())
 
     print(f"orch bench --all-devices on {len(run['boards'])} boards: run {run['run_id']}")
-    print(f"{'board':<10}{'in orch s':>12}{'agents s':>12}{'inference s':>14}{'agent runs':>12}{'orch/agents':>13}")
+    print(
+        f"{'board':<10}{'in orch s':>12}{'agents s':>12}{'inference s':>14}{'agent runs':>12}{'orch/agents':>13}"
+    )
     slowest_agents = 0.0
     total_agents = total_inference = command_s = 0.0
     for board, outcome in meta["boards"].items():
@@ -78,18 +89,26 @@ def main() -> int:
         total_agents += agent_s
         total_inference += inference_s
         in_orch = outcome["duration_s"]
-        print(f"{board:<10}{in_orch:>12.1f}{agent_s:>12.1f}{inference_s:>14.2f}{len(agents):>12}"
-              f"{in_orch / agent_s if agent_s else float('nan'):>13.2f}")
-    print(f"orch wall time: {wall:.1f} s; slowest board's agents: {slowest_agents:.1f} s;"
-          f" all agents: {total_agents:.1f} s; all timed inference: {total_inference:.2f} s")
+        print(
+            f"{board:<10}{in_orch:>12.1f}{agent_s:>12.1f}{inference_s:>14.2f}{len(agents):>12}"
+            f"{in_orch / agent_s if agent_s else float('nan'):>13.2f}"
+        )
+    print(
+        f"orch wall time: {wall:.1f} s; slowest board's agents: {slowest_agents:.1f} s;"
+        f" all agents: {total_agents:.1f} s; all timed inference: {total_inference:.2f} s"
+    )
     if command_s:
-        print(f"agent commands as seen over SSH: {command_s:.1f} s, of which the agents measured {total_agents:.1f} s"
-              " (the rest: interpreter start-up before the agent's clock starts, SSH)")
+        print(
+            f"agent commands as seen over SSH: {command_s:.1f} s, of which the agents measured {total_agents:.1f} s"
+            " (the rest: interpreter start-up before the agent's clock starts, SSH)"
+        )
     if slowest_agents:
         print(f"overhead ratio (orch wall / slowest board's agent time): {wall / slowest_agents:.2f}")
     if total_inference:
-        print(f"agent time / timed inference time: {total_agents / total_inference:.1f}"
-              " (start-up, session creation, warm-up: large under emulation)")
+        print(
+            f"agent time / timed inference time: {total_agents / total_inference:.1f}"
+            " (start-up, session creation, warm-up: large under emulation)"
+        )
     return 0
 
 

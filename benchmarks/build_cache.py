@@ -68,7 +68,11 @@ def script_for(entries: list[dict], compiler: str) -> str:
         if "-o" in argv:
             argv[argv.index("-o") + 1] = f"/tmp/objs/{index}.o"
         # Dependency files would be written next to the build's objects: not needed here.
-        argv = [a for i, a in enumerate(argv) if a not in ("-MD", "-MT", "-MF") and argv[i - 1] not in ("-MT", "-MF")]
+        argv = [
+            a
+            for i, a in enumerate(argv)
+            if a not in ("-MD", "-MT", "-MF") and argv[i - 1] not in ("-MT", "-MF")
+        ]
         lines.append(f"cd {shlex.quote(entry['directory'])} && {compiler} {shlex.join(argv)}")
     return "\n".join(lines) + "\n"
 
@@ -86,17 +90,29 @@ def timed_compile(engine: Engine, image: str, script: str, volumes: dict, label:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=6, help="MLAS sources for the cross vs emulated comparison")
+    parser.add_argument(
+        "--files", type=int, default=6, help="MLAS sources for the cross vs emulated comparison"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     os.environ["ORCH_HOME"] = tempfile.mkdtemp(prefix="orch-bench-build-")
     engine = Engine()
     profile = resolve_target("lab")
     cpus, memory = machine_resources()
-    plan = make_plan(profile, resolve_variant("tuned"), BuildOptions(
-        source=parse_source(None, version=None, suite="trixie"), scope="mlas-test", cpus=cpus, memory_bytes=memory))
+    plan = make_plan(
+        profile,
+        resolve_variant("tuned"),
+        BuildOptions(
+            source=parse_source(None, version=None, suite="trixie"),
+            scope="mlas-test",
+            cpus=cpus,
+            memory_bytes=memory,
+        ),
+    )
     plan = dataclasses.replace(plan, ccache_volume=f"orch-ccache-bench-{os.getpid()}")
-    report: dict = {"plan": {"target": "lab", "variant": "tuned", "scope": "mlas-test", "parallel": plan.parallel}}
+    report: dict = {
+        "plan": {"target": "lab", "variant": "tuned", "scope": "mlas-test", "parallel": plan.parallel}
+    }
     try:
         report["cold"] = timed_build(engine, plan, "cold ccache")
         report["warm"] = timed_build(engine, plan, "warm ccache")
@@ -107,28 +123,50 @@ def main() -> int:
         from orchestrator.build.sources import prepare_source
 
         # The same volumes the build used: its source tree and its build directory.
-        source = prepare_source(plan.source, engine=engine, base_image=plan.image.base_image, log=lambda line: None)
-        volumes = {source_volume_name(source): {"bind": "/src", "mode": "ro"},
-                   build_volume_name(plan): {"bind": "/build", "mode": "ro"},
-                   str(Path(__file__).resolve().parents[1] / "toolchains"): {"bind": "/orch/toolchains", "mode": "ro"}}
-        cross = timed_compile(engine, plan.image.tag, script_for(entries, "aarch64-linux-gnu-g++"), volumes,
-                              f"cross g++ ({len(entries)} MLAS files)")
+        source = prepare_source(
+            plan.source, engine=engine, base_image=plan.image.base_image, log=lambda line: None
+        )
+        volumes = {
+            source_volume_name(source): {"bind": "/src", "mode": "ro"},
+            build_volume_name(plan): {"bind": "/build", "mode": "ro"},
+            str(Path(__file__).resolve().parents[1] / "toolchains"): {
+                "bind": "/orch/toolchains",
+                "mode": "ro",
+            },
+        }
+        cross = timed_compile(
+            engine,
+            plan.image.tag,
+            script_for(entries, "aarch64-linux-gnu-g++"),
+            volumes,
+            f"cross g++ ({len(entries)} MLAS files)",
+        )
         native_image = ensure_base_image(engine, "trixie", "arm64", native_packages(plan))
-        native = timed_compile(engine, native_image, script_for(entries, "g++"), volumes,
-                               f"emulated native g++ ({len(entries)} MLAS files)")
-        report["cross_vs_emulated"] = {"files": [e["file"] for e in entries], "cross_s": round(cross, 1),
-                                       "emulated_native_s": round(native, 1),
-                                       "emulated_over_cross": round(native / cross, 1)}
+        native = timed_compile(
+            engine,
+            native_image,
+            script_for(entries, "g++"),
+            volumes,
+            f"emulated native g++ ({len(entries)} MLAS files)",
+        )
+        report["cross_vs_emulated"] = {
+            "files": [e["file"] for e in entries],
+            "cross_s": round(cross, 1),
+            "emulated_native_s": round(native, 1),
+            "emulated_over_cross": round(native / cross, 1),
+        }
     finally:
         engine.remove_volume(plan.ccache_volume)
         engine.remove_volume(build_volume_name(plan))
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(f"cold {report['cold']['seconds']} s / warm {report['warm']['seconds']} s = "
-              f"{report['cold_over_warm']}x; cross {report['cross_vs_emulated']['cross_s']} s vs emulated native "
-              f"{report['cross_vs_emulated']['emulated_native_s']} s "
-              f"({report['cross_vs_emulated']['emulated_over_cross']}x)")
+        print(
+            f"cold {report['cold']['seconds']} s / warm {report['warm']['seconds']} s = "
+            f"{report['cold_over_warm']}x; cross {report['cross_vs_emulated']['cross_s']} s vs emulated native "
+            f"{report['cross_vs_emulated']['emulated_native_s']} s "
+            f"({report['cross_vs_emulated']['emulated_over_cross']}x)"
+        )
     return 0
 
 

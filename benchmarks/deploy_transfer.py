@@ -34,8 +34,9 @@ from orchestrator.paths import known_hosts_path
 
 def orch(env: dict[str, str], *args: str) -> tuple[float, dict]:
     start = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True, check=False
+    )
     wall = time.monotonic() - start
     if result.returncode != 0:
         sys.exit(f"orch {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
@@ -45,9 +46,29 @@ def orch(env: dict[str, str], *args: str) -> tuple[float, dict]:
 def stock_wheel(dest: Path) -> Path:
     found = sorted(dest.glob("onnxruntime-*-cp313-cp313-*aarch64*.whl"))
     if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--platform",
-                        "manylinux_2_28_aarch64", "--python-version", "3.13", "--implementation", "cp", "--abi",
-                        "cp313", "-d", str(dest), "onnxruntime"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--platform",
+                "manylinux_2_28_aarch64",
+                "--python-version",
+                "3.13",
+                "--implementation",
+                "cp",
+                "--abi",
+                "cp313",
+                "-d",
+                str(dest),
+                "onnxruntime",
+            ],
+            check=True,
+            capture_output=True,
+        )
         found = sorted(dest.glob("onnxruntime-*-cp313-cp313-*aarch64*.whl"))
     return found[-1]
 
@@ -55,7 +76,9 @@ def stock_wheel(dest: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--board", default="lab1", help="lab board to use (default lab1)")
-    parser.add_argument("--keep-workdir", action="store_true", help="leave the benchmark's releases on the board")
+    parser.add_argument(
+        "--keep-workdir", action="store_true", help="leave the benchmark's releases on the board"
+    )
     args = parser.parse_args()
 
     env = dict(os.environ)
@@ -76,15 +99,38 @@ def main() -> int:
         directory = artifact_dir("lab", "stock", version, root=work / "artifacts")
         directory.mkdir(parents=True)
         shutil.copyfile(wheel, directory / wheel.name)
-        write_manifest(directory, {"target": "lab", "variant": "stock", "ort_version": version, "wheel": wheel.name,
-                                   "wheel_sha256": sha256_file(directory / wheel.name),
-                                   "created": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
-                                   "preflight": {"ok": True, "by": "benchmark (official wheel)"}})
+        write_manifest(
+            directory,
+            {
+                "target": "lab",
+                "variant": "stock",
+                "ort_version": version,
+                "wheel": wheel.name,
+                "wheel_sha256": sha256_file(directory / wheel.name),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+                "preflight": {"ok": True, "by": "benchmark (official wheel)"},
+            },
+        )
         model = write_tiny_convnet(work / "models" / "tiny.onnx")
         inventory = work / "inventory.yaml"
-        inventory.write_text(json.dumps({"all": {"hosts": {"bench": {
-            "hostname": lab_board.hostname, "port": lab_board.port, "user": lab_board.user,
-            "identity_file": str(lab_board.identity_file), "target": "lab", "workdir": workdir}}}}))
+        inventory.write_text(
+            json.dumps(
+                {
+                    "all": {
+                        "hosts": {
+                            "bench": {
+                                "hostname": lab_board.hostname,
+                                "port": lab_board.port,
+                                "user": lab_board.user,
+                                "identity_file": str(lab_board.identity_file),
+                                "target": "lab",
+                                "workdir": workdir,
+                            }
+                        }
+                    }
+                }
+            )
+        )
         env.update(ORCH_ARTIFACTS=str(work / "artifacts"), ORCH_INVENTORY=str(inventory))
         common = ["--host", "bench", "--model", str(model), "--json"]
 
@@ -97,26 +143,51 @@ def main() -> int:
         # Plain scp of the very same files, same board, verified host key, one new connection.
         with remote.connect(lab_board) as session:
             session.mkdir_p(scratch)
-        scp = ["scp", "-q", "-P", str(lab_board.port), "-i", str(lab_board.identity_file),
-               "-o", f"UserKnownHostsFile={known_hosts_path()}", "-o", "StrictHostKeyChecking=yes",
-               "-o", "BatchMode=yes", *map(str, files), f"{lab_board.user}@{lab_board.hostname}:{scratch}/"]
+        scp = [
+            "scp",
+            "-q",
+            "-P",
+            str(lab_board.port),
+            "-i",
+            str(lab_board.identity_file),
+            "-o",
+            f"UserKnownHostsFile={known_hosts_path()}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            *map(str, files),
+            f"{lab_board.user}@{lab_board.hostname}:{scratch}/",
+        ]
         start = time.monotonic()
         subprocess.run(scp, check=True)
         scp_wall = time.monotonic() - start
         scp_bytes = sum(f.stat().st_size for f in files)
 
         mb = 1e6
-        print(f"board {args.board} ({lab_board.address}), ORT {version}, {len(files)} files, {scp_bytes / mb:.1f} MB")
-        print(f"first deploy        : {first_wall:7.1f} s wall  (sent {a['bytes_sent'] / mb:.1f} MB"
-              f" in {a['files_sent']} files; steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in a["phases"].items())
-              + ")")
-        print(f"unchanged re-deploy : {second_wall:7.1f} s wall  (sent {b['bytes_sent']} bytes; steps: "
-              + ", ".join(f"{k} {v:.1f}s" for k, v in b["phases"].items()) + ")")
+        print(
+            f"board {args.board} ({lab_board.address}), ORT {version}, {len(files)} files, {scp_bytes / mb:.1f} MB"
+        )
+        print(
+            f"first deploy        : {first_wall:7.1f} s wall  (sent {a['bytes_sent'] / mb:.1f} MB"
+            f" in {a['files_sent']} files; steps: "
+            + ", ".join(f"{k} {v:.1f}s" for k, v in a["phases"].items())
+            + ")"
+        )
+        print(
+            f"unchanged re-deploy : {second_wall:7.1f} s wall  (sent {b['bytes_sent']} bytes; steps: "
+            + ", ".join(f"{k} {v:.1f}s" for k, v in b["phases"].items())
+            + ")"
+        )
         print(f"re-deploy / first   : {second_wall / first_wall:7.2f}")
-        print(f"orch upload rate    : {a['rate_bytes_per_s'] / mb:7.2f} MB/s  ({a['transfer_seconds']:.1f} s of"
-              " SFTP transfers on an open session)")
-        print(f"scp rate            : {scp_bytes / scp_wall / mb:7.2f} MB/s  ({scp_wall:.1f} s wall, including"
-              " connection setup)")
+        print(
+            f"orch upload rate    : {a['rate_bytes_per_s'] / mb:7.2f} MB/s  ({a['transfer_seconds']:.1f} s of"
+            " SFTP transfers on an open session)"
+        )
+        print(
+            f"scp rate            : {scp_bytes / scp_wall / mb:7.2f} MB/s  ({scp_wall:.1f} s wall, including"
+            " connection setup)"
+        )
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -27,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"orchestrator.commands.{name.replace('-', '_')}")
         sub_parser = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         # --debug is accepted after the sub-command too; SUPPRESS keeps the top-level value.
-        sub_parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        sub_parser.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
         module.add_arguments(sub_parser)
         sub_parser.set_defaults(handler=module.run)
     return parser

@@ -76,20 +76,35 @@ def _engine_info() -> tuple[dict[str, object] | None, str | None]:
 
 def check_docker(info: dict[str, object] | None, problem: str | None) -> Check:
     if info is None:
-        return Check(name="docker engine", ok=False, detail=problem or "not reachable",
-                     fix=f"{SETUP}   (installs docker.io and starts dockerd)")
-    return Check(name="docker engine", ok=True,
-                 detail=f"Docker {info.get('Version')} (API {info.get('ApiVersion')}, {info.get('Os')}/{info.get('Arch')})")
+        return Check(
+            name="docker engine",
+            ok=False,
+            detail=problem or "not reachable",
+            fix=f"{SETUP}   (installs docker.io and starts dockerd)",
+        )
+    return Check(
+        name="docker engine",
+        ok=True,
+        detail=f"Docker {info.get('Version')} (API {info.get('ApiVersion')}, {info.get('Os')}/{info.get('Arch')})",
+    )
 
 
 def check_binfmt() -> Check:
     if not (BINFMT_DIR / "status").exists():
-        return Check(name="binfmt_misc", ok=False, detail=f"{BINFMT_DIR} is not mounted",
-                     fix=f"{SETUP}   (or: mount -t binfmt_misc binfmt_misc {BINFMT_DIR})")
+        return Check(
+            name="binfmt_misc",
+            ok=False,
+            detail=f"{BINFMT_DIR} is not mounted",
+            fix=f"{SETUP}   (or: mount -t binfmt_misc binfmt_misc {BINFMT_DIR})",
+        )
     status = (BINFMT_DIR / "status").read_text().strip()
     if status != "enabled":
-        return Check(name="binfmt_misc", ok=False, detail=f"binfmt_misc is {status}",
-                     fix=f"echo 1 | sudo tee {BINFMT_DIR}/status")
+        return Check(
+            name="binfmt_misc",
+            ok=False,
+            detail=f"binfmt_misc is {status}",
+            fix=f"echo 1 | sudo tee {BINFMT_DIR}/status",
+        )
     return Check(name="binfmt_misc", ok=True, detail=f"mounted at {BINFMT_DIR}")
 
 
@@ -112,8 +127,12 @@ def registered_before_upgrade(entry: BinfmtEntry, entry_path: Path = BINFMT_DIR 
 def check_aarch64_registration(entry: BinfmtEntry | None) -> Check:
     name = "aarch64 emulation"
     if entry is None:
-        return Check(name=name, ok=False, detail="qemu-aarch64 is not registered in binfmt_misc",
-                     fix=f"{SETUP}   (installs qemu-user-static and registers aarch64)")
+        return Check(
+            name=name,
+            ok=False,
+            detail="qemu-aarch64 is not registered in binfmt_misc",
+            fix=f"{SETUP}   (installs qemu-user-static and registers aarch64)",
+        )
     problems = []
     if not entry.enabled:
         problems.append("registered but disabled")
@@ -126,15 +145,21 @@ def check_aarch64_registration(entry: BinfmtEntry | None) -> Check:
         # Flag F: the kernel keeps the interpreter it opened at registration, so an upgraded qemu is not used.
         problems.append("qemu was upgraded after the entry was registered (the old qemu still runs)")
     if problems:
-        return Check(name=name, ok=False, detail="qemu-aarch64: " + "; ".join(problems),
-                     fix=f"{SETUP}   (re-registers qemu-aarch64 with flag F)")
+        return Check(
+            name=name,
+            ok=False,
+            detail="qemu-aarch64: " + "; ".join(problems),
+            fix=f"{SETUP}   (re-registers qemu-aarch64 with flag F)",
+        )
     return Check(name=name, ok=True, detail=f"qemu-aarch64 -> {entry.interpreter} (flags {entry.flags})")
 
 
 def qemu_version_of(interpreter: str) -> tuple[tuple[int, ...] | None, str]:
     binary = os.path.realpath(interpreter)
     try:
-        output = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10, check=False).stdout
+        output = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
     except OSError as error:
         return None, f"{binary}: {error}"
     first = output.strip().splitlines()[0] if output.strip() else f"{binary}: no version output"
@@ -143,9 +168,13 @@ def qemu_version_of(interpreter: str) -> tuple[tuple[int, ...] | None, str]:
 
 def check_qemu_version(entry: BinfmtEntry | None) -> Check:
     name = "qemu version"
-    fix = f"{SETUP}   (installs qemu-user-static >= 8 from bookworm-backports on Debian 12 and re-registers it)"
+    fix = (
+        f"{SETUP}   (installs qemu-user-static >= 8 from bookworm-backports on Debian 12 and re-registers it)"
+    )
     candidates = [entry.interpreter] if entry and entry.interpreter else []
-    candidates += [path for path in (shutil.which("qemu-aarch64-static"), shutil.which("qemu-aarch64")) if path]
+    candidates += [
+        path for path in (shutil.which("qemu-aarch64-static"), shutil.which("qemu-aarch64")) if path
+    ]
     if not candidates:
         return Check(name=name, ok=False, detail="no qemu-aarch64 found", fix=fix)
     version, line = qemu_version_of(candidates[0])
@@ -153,8 +182,12 @@ def check_qemu_version(entry: BinfmtEntry | None) -> Check:
         return Check(name=name, ok=False, detail=f"cannot tell the version: {line}", fix=fix)
     shown = ".".join(map(str, version))
     if version[:2] < MIN_QEMU:
-        return Check(name=name, ok=False, fix=fix,
-                     detail=f"qemu {shown} is too old: qemu 7.2 crashes importing onnxruntime's aarch64 wheel; need >= 8")
+        return Check(
+            name=name,
+            ok=False,
+            fix=fix,
+            detail=f"qemu {shown} is too old: qemu 7.2 crashes importing onnxruntime's aarch64 wheel; need >= 8",
+        )
     return Check(name=name, ok=True, detail=line)
 
 
@@ -177,8 +210,12 @@ def check_ssh_key() -> Check:
     user_keys = sorted(p for p in (Path.home() / ".ssh").glob("id_*") if p.suffix != ".pub")
     found += [str(path) for path in user_keys]
     if not found:
-        return Check(name="ssh key", ok=False, detail="no SSH key: no lab key, no ssh-agent key, no ~/.ssh/id_*",
-                     fix="orch lab up   (makes the lab's key)   or: ssh-keygen -t ed25519")
+        return Check(
+            name="ssh key",
+            ok=False,
+            detail="no SSH key: no lab key, no ssh-agent key, no ~/.ssh/id_*",
+            fix="orch lab up   (makes the lab's key)   or: ssh-keygen -t ed25519",
+        )
     return Check(name="ssh key", ok=True, detail=", ".join(found))
 
 
@@ -188,22 +225,32 @@ def check_free_disk(label: str, path: Path, minimum_gb: float = MIN_FREE_GB) -> 
         probe = probe.parent
     free_gb = shutil.disk_usage(probe).free / 1e9
     ok = free_gb >= minimum_gb
-    return Check(name=f"free disk ({label})", ok=ok, detail=f"{free_gb:.1f} GB free at {path} (need {minimum_gb:.0f} GB)",
-                 fix=None if ok else f"free space under {probe} (docker system prune removes unused images)")
+    return Check(
+        name=f"free disk ({label})",
+        ok=ok,
+        detail=f"{free_gb:.1f} GB free at {path} (need {minimum_gb:.0f} GB)",
+        fix=None if ok else f"free space under {probe} (docker system prune removes unused images)",
+    )
 
 
 def check_debootstrap() -> Check:
     path = shutil.which("debootstrap")
     if path is None:
-        return Check(name="debootstrap", ok=False, detail="not installed (makes base images without a registry)",
-                     fix=f"{SETUP}   (or: apt-get install debootstrap)")
+        return Check(
+            name="debootstrap",
+            ok=False,
+            detail="not installed (makes base images without a registry)",
+            fix=f"{SETUP}   (or: apt-get install debootstrap)",
+        )
     return Check(name="debootstrap", ok=True, detail=path)
 
 
 def run_checks() -> list[Check]:
     info, problem = _engine_info()
     entry = aarch64_entry()
-    docker_root = Path(str(info.get("DockerRootDir") or "/var/lib/docker")) if info else Path("/var/lib/docker")
+    docker_root = (
+        Path(str(info.get("DockerRootDir") or "/var/lib/docker")) if info else Path("/var/lib/docker")
+    )
     checks: list[Callable[[], Check]] = [
         lambda: check_docker(info, problem),
         check_binfmt,

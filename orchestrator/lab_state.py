@@ -97,7 +97,9 @@ def lab_boards() -> list[Board]:
             workdir=record.workdir,
             groups=(LAB_GROUP,),
             tags=("lab", "emulated"),
-            sources={key: origin for key in ("hostname", "port", "user", "identity_file", "target", "workdir")},
+            sources={
+                key: origin for key in ("hostname", "port", "user", "identity_file", "target", "workdir")
+            },
         )
         for record in state.boards
     ]

@@ -64,8 +64,17 @@ class TargetProfile:
 
 
 _PROFILE_KEYS = {
-    "name": str, "description": str, "aliases": list, "arch": str, "cpu": str, "qemu_cpu": str,
-    "cflags": dict, "os": dict, "build": dict, "execution_providers": list, "cuda": dict,
+    "name": str,
+    "description": str,
+    "aliases": list,
+    "arch": str,
+    "cpu": str,
+    "qemu_cpu": str,
+    "cflags": dict,
+    "os": dict,
+    "build": dict,
+    "execution_providers": list,
+    "cuda": dict,
 }
 _REQUIRED = ("name", "arch", "cpu", "qemu_cpu", "cflags", "os", "build")
 
@@ -104,8 +113,12 @@ def _parse_profile(path: Path) -> TargetProfile:
         qemu_cpu=data["qemu_cpu"],
         mcpu=_require(cflags, "mcpu", f"{path}: cflags"),
         march=_require(cflags, "march", f"{path}: cflags"),
-        os=BoardOS(**{key: str(_require(os_data, key, f"{path}: os")) for key in
-                      ("distro", "release", "codename", "glibc", "python")}),
+        os=BoardOS(
+            **{
+                key: str(_require(os_data, key, f"{path}: os"))
+                for key in ("distro", "release", "codename", "glibc", "python")
+            }
+        ),
         base_image=_require(build, "base_image", f"{path}: build"),
         bootstrap_suite=build.get("bootstrap_suite"),
         cross_prefix=build.get("cross_prefix", f"{data['arch']}-linux-gnu-"),

@@ -133,7 +133,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             )
         the_lab.refresh()
         if len(the_lab.boards) != LAB_BOARDS:
-            pytest.fail(f"the lab state lists {len(the_lab.boards)} boards, expected {LAB_BOARDS}", pytrace=False)
+            pytest.fail(
+                f"the lab state lists {len(the_lab.boards)} boards, expected {LAB_BOARDS}", pytrace=False
+            )
         os.environ.update({key: env[key] for key in _ENV_KEYS})
         yield the_lab
     finally:

@@ -54,7 +54,9 @@ def copy_dependencies(roots: list[Path], dest: Path, readelf: str, libdirs: list
             seen.add(name)
             found = resolve(name, libdirs)
             if found is None:
-                sys.exit(f"package_wheel: {current.name} needs {name}, not found in {', '.join(map(str, libdirs))}")
+                sys.exit(
+                    f"package_wheel: {current.name} needs {name}, not found in {', '.join(map(str, libdirs))}"
+                )
             target = dest / name
             shutil.copy2(found.resolve(), target)
             target.chmod(0o755)
@@ -86,8 +88,12 @@ def bundle_executable(exe: Path, out: Path, readelf: str, libdirs: list[Path]) -
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--exe":
         # package_wheel.py --exe PATH OUT: an executable with its libraries, for an emulated board.
-        libs = bundle_executable(Path(sys.argv[2]), Path(sys.argv[3]), "aarch64-linux-gnu-readelf",
-                                 [Path("/usr/lib/aarch64-linux-gnu"), Path("/lib/aarch64-linux-gnu")])
+        libs = bundle_executable(
+            Path(sys.argv[2]),
+            Path(sys.argv[3]),
+            "aarch64-linux-gnu-readelf",
+            [Path("/usr/lib/aarch64-linux-gnu"), Path("/lib/aarch64-linux-gnu")],
+        )
         print("ORCH-BUNDLE " + json.dumps(libs), flush=True)
         return 0
     parser = argparse.ArgumentParser()
@@ -102,8 +108,17 @@ def main() -> int:
 
     dist = Path(tempfile.mkdtemp(prefix="orch-dist-"))
     subprocess.run(
-        [sys.executable, str(args.source / "setup.py"), "bdist_wheel", "--plat-name", args.plat_name, "-d", str(dist)],
-        cwd=args.build_dir, check=True,
+        [
+            sys.executable,
+            str(args.source / "setup.py"),
+            "bdist_wheel",
+            "--plat-name",
+            args.plat_name,
+            "-d",
+            str(dist),
+        ],
+        cwd=args.build_dir,
+        check=True,
     )
     wheels = sorted(dist.glob("*.whl"))
     if len(wheels) != 1:

@@ -54,7 +54,9 @@ def _translated(action: str) -> Iterator[None]:
     except docker.errors.APIError as error:
         raise ContainerError(f"{action}: {_explain(error)}") from error
     except docker.errors.DockerException as error:
-        raise ContainerError(f"{action}: the Docker engine is not reachable ({error})", hint=_ENGINE_HINT) from error
+        raise ContainerError(
+            f"{action}: the Docker engine is not reachable ({error})", hint=_ENGINE_HINT
+        ) from error
     except OSError as error:
         raise ContainerError(f"{action}: {error}", hint=_ENGINE_HINT) from error
 
@@ -84,9 +86,15 @@ class Engine:
                 self._client = docker.DockerClient(base_url=self._tunnel.base_url, timeout=_CLIENT_TIMEOUT)
                 # The SDK keeps one connection pool per URL (25 of them; its num_pools is ignored for
                 # unix sockets), each idle connection holding an SSH session: keep only a few.
-                self._client.api.mount("http+docker://", UnixHTTPAdapter(
-                    self._tunnel.base_url.replace("unix://", "http+unix://", 1), timeout=_CLIENT_TIMEOUT,
-                    pool_connections=_SSH_POOLS, max_pool_size=_SSH_POOL_SIZE))
+                self._client.api.mount(
+                    "http+docker://",
+                    UnixHTTPAdapter(
+                        self._tunnel.base_url.replace("unix://", "http+unix://", 1),
+                        timeout=_CLIENT_TIMEOUT,
+                        pool_connections=_SSH_POOLS,
+                        max_pool_size=_SSH_POOL_SIZE,
+                    ),
+                )
             elif self.docker_host:
                 self._client = docker.DockerClient(base_url=self.docker_host, timeout=_CLIENT_TIMEOUT)
             else:
@@ -211,7 +219,9 @@ class Engine:
             raise ContainerError("importing a root filesystem needs `tar`", hint="apt-get install tar")
         # --numeric-owner keeps uids as in the rootfs even if this host maps names differently.
         process = subprocess.Popen(
-            [tar, "--numeric-owner", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            [tar, "--numeric-owner", "-C", str(rootfs), "-c", "."],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         assert process.stdout is not None
         try:
@@ -258,7 +268,9 @@ class Engine:
             to.load_image(counted(image.save(chunk_size=1 << 20, named=True)), tag)
         found = to.image_id(tag)
         if found is None:
-            raise ContainerError(f"sending image {tag} to {to.label}: the engine reported no image after loading")
+            raise ContainerError(
+                f"sending image {tag} to {to.label}: the engine reported no image after loading"
+            )
         return found
 
     def load_image(self, chunks: Iterator[bytes], tag: str) -> None:
@@ -342,7 +354,13 @@ class Engine:
     ) -> str:
         """Start a detached container; returns its id. ``argv=None`` runs the image's own command."""
         container_id = self.create(
-            image, argv, name=name, environment=environment, ports=ports, labels=labels, volumes=volumes,
+            image,
+            argv,
+            name=name,
+            environment=environment,
+            ports=ports,
+            labels=labels,
+            volumes=volumes,
             network=network,
         )
         self.start_existing(container_id)
@@ -402,14 +420,18 @@ class Engine:
         target = self._get(container)
         with _translated(f"running {argv[0] if argv else '?'} in container {container}"):
             result = target.exec_run(list(argv), environment=dict(environment or {}) or None)
-        output = result.output.decode(errors="replace") if isinstance(result.output, bytes) else str(result.output)
+        output = (
+            result.output.decode(errors="replace") if isinstance(result.output, bytes) else str(result.output)
+        )
         return int(result.exit_code if result.exit_code is not None else 1), output
 
     def copy_into(self, container: str, src: Path, dest_dir: str, *, mode: int | None = None) -> None:
         """Copy a file or directory tree into ``dest_dir`` of the container (which must exist there)."""
         self._put(self._get(container), Path(src), dest_dir, arcname=Path(src).name, mode=mode)
 
-    def _put(self, target: Container, src: Path, dest_dir: str, *, arcname: str, mode: int | None = None) -> None:
+    def _put(
+        self, target: Container, src: Path, dest_dir: str, *, arcname: str, mode: int | None = None
+    ) -> None:
         if not src.exists():
             raise ContainerError(f"copying into {target.name}: {src} does not exist")
         buffer = io.BytesIO()
@@ -529,19 +551,25 @@ class Engine:
         with _translated(f"creating volume {name}"):
             return str(self._client.volumes.create(name=name, labels=dict(labels or {})).name)
 
-    def volumes(self, label_filters: Mapping[str, str | None] | None = None, *,
-                prefix: str | None = None) -> dict[str, dict[str, str]]:
+    def volumes(
+        self, label_filters: Mapping[str, str | None] | None = None, *, prefix: str | None = None
+    ) -> dict[str, dict[str, str]]:
         """Volumes whose labels match (a None value: any volume carrying that label) and whose name
         starts with ``prefix``: name -> labels."""
         filters: dict[str, Any] = {}
         if label_filters:
-            filters["label"] = [key if value is None else f"{key}={value}" for key, value in label_filters.items()]
+            filters["label"] = [
+                key if value is None else f"{key}={value}" for key, value in label_filters.items()
+            ]
         if prefix:
             filters["name"] = prefix  # the engine matches a substring; the prefix is checked below
         with _translated("listing volumes"):
             found = self._client.volumes.list(filters=filters or None)
-        return {str(v.name): dict(v.attrs.get("Labels") or {}) for v in found
-                if not prefix or str(v.name).startswith(prefix)}
+        return {
+            str(v.name): dict(v.attrs.get("Labels") or {})
+            for v in found
+            if not prefix or str(v.name).startswith(prefix)
+        }
 
     def remove_volume(self, name: str) -> None:
         """Remove a named volume; one that is already gone is not an error."""

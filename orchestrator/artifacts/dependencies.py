@@ -26,8 +26,10 @@ from orchestrator.paths import orch_home
 # Oldest glibc a manylinux tag can name (manylinux2014 = 2.17); pip does not expand
 # `manylinux_2_X` to older tags by itself, so every one up to the board's glibc is listed.
 _OLDEST_MANYLINUX_MINOR = 17
-_LEGACY = {"x86_64": ("manylinux2014", "manylinux2010", "manylinux1"), "i686": ("manylinux2014", "manylinux2010",
-           "manylinux1")}
+_LEGACY = {
+    "x86_64": ("manylinux2014", "manylinux2010", "manylinux1"),
+    "i686": ("manylinux2014", "manylinux2010", "manylinux1"),
+}
 
 _SAVED = re.compile(r"^(?:Saved|File was already downloaded)\s+(.+\.whl)\s*$")
 _locks: dict[str, threading.Lock] = {}
@@ -55,14 +57,36 @@ def pip_platforms(arch: str, glibc: str) -> list[str]:
 
 
 def download_argv(
-    requirements: Sequence[str], *, dest: Path, platforms: Sequence[str], python_version: str,
+    requirements: Sequence[str],
+    *,
+    dest: Path,
+    platforms: Sequence[str],
+    python_version: str,
     offline: bool = False,
 ) -> list[str]:
     """The pip command that fetches ``requirements`` (and their dependencies) for a board. Pure."""
     digits = python_version.replace(".", "")
-    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
-            "--only-binary=:all:", "--implementation", "cp", "--python-version", python_version,
-            "--abi", f"cp{digits}", "--abi", "abi3", "--abi", "none", "-d", str(dest)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        python_version,
+        "--abi",
+        f"cp{digits}",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+        "-d",
+        str(dest),
+    ]
     for platform in platforms:
         argv += ["--platform", platform]
     if offline:
@@ -71,8 +95,9 @@ def download_argv(
     return argv + list(requirements)
 
 
-def resolution_key(wheel_sha256: str, platforms: Sequence[str], python_version: str,
-                   extra: Sequence[str]) -> str:
+def resolution_key(
+    wheel_sha256: str, platforms: Sequence[str], python_version: str, extra: Sequence[str]
+) -> str:
     text = json.dumps([wheel_sha256, list(platforms), python_version, list(extra)])
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -93,8 +118,14 @@ def _lock(key: str) -> threading.Lock:
 
 
 def resolve_dependencies(
-    wheel: Path, *, wheel_sha256: str, arch: str, glibc: str, python_version: str,
-    extra: Sequence[str] = ("pip",), cache: Path | None = None,
+    wheel: Path,
+    *,
+    wheel_sha256: str,
+    arch: str,
+    glibc: str,
+    python_version: str,
+    extra: Sequence[str] = ("pip",),
+    cache: Path | None = None,
 ) -> list[Path]:
     """Wheels the board needs besides ``wheel`` (its dependencies, plus ``extra``), in the cache.
 
@@ -113,9 +144,16 @@ def resolve_dependencies(
         output = ""
         for offline in (True, False):
             result = subprocess.run(
-                download_argv(requirements, dest=cache, platforms=platforms, python_version=python_version,
-                              offline=offline),
-                capture_output=True, text=True, check=False,
+                download_argv(
+                    requirements,
+                    dest=cache,
+                    platforms=platforms,
+                    python_version=python_version,
+                    offline=offline,
+                ),
+                capture_output=True,
+                text=True,
+                check=False,
             )
             output = result.stdout + result.stderr
             if result.returncode == 0:
@@ -126,12 +164,16 @@ def resolve_dependencies(
                 f"could not resolve the dependencies of {wheel.name} for {arch} glibc {glibc} Python"
                 f" {python_version}:\n{tail}",
                 hint="the workstation needs the package index (or a --find-links mirror in pip's config) once;"
-                     f" afterwards {cache} serves re-deploys offline",
+                f" afterwards {cache} serves re-deploys offline",
             )
         names = [n for n in dict.fromkeys(parse_saved(output)) if n != wheel.name]
         index.parent.mkdir(parents=True, exist_ok=True)
         tmp = index.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"wheel": wheel.name, "platforms": platforms, "python": python_version,
-                                   "files": names}, indent=2))
+        tmp.write_text(
+            json.dumps(
+                {"wheel": wheel.name, "platforms": platforms, "python": python_version, "files": names},
+                indent=2,
+            )
+        )
         tmp.replace(index)
         return [cache / name for name in names]

@@ -77,14 +77,17 @@ def list_artifacts(root: Path | None = None) -> list[Artifact]:
 def find_artifact(target: str, variant: str | None = None, root: Path | None = None) -> Artifact:
     """The newest good artifact for a target (and variant); a clear error when there is none."""
     candidates = [
-        a for a in list_artifacts(root)
-        if a.target == target and (variant is None or a.variant == variant)
+        a
+        for a in list_artifacts(root)
+        if a.target == target
+        and (variant is None or a.variant == variant)
         and a.manifest.get("preflight", {}).get("ok", False)
     ]
     if not candidates:
         what = f"target '{target}'" + (f", variant '{variant}'" if variant else "")
         raise UsageError(
             f"no built artifact for {what} in {root or artifacts_dir()}",
-            hint=f"build one first: orch build --target {target}" + (f" --variant {variant}" if variant else ""),
+            hint=f"build one first: orch build --target {target}"
+            + (f" --variant {variant}" if variant else ""),
         )
     return candidates[-1]

@@ -208,8 +208,11 @@ def _python_ok(info: WheelInfo, python_tag: str) -> bool:
         wheel = re.match(r"^cp(\d)(\d+)$", tag)
         # The stable ABI: a cp38-abi3 wheel imports on every CPython >= 3.8.
         if (
-            wheel and board and "abi3" in info.abi_tags
-            and wheel.group(1) == board.group(1) and int(board.group(2)) >= int(wheel.group(2))
+            wheel
+            and board
+            and "abi3" in info.abi_tags
+            and wheel.group(1) == board.group(1)
+            and int(board.group(2)) >= int(wheel.group(2))
         ):
             return True
         if re.match(r"^py3\d+$", tag) and board and tag[2:] == board.group(1) + board.group(2):

@@ -94,8 +94,14 @@ class ClockState:
     messages: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"requested": self.requested, "pinned": self.pinned, "previous": self.previous,
-                "jetson_clocks": self.jetson_state, "restored": self.restored, "messages": self.messages}
+        return {
+            "requested": self.requested,
+            "pinned": self.pinned,
+            "previous": self.previous,
+            "jetson_clocks": self.jetson_state,
+            "restored": self.restored,
+            "messages": self.messages,
+        }
 
 
 def pin_clocks(session: Any, sysfs_root: str) -> ClockState:
@@ -116,7 +122,9 @@ def pin_clocks(session: Any, sysfs_root: str) -> ClockState:
             else:
                 state.messages.append("jetson_clocks was not permitted")
     if denied:
-        state.messages.append(f"setting the governor was not permitted ({len(denied)} cores); run as root to pin")
+        state.messages.append(
+            f"setting the governor was not permitted ({len(denied)} cores); run as root to pin"
+        )
     state.pinned = bool(state.previous) and not denied
     return state
 
@@ -190,8 +198,9 @@ def parse_agent(board: str, step: Step, result: Any) -> dict[str, Any]:
         document = None
     if not isinstance(document, dict):
         tail = " | ".join(result.stderr.strip().splitlines()[-3:])
-        raise BenchError(f"{where}: the agent exited {result.exit_code} without a result"
-                         + (f": {tail}" if tail else ""))
+        raise BenchError(
+            f"{where}: the agent exited {result.exit_code} without a result" + (f": {tail}" if tail else "")
+        )
     if not document.get("ok"):
         raise BenchError(f"{where}: {document.get('stage', 'agent')} failed: {document.get('error')}")
     return document
@@ -199,11 +208,24 @@ def parse_agent(board: str, step: Step, result: Any) -> dict[str, Any]:
 
 def _board_document(run_id: str, board: Board, plan: BenchPlan) -> dict[str, Any]:
     return {
-        "schema": BOARD_SCHEMA, "run_id": run_id, "board": board.name, "status": "running", "error": None,
-        "started": utc_now(), "finished": None,
-        "board_info": {"hostname": board.hostname, "port": board.port, "target": board.target,
-                       "tags": list(board.tags), "groups": list(board.groups)},
-        "plan": plan.as_dict(), "releases": [], "clocks": None, "measurements": [],
+        "schema": BOARD_SCHEMA,
+        "run_id": run_id,
+        "board": board.name,
+        "status": "running",
+        "error": None,
+        "started": utc_now(),
+        "finished": None,
+        "board_info": {
+            "hostname": board.hostname,
+            "port": board.port,
+            "target": board.target,
+            "tags": list(board.tags),
+            "groups": list(board.groups),
+        },
+        "plan": plan.as_dict(),
+        "releases": [],
+        "clocks": None,
+        "measurements": [],
     }
 
 
@@ -251,15 +273,28 @@ def _run_board(board: Board, plan: BenchPlan, document: dict[str, Any], progress
             for step in steps:
                 if step.cooldown_s:
                     time.sleep(step.cooldown_s)
-                progress(board.name, f"{step.index + 1}/{len(steps)} round {step.round}/{plan.rounds} "
-                                     f"{escape(_describe(step))}")
+                progress(
+                    board.name,
+                    f"{step.index + 1}/{len(steps)} round {step.round}/{plan.rounds} "
+                    f"{escape(_describe(step))}",
+                )
                 result = session.run(step.argv, timeout=plan.step_timeout_s, check=False)
                 agent = parse_agent(board.name, step, result)
                 # The command's duration seen from the workstation: agent_wall_s plus interpreter start and SSH.
-                document["measurements"].append({"key": step.key(), "round": step.round, "step": step.index,
-                                                 "remote_duration_s": result.duration, "agent": agent})
+                document["measurements"].append(
+                    {
+                        "key": step.key(),
+                        "round": step.round,
+                        "step": step.index,
+                        "remote_duration_s": result.duration,
+                        "agent": agent,
+                    }
+                )
                 stats = agent["stats"]
-                progress(board.name, f"  p50 {stats['p50_ms']:.3g} ms, p99 {stats['p99_ms']:.3g} ms (n={stats['n']})")
+                progress(
+                    board.name,
+                    f"  p50 {stats['p50_ms']:.3g} ms, p99 {stats['p99_ms']:.3g} ms (n={stats['n']})",
+                )
         finally:
             if clocks is not None and clocks.previous:
                 try:
@@ -276,8 +311,10 @@ def _run_board(board: Board, plan: BenchPlan, document: dict[str, Any], progress
 
 def _describe(step: Step) -> str:
     threads = step.setting.intra_threads or "default"
-    return (f"{step.release.variant} {step.model_file} opt={step.setting.opt_level} threads={threads}"
-            f" ep={step.setting.ep}")
+    return (
+        f"{step.release.variant} {step.model_file} opt={step.setting.opt_level} threads={threads}"
+        f" ep={step.setting.ep}"
+    )
 
 
 # --------------------------------------------------------------------------- the fleet
@@ -310,15 +347,33 @@ def run_bench(plan: BenchPlan, *, run_id: str, command: str, store: ResultStore 
     wall = time.monotonic() - started
     boards_meta = {}
     for name, board_outcome in outcome.outcomes.items():
-        boards_meta[name] = {"status": "ok" if board_outcome.ok else "failed", "error": board_outcome.message or None,
-                             "duration_s": board_outcome.duration, "timed_out": board_outcome.timed_out}
+        boards_meta[name] = {
+            "status": "ok" if board_outcome.ok else "failed",
+            "error": board_outcome.message or None,
+            "duration_s": board_outcome.duration,
+            "timed_out": board_outcome.timed_out,
+        }
         if not board_outcome.ok and board_outcome.timed_out:
             # The board's thread was abandoned: store what is known so the run is complete on disk.
             with contextlib.suppress(OrchError):
-                store.write_board(run_id, {**_board_document(run_id, board_outcome.board, plan),
-                                           "status": "failed", "error": board_outcome.message})
-    store.finish_run(run_id, {
-        "run_id": run_id, "created": utc_now(), "command": command, "plan": plan.as_dict(),
-        "boards": boards_meta, "wall_s": wall, "status": "ok" if outcome.exit_code == 0 else "failed",
-    })
+                store.write_board(
+                    run_id,
+                    {
+                        **_board_document(run_id, board_outcome.board, plan),
+                        "status": "failed",
+                        "error": board_outcome.message,
+                    },
+                )
+    store.finish_run(
+        run_id,
+        {
+            "run_id": run_id,
+            "created": utc_now(),
+            "command": command,
+            "plan": plan.as_dict(),
+            "boards": boards_meta,
+            "wall_s": wall,
+            "status": "ok" if outcome.exit_code == 0 else "failed",
+        },
+    )
     return BenchRun(run_id=run_id, path=path, outcome=outcome, wall_s=wall)

@@ -68,10 +68,14 @@ class ReleaseRef:
     @classmethod
     def from_info(cls, info: Any) -> ReleaseRef:
         return cls(
-            id=info.id, variant=info.variant, path=info.path,
+            id=info.id,
+            variant=info.variant,
+            path=info.path,
             python=info.python or posixpath.join(info.path, "venv", "bin", "python"),
-            models=tuple(sorted(info.models)), ort_version=info.ort_version,
-            created=getattr(info, "created", "") or "", current=bool(getattr(info, "current", False)),
+            models=tuple(sorted(info.models)),
+            ort_version=info.ort_version,
+            created=getattr(info, "created", "") or "",
+            current=bool(getattr(info, "current", False)),
         )
 
     def model_path(self, model_file: str) -> str:
@@ -130,9 +134,14 @@ class Step:
 
     def key(self) -> dict[str, Any]:
         return {
-            "variant": self.release.variant, "release": self.release.id, "model": self.model,
-            "quant": self.quant, "ep": self.setting.ep, "opt_level": self.setting.opt_level,
-            "intra_threads": self.setting.intra_threads, "inter_threads": self.setting.inter_threads,
+            "variant": self.release.variant,
+            "release": self.release.id,
+            "model": self.model,
+            "quant": self.quant,
+            "ep": self.setting.ep,
+            "opt_level": self.setting.opt_level,
+            "intra_threads": self.setting.intra_threads,
+            "inter_threads": self.setting.inter_threads,
         }
 
 
@@ -167,14 +176,20 @@ def parse_opt_levels(values: Sequence[str]) -> list[str]:
 
 
 def make_settings(
-    *, threads: Sequence[int] = (), opt_levels: Sequence[str] = (), eps: Sequence[str] = (), inter_threads: int = 0
+    *,
+    threads: Sequence[int] = (),
+    opt_levels: Sequence[str] = (),
+    eps: Sequence[str] = (),
+    inter_threads: int = 0,
 ) -> tuple[Setting, ...]:
     """The cross product of the swept values, in the order given (the first is the baseline)."""
     settings = []
     for ep in eps or ["cpu"]:
         for opt_level in opt_levels or ["all"]:
             for intra in threads or [0]:
-                settings.append(Setting(ep=ep, opt_level=opt_level, intra_threads=intra, inter_threads=inter_threads))
+                settings.append(
+                    Setting(ep=ep, opt_level=opt_level, intra_threads=intra, inter_threads=inter_threads)
+                )
     if len(set(settings)) != len(settings):
         raise UsageError("the same setting is listed twice (check --threads / --opt-level / --ep)")
     return tuple(settings)
@@ -209,9 +224,18 @@ def make_plan(
     if agent.min_runs < 1 or agent.warmup < 0 or agent.min_duration < 0:
         raise UsageError("--min-runs must be >= 1, --warmup and --min-duration >= 0")
     return BenchPlan(
-        boards=tuple(boards), variants=tuple(variants), models=tuple(models), settings=tuple(settings),
-        quantize=quantize, rounds=rounds, cooldown_s=cooldown_s, agent=agent, pin_clocks=pin_clocks,
-        parallel=parallel, step_timeout_s=step_timeout_s, threshold=threshold,
+        boards=tuple(boards),
+        variants=tuple(variants),
+        models=tuple(models),
+        settings=tuple(settings),
+        quantize=quantize,
+        rounds=rounds,
+        cooldown_s=cooldown_s,
+        agent=agent,
+        pin_clocks=pin_clocks,
+        parallel=parallel,
+        step_timeout_s=step_timeout_s,
+        threshold=threshold,
     )
 
 
@@ -221,7 +245,9 @@ def make_plan(
 def pick_releases(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -> tuple[ReleaseRef, ...]:
     """The release measured for each variant: the newest of that variant (or the current one)."""
     if not releases:
-        raise BenchError(f"{board}: no release is deployed", hint=f"deploy one first: orch deploy --host {board}")
+        raise BenchError(
+            f"{board}: no release is deployed", hint=f"deploy one first: orch deploy --host {board}"
+        )
     if not plan.variants:
         current = [release for release in releases if release.current]
         if not current:
@@ -248,11 +274,17 @@ def _model_matches(wanted: str, file_name: str) -> bool:
 def pick_models(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -> tuple[str, ...]:
     """Model file names to measure: those asked for (by name or file name) present in EVERY chosen
     release, or every model the releases have in common. A/B needs the same model on both sides."""
-    common = [m for m in releases[0].models if all(m in r.models for r in releases[1:]) and not m.endswith(INT8_SUFFIX)]
+    common = [
+        m
+        for m in releases[0].models
+        if all(m in r.models for r in releases[1:]) and not m.endswith(INT8_SUFFIX)
+    ]
     if not plan.models:
         if not common:
-            raise BenchError(f"{board}: the release(s) {', '.join(r.id for r in releases)} have no model in common",
-                             hint=f"orch deploy --host {board} --model PATH")
+            raise BenchError(
+                f"{board}: the release(s) {', '.join(r.id for r in releases)} have no model in common",
+                hint=f"orch deploy --host {board} --model PATH",
+            )
         return tuple(common)
     chosen = []
     for wanted in plan.models:
@@ -271,13 +303,30 @@ def int8_name(model_file: str) -> str:
     return model_file.removesuffix(".onnx") + INT8_SUFFIX
 
 
-def agent_argv(release: ReleaseRef, model_path: str, setting: Setting, options: AgentOptions) -> tuple[str, ...]:
+def agent_argv(
+    release: ReleaseRef, model_path: str, setting: Setting, options: AgentOptions
+) -> tuple[str, ...]:
     argv = [
-        release.python, release.agent, "--model", model_path,
-        "--ep", setting.ep, "--opt-level", setting.opt_level,
-        "--intra-op-threads", str(setting.intra_threads), "--inter-op-threads", str(setting.inter_threads),
-        "--warmup", str(options.warmup), "--min-runs", str(options.min_runs),
-        "--min-duration", f"{options.min_duration:g}", "--max-runs", str(options.max_runs),
+        release.python,
+        release.agent,
+        "--model",
+        model_path,
+        "--ep",
+        setting.ep,
+        "--opt-level",
+        setting.opt_level,
+        "--intra-op-threads",
+        str(setting.intra_threads),
+        "--inter-op-threads",
+        str(setting.inter_threads),
+        "--warmup",
+        str(options.warmup),
+        "--min-runs",
+        str(options.min_runs),
+        "--min-duration",
+        f"{options.min_duration:g}",
+        "--max-runs",
+        str(options.max_runs),
     ]
     for shape in options.shapes:
         argv += ["--shape", shape]
@@ -296,12 +345,19 @@ def board_steps(plan: BenchPlan, releases: Sequence[ReleaseRef], models: Sequenc
                 for quant in quants:
                     for release in releases:
                         model_file = int8_name(model) if quant == "int8" else model
-                        steps.append(Step(
-                            index=len(steps), round=round_index, release=release, model=model,
-                            model_file=model_file, quant=quant, setting=setting,
-                            cooldown_s=plan.cooldown_s if steps else 0.0,
-                            argv=agent_argv(release, release.model_path(model_file), setting, plan.agent),
-                        ))
+                        steps.append(
+                            Step(
+                                index=len(steps),
+                                round=round_index,
+                                release=release,
+                                model=model,
+                                model_file=model_file,
+                                quant=quant,
+                                setting=setting,
+                                cooldown_s=plan.cooldown_s if steps else 0.0,
+                                argv=agent_argv(release, release.model_path(model_file), setting, plan.agent),
+                            )
+                        )
     return steps
 
 

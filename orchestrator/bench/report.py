@@ -27,7 +27,13 @@ FIG_SIZE = (10.0, 5.0)
 DPI = 100
 PLOT_PIXELS = (int(FIG_SIZE[0] * DPI), int(FIG_SIZE[1] * DPI))
 
-_SHORT = {"opt_level": "opt", "intra_threads": "threads", "inter_threads": "inter", "quant": "", "variant": ""}
+_SHORT = {
+    "opt_level": "opt",
+    "intra_threads": "threads",
+    "inter_threads": "inter",
+    "quant": "",
+    "variant": "",
+}
 _VERDICT_STYLE = {stats.FASTER: "bold green", stats.SLOWER: "bold red"}
 
 
@@ -42,8 +48,11 @@ def _ms(value: float) -> str:
 
 def varying_dimensions(series: Sequence[Series]) -> list[str]:
     """Dimensions whose value differs between the series: the only ones worth a column."""
-    return [d for d in ("variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads")
-            if len({getattr(s.key, d) for s in series}) > 1]
+    return [
+        d
+        for d in ("variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads")
+        if len({getattr(s.key, d) for s in series}) > 1
+    ]
 
 
 def _value(dimension: str, value: Any) -> str:
@@ -58,14 +67,27 @@ def _constant_caption(series: Sequence[Series]) -> str:
         return ""
     varying = set(varying_dimensions(series))
     key = series[0].key
-    names = {"variant": "variant", "model": "model", "quant": "quant", "ep": "EP", "opt_level": "opt",
-             "intra_threads": "threads", "inter_threads": "inter-op threads"}
-    return "all rows: " + ", ".join(f"{names[d]}={_value(d, getattr(key, d))}" for d in names if d not in varying)
+    names = {
+        "variant": "variant",
+        "model": "model",
+        "quant": "quant",
+        "ep": "EP",
+        "opt_level": "opt",
+        "intra_threads": "threads",
+        "inter_threads": "inter-op threads",
+    }
+    return "all rows: " + ", ".join(
+        f"{names[d]}={_value(d, getattr(key, d))}" for d in names if d not in varying
+    )
 
 
-def summary_table(series: Sequence[Series], *, title: str = "P50 / P99 latency per board and variant") -> Table:
+def summary_table(
+    series: Sequence[Series], *, title: str = "P50 / P99 latency per board and variant"
+) -> Table:
     varying = varying_dimensions(series)
-    table = Table(title=title, title_justify="left", caption=_constant_caption(series), caption_justify="left")
+    table = Table(
+        title=title, title_justify="left", caption=_constant_caption(series), caption_justify="left"
+    )
     table.add_column("board", style="bold")
     for dimension in varying:
         table.add_column(dimension.replace("intra_threads", "threads").replace("_", " "))
@@ -75,9 +97,14 @@ def summary_table(series: Sequence[Series], *, title: str = "P50 / P99 latency p
         summary = item.summary()
         throughput = [a["stats"]["throughput_ips"] for a in item.agents if "stats" in a]
         table.add_row(
-            escape(item.board), *(escape(_value(d, getattr(item.key, d))) for d in varying),
-            str(summary.n), _ms(summary.p50), _ms(summary.p99), f"{_ms(summary.mean)}±{_ms(summary.std)}",
-            _ms(summary.iqr), f"{sum(throughput) / len(throughput):.3g}" if throughput else "-",
+            escape(item.board),
+            *(escape(_value(d, getattr(item.key, d))) for d in varying),
+            str(summary.n),
+            _ms(summary.p50),
+            _ms(summary.p99),
+            f"{_ms(summary.mean)}±{_ms(summary.std)}",
+            _ms(summary.iqr),
+            f"{sum(throughput) / len(throughput):.3g}" if throughput else "-",
         )
     return table
 
@@ -88,7 +115,9 @@ def _side(series: Series, dimension: str) -> str:
     return _value(dimension, getattr(series.key, dimension))
 
 
-def comparison_table(pairings: Sequence[Pairing], *, title: str = "A/B comparisons (B vs baseline A)") -> Table:
+def comparison_table(
+    pairings: Sequence[Pairing], *, title: str = "A/B comparisons (B vs baseline A)"
+) -> Table:
     table = Table(title=title, title_justify="left", caption=_caption(pairings), caption_justify="left")
     table.add_column("board", style="bold")
     table.add_column("model")
@@ -105,9 +134,13 @@ def comparison_table(pairings: Sequence[Pairing], *, title: str = "A/B compariso
         short = "" if pair.dimension == "run" else _SHORT.get(pair.dimension, pair.dimension)
         label = f"{short} " if short else ""
         table.add_row(
-            escape(pair.board), escape(pair.b.key.model.removesuffix(".onnx")),
+            escape(pair.board),
+            escape(pair.b.key.model.removesuffix(".onnx")),
             escape(f"{label}{_side(pair.a, pair.dimension)} → {_side(pair.b, pair.dimension)}"),
-            f"{c.n_a}/{c.n_b}", f"{_ms(c.median_a)}→{_ms(c.median_b)}", f"{c.ratio:.2f}{ci}", p_value,
+            f"{c.n_a}/{c.n_b}",
+            f"{_ms(c.median_a)}→{_ms(c.median_b)}",
+            f"{c.ratio:.2f}{ci}",
+            p_value,
             f"[{style}]{verdict}[/]" if style else verdict,
         )
     return table
@@ -117,8 +150,10 @@ def _caption(pairings: Sequence[Pairing]) -> str:
     if not pairings:
         return ""
     c = pairings[0].comparison
-    return (f"B/A = median(B)/median(A), below 1: B is faster. Called faster/slower only when the U test's"
-            f" p < {c.alpha:g}, the CI excludes 1 and the change exceeds {c.threshold:.0%}.")
+    return (
+        f"B/A = median(B)/median(A), below 1: B is faster. Called faster/slower only when the U test's"
+        f" p < {c.alpha:g}, the CI excludes 1 and the change exceeds {c.threshold:.0%}."
+    )
 
 
 def failures_table(failed: dict[str, str]) -> Table:
@@ -144,12 +179,28 @@ def run_tables(series: Sequence[Series], pairings: Sequence[Pairing], failed: di
 
 def board_state_table(record: RunRecord) -> Table:
     table = Table(title="Boards", title_justify="left")
-    for column in ("board", "status", "ORT", "kernel", "CPU", "cores", "governor", "°C before→after", "pinned"):
+    for column in (
+        "board",
+        "status",
+        "ORT",
+        "kernel",
+        "CPU",
+        "cores",
+        "governor",
+        "°C before→after",
+        "pinned",
+    ):
         table.add_column(column)
     for name, doc in record.boards.items():
         facts = board_facts(doc)
-        table.add_row(escape(name), doc.get("status", "?"), *(escape(str(facts[k])) for k in (
-            "ort", "kernel", "cpu", "cores", "governor", "temperature", "pinned")))
+        table.add_row(
+            escape(name),
+            doc.get("status", "?"),
+            *(
+                escape(str(facts[k]))
+                for k in ("ort", "kernel", "cpu", "cores", "governor", "temperature", "pinned")
+            ),
+        )
     return table
 
 
@@ -160,7 +211,9 @@ def board_facts(doc: dict[str, Any]) -> dict[str, str]:
     last = measurements[-1]["agent"] if measurements else {}
     before = (first.get("board") or {}).get("before") or {}
     after = (last.get("board") or {}).get("after") or {}
-    governors = sorted({str(core["governor"]) for core in (before.get("cpufreq") or {}).values() if core.get("governor")})
+    governors = sorted(
+        {str(core["governor"]) for core in (before.get("cpufreq") or {}).values() if core.get("governor")}
+    )
 
     def temp(state: dict[str, Any]) -> str:
         values = [zone["temp_c"] for zone in state.get("thermal") or [] if zone.get("temp_c") is not None]
@@ -193,8 +246,16 @@ def export_rows(records: Sequence[RunRecord], *, samples: bool = False) -> list[
             index = 0
             for round_index, values in series.rounds:
                 for value in values:
-                    rows.append({"run_id": record.run_id, "board": series.board, **series.key.as_dict(),
-                                 "round": round_index, "sample": index, "latency_ms": value})
+                    rows.append(
+                        {
+                            "run_id": record.run_id,
+                            "board": series.board,
+                            **series.key.as_dict(),
+                            "round": round_index,
+                            "sample": index,
+                            "latency_ms": value,
+                        }
+                    )
                     index += 1
     return rows
 
@@ -264,8 +325,15 @@ def plot_p50_ci(series: Sequence[Series], path: Path) -> Path:
     positions = list(range(len(series)))
     ax.bar(positions, medians, yerr=[lows, highs], capsize=6, color="#4c72b0", alpha=0.8)
     for position, item, median in zip(positions, series, medians):
-        ax.annotate(f"{median:.3g} ms\nn={len(item.latencies_ms)}", (position, median), ha="center",
-                    va="bottom", fontsize=7, xytext=(0, 4), textcoords="offset points")
+        ax.annotate(
+            f"{median:.3g} ms\nn={len(item.latencies_ms)}",
+            (position, median),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            xytext=(0, 4),
+            textcoords="offset points",
+        )
     ax.set_xticks(positions, [_short(s, many) for s in series], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("p50 latency (ms), bars: bootstrap 95% CI")
     ax.set_title("Median latency with 95% confidence interval")
@@ -335,57 +403,155 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
     written["samples_csv"] = assets / "samples.csv"
     written["samples_csv"].write_text(to_csv(export_rows([record], samples=True)))
     written["json"] = assets / "report.json"
-    written["json"].write_text(json.dumps({"run_id": record.run_id, "series": rows,
-                                           "comparisons": [p.as_dict() for p in pairings],
-                                           "failed": record.failed}, indent=1, default=str))
+    written["json"].write_text(
+        json.dumps(
+            {
+                "run_id": record.run_id,
+                "series": rows,
+                "comparisons": [p.as_dict() for p in pairings],
+                "failed": record.failed,
+            },
+            indent=1,
+            default=str,
+        )
+    )
 
-    parts = [(f"<!doctype html><html><head><meta charset='utf-8'><title>orch bench {html.escape(record.run_id)}"
-             f"</title><style>{_CSS}</style></head><body>"),
-             f"<h1>Benchmark run {html.escape(record.run_id)}</h1>",
-             (f"<p>Command: <code>{html.escape(str(record.meta.get('command', '')))}</code><br>"
-             f"Stored in <code>{html.escape(str(record.path))}</code></p>")]
+    parts = [
+        (
+            f"<!doctype html><html><head><meta charset='utf-8'><title>orch bench {html.escape(record.run_id)}"
+            f"</title><style>{_CSS}</style></head><body>"
+        ),
+        f"<h1>Benchmark run {html.escape(record.run_id)}</h1>",
+        (
+            f"<p>Command: <code>{html.escape(str(record.meta.get('command', '')))}</code><br>"
+            f"Stored in <code>{html.escape(str(record.path))}</code></p>"
+        ),
+    ]
     if record.failed:
-        parts.append("<h2 class='failed'>Failed boards</h2><ul>" + "".join(
-            f"<li class='failed'><b>{html.escape(b)}</b>: {html.escape(e)}</li>" for b, e in record.failed.items())
-            + "</ul>")
+        parts.append(
+            "<h2 class='failed'>Failed boards</h2><ul>"
+            + "".join(
+                f"<li class='failed'><b>{html.escape(b)}</b>: {html.escape(e)}</li>"
+                for b, e in record.failed.items()
+            )
+            + "</ul>"
+        )
     parts.append("<h2>Boards</h2>")
     facts = [(name, doc.get("status"), *board_facts(doc).values()) for name, doc in record.boards.items()]
-    parts.append(_html_table(["board", "status", "ORT", "kernel", "CPU", "cores", "governor",
-                              "temp °C before→after", "clocks pinned"], facts))
+    parts.append(
+        _html_table(
+            [
+                "board",
+                "status",
+                "ORT",
+                "kernel",
+                "CPU",
+                "cores",
+                "governor",
+                "temp °C before→after",
+                "clocks pinned",
+            ],
+            facts,
+        )
+    )
     parts.append("<h2>P50 / P99 latency per board and variant</h2>")
-    parts.append(_html_table(
-        ["board", "variant", "model", "quant", "setting", "n", "p50 ms", "p90 ms", "p99 ms", "mean ms", "std ms",
-         "IQR ms"],
-        [(s.board, s.key.variant, s.key.model, s.key.quant,
-          f"{s.key.ep} opt={s.key.opt_level} threads={s.key.intra_threads or 'default'}",
-          summary.n, _ms(summary.p50), _ms(summary.p90), _ms(summary.p99), _ms(summary.mean), _ms(summary.std),
-          _ms(summary.iqr)) for s in series for summary in [s.summary()]],
-    ))
+    parts.append(
+        _html_table(
+            [
+                "board",
+                "variant",
+                "model",
+                "quant",
+                "setting",
+                "n",
+                "p50 ms",
+                "p90 ms",
+                "p99 ms",
+                "mean ms",
+                "std ms",
+                "IQR ms",
+            ],
+            [
+                (
+                    s.board,
+                    s.key.variant,
+                    s.key.model,
+                    s.key.quant,
+                    f"{s.key.ep} opt={s.key.opt_level} threads={s.key.intra_threads or 'default'}",
+                    summary.n,
+                    _ms(summary.p50),
+                    _ms(summary.p90),
+                    _ms(summary.p99),
+                    _ms(summary.mean),
+                    _ms(summary.std),
+                    _ms(summary.iqr),
+                )
+                for s in series
+                for summary in [s.summary()]
+            ],
+        )
+    )
     if pairings:
         parts.append("<h2>Comparisons (B vs baseline A)</h2>")
         comparison_rows = []
         for pair in pairings:
             c = pair.comparison
             ci = "-" if math.isnan(c.ci_low) else f"[{c.ci_low:.3f}, {c.ci_high:.3f}]"
-            comparison_rows.append((pair.board, pair.b.key.model, pair.dimension, _side(pair.a, pair.dimension),
-                                    _side(pair.b, pair.dimension), f"{c.n_a}/{c.n_b}", _ms(c.median_a),
-                                    _ms(c.median_b), f"{c.ratio:.3f}", ci, f"{c.change_percent:+.1f}%",
-                                    "-" if math.isnan(c.p_value) else f"{c.p_value:.2g}", c.verdict))
-        table = _html_table(["board", "model", "compared", "A", "B", "n A/B", "p50 A ms", "p50 B ms", "B/A",
-                             "95% CI", "change", "p (U test)", "verdict"], comparison_rows)
+            comparison_rows.append(
+                (
+                    pair.board,
+                    pair.b.key.model,
+                    pair.dimension,
+                    _side(pair.a, pair.dimension),
+                    _side(pair.b, pair.dimension),
+                    f"{c.n_a}/{c.n_b}",
+                    _ms(c.median_a),
+                    _ms(c.median_b),
+                    f"{c.ratio:.3f}",
+                    ci,
+                    f"{c.change_percent:+.1f}%",
+                    "-" if math.isnan(c.p_value) else f"{c.p_value:.2g}",
+                    c.verdict,
+                )
+            )
+        table = _html_table(
+            [
+                "board",
+                "model",
+                "compared",
+                "A",
+                "B",
+                "n A/B",
+                "p50 A ms",
+                "p50 B ms",
+                "B/A",
+                "95% CI",
+                "change",
+                "p (U test)",
+                "verdict",
+            ],
+            comparison_rows,
+        )
         for verdict, css in ((stats.FASTER, "faster"), (stats.SLOWER, "slower")):
             table = table.replace(f"<td>{verdict}</td>", f"<td class='{css}'>{verdict}</td>")
         parts.append(table)
         parts.append(f"<p>{html.escape(_caption(pairings))}</p>")
-    for key, title in (("distribution", "Latency distribution"), ("p50_ci", "P50 with 95% CI"),
-                       ("over_runs", "Latency over the run")):
+    for key, title in (
+        ("distribution", "Latency distribution"),
+        ("p50_ci", "P50 with 95% CI"),
+        ("over_runs", "Latency over the run"),
+    ):
         if key in written:
-            parts.append(f"<h2>{title}</h2><img src='{html.escape(assets.name)}/{written[key].name}' alt='{title}' "
-                         f"width='{PLOT_PIXELS[0]}' height='{PLOT_PIXELS[1]}'>")
+            parts.append(
+                f"<h2>{title}</h2><img src='{html.escape(assets.name)}/{written[key].name}' alt='{title}' "
+                f"width='{PLOT_PIXELS[0]}' height='{PLOT_PIXELS[1]}'>"
+            )
     folder = html.escape(assets.name)
-    parts.append(f"<p>Data: <a href='{folder}/series.csv'>series.csv</a>, "
-                 f"<a href='{folder}/samples.csv'>samples.csv</a> (every latency), "
-                 f"<a href='{folder}/report.json'>report.json</a>.</p></body></html>")
+    parts.append(
+        f"<p>Data: <a href='{folder}/series.csv'>series.csv</a>, "
+        f"<a href='{folder}/samples.csv'>samples.csv</a> (every latency), "
+        f"<a href='{folder}/report.json'>report.json</a>.</p></body></html>"
+    )
     path.write_text("\n".join(parts))
     written["html"] = path
     return written

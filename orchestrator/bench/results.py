@@ -101,7 +101,14 @@ class SeriesKey:
 
     def label(self) -> str:
         threads = "default" if self.intra_threads == 0 else str(self.intra_threads)
-        parts = [self.variant, self.model, self.quant, f"{self.ep}", f"opt={self.opt_level}", f"threads={threads}"]
+        parts = [
+            self.variant,
+            self.model,
+            self.quant,
+            f"{self.ep}",
+            f"opt={self.opt_level}",
+            f"threads={threads}",
+        ]
         if self.inter_threads:
             parts.append(f"inter={self.inter_threads}")
         return " · ".join(parts)
@@ -143,10 +150,15 @@ def series_of(board_doc: dict[str, Any]) -> list[Series]:
             values = tuple(float(v) for v in item["agent"]["timing"]["latencies_ms"])
             latencies.extend(values)
             rounds.append((int(item.get("round", 0)), values))
-        result.append(Series(
-            board=board_doc["board"], key=key, latencies_ms=tuple(latencies), rounds=tuple(rounds),
-            agents=tuple(item["agent"] for item in items),
-        ))
+        result.append(
+            Series(
+                board=board_doc["board"],
+                key=key,
+                latencies_ms=tuple(latencies),
+                rounds=tuple(rounds),
+                agents=tuple(item["agent"] for item in items),
+            )
+        )
     return result
 
 
@@ -165,8 +177,11 @@ class Pairing:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "board": self.board, "dimension": self.dimension, "a": self.a.key.as_dict(),
-            "b": self.b.key.as_dict(), **self.comparison.as_dict(),
+            "board": self.board,
+            "dimension": self.dimension,
+            "a": self.a.key.as_dict(),
+            "b": self.b.key.as_dict(),
+            **self.comparison.as_dict(),
         }
 
 
@@ -186,8 +201,12 @@ def pairings_within(series: Sequence[Series], *, threshold: float = stats.DEFAUL
                 if getattr(candidate.key, dimension) == baseline_value:
                     continue
                 baseline = next(
-                    (s for s in mine if getattr(s.key, dimension) == baseline_value
-                     and s.key.without(dimension) == candidate.key.without(dimension)),
+                    (
+                        s
+                        for s in mine
+                        if getattr(s.key, dimension) == baseline_value
+                        and s.key.without(dimension) == candidate.key.without(dimension)
+                    ),
                     None,
                 )
                 if baseline is not None:
@@ -205,11 +224,18 @@ def pairings_between(
     """
     pairings = []
     for b_series in run_b:
-        match = [a for a in run_a if a.board == b_series.board and a.key.without("release") == b_series.key.without(
-            "release")]
+        match = [
+            a
+            for a in run_a
+            if a.board == b_series.board and a.key.without("release") == b_series.key.without("release")
+        ]
         if not match:
-            same_model_a = [a for a in run_a if a.board == b_series.board and a.key.model == b_series.key.model]
-            same_model_b = [b for b in run_b if b.board == b_series.board and b.key.model == b_series.key.model]
+            same_model_a = [
+                a for a in run_a if a.board == b_series.board and a.key.model == b_series.key.model
+            ]
+            same_model_b = [
+                b for b in run_b if b.board == b_series.board and b.key.model == b_series.key.model
+            ]
             if len(same_model_a) == 1 and len(same_model_b) == 1:
                 match = same_model_a
         if match:
@@ -240,7 +266,11 @@ class RunRecord:
 
     @property
     def failed(self) -> dict[str, str]:
-        return {name: doc.get("error") or "failed" for name, doc in self.boards.items() if doc.get("status") != "ok"}
+        return {
+            name: doc.get("error") or "failed"
+            for name, doc in self.boards.items()
+            if doc.get("status") != "ok"
+        }
 
 
 class ResultStore:
@@ -297,13 +327,25 @@ class ResultStore:
             ).fetchall()
             result = []
             for run_id, created, command, status, ok, failed in rows:
-                boards = [b for (b,) in db.execute("SELECT board FROM boards WHERE run_id = ? ORDER BY board",
-                                                   (run_id,))]
+                boards = [
+                    b
+                    for (b,) in db.execute(
+                        "SELECT board FROM boards WHERE run_id = ? ORDER BY board", (run_id,)
+                    )
+                ]
                 n_series = db.execute("SELECT COUNT(*) FROM series WHERE run_id = ?", (run_id,)).fetchone()[0]
-                result.append({
-                    "run_id": run_id, "created": created, "command": command, "status": status,
-                    "boards_ok": ok, "boards_failed": failed, "boards": boards, "series": n_series,
-                })
+                result.append(
+                    {
+                        "run_id": run_id,
+                        "created": created,
+                        "command": command,
+                        "status": status,
+                        "boards_ok": ok,
+                        "boards_failed": failed,
+                        "boards": boards,
+                        "series": n_series,
+                    }
+                )
         return result
 
     def resolve(self, ref: str) -> str:
@@ -324,7 +366,9 @@ class ResultStore:
             return candidates[0]
         shown = ", ".join(runs[-5:])
         if not candidates:
-            raise UsageError(f"no run {ref!r} in {self.root}", hint=f"recent runs: {shown} (see `orch results list`)")
+            raise UsageError(
+                f"no run {ref!r} in {self.root}", hint=f"recent runs: {shown} (see `orch results list`)"
+            )
         raise UsageError(f"{ref!r} matches several runs: {', '.join(candidates)}")
 
     def load(self, ref: str) -> RunRecord:
@@ -338,7 +382,11 @@ class ResultStore:
             if document.get("schema") == BOARD_SCHEMA:
                 boards[document["board"]] = document
         meta_file = path / RUN_FILE
-        meta = json.loads(meta_file.read_text()) if meta_file.exists() else {"run_id": run_id, "status": "incomplete"}
+        meta = (
+            json.loads(meta_file.read_text())
+            if meta_file.exists()
+            else {"run_id": run_id, "status": "incomplete"}
+        )
         return RunRecord(run_id=run_id, path=path, meta=meta, boards=boards)
 
     def reindex(self) -> None:
@@ -350,16 +398,22 @@ class ResultStore:
             with self._index() as db:
                 db.execute(
                     "INSERT INTO runs (run_id, created, command, status) VALUES (?, ?, ?, ?)",
-                    (record.run_id, record.meta.get("created", ""), record.meta.get("command", ""),
-                     record.meta.get("status", "incomplete")),
+                    (
+                        record.run_id,
+                        record.meta.get("created", ""),
+                        record.meta.get("command", ""),
+                        record.meta.get("status", "incomplete"),
+                    ),
                 )
             for document in record.boards.values():
                 self._index_board(record.run_id, document, run_dir / board_file_name(document["board"]))
             if RUN_FILE in {p.name for p in run_dir.iterdir()}:
                 ok = sum(1 for d in record.boards.values() if d.get("status") == "ok")
                 with self._index() as db:
-                    db.execute("UPDATE runs SET boards_ok = ?, boards_failed = ? WHERE run_id = ?",
-                               (ok, len(record.boards) - ok, record.run_id))
+                    db.execute(
+                        "UPDATE runs SET boards_ok = ?, boards_failed = ? WHERE run_id = ?",
+                        (ok, len(record.boards) - ok, record.run_id),
+                    )
 
     # --- index internals ----------------------------------------------------------------
     def _index(self) -> _IndexConnection:
@@ -374,16 +428,39 @@ class ResultStore:
         for series in series_of(document):
             summary = series.summary()
             key = series.key
-            rows.append((
-                run_id, series.board, series.label, key.variant, key.release, key.model, key.quant, key.ep,
-                key.opt_level, key.intra_threads, key.inter_threads, summary.n, summary.p50, summary.p90,
-                summary.p99, summary.mean, summary.std,
-            ))
+            rows.append(
+                (
+                    run_id,
+                    series.board,
+                    series.label,
+                    key.variant,
+                    key.release,
+                    key.model,
+                    key.quant,
+                    key.ep,
+                    key.opt_level,
+                    key.intra_threads,
+                    key.inter_threads,
+                    summary.n,
+                    summary.p50,
+                    summary.p90,
+                    summary.p99,
+                    summary.mean,
+                    summary.std,
+                )
+            )
         with self._index() as db:
             db.execute(
                 "INSERT OR REPLACE INTO boards VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (run_id, document["board"], document.get("status"), document.get("error"), str(path),
-                 ort_version, kernel),
+                (
+                    run_id,
+                    document["board"],
+                    document.get("status"),
+                    document.get("error"),
+                    str(path),
+                    ort_version,
+                    kernel,
+                ),
             )
             db.executemany(f"INSERT INTO series VALUES ({', '.join('?' * 17)})", rows)
 
@@ -428,8 +505,13 @@ def flatten_series(records: Iterable[RunRecord]) -> list[dict[str, Any]]:
     rows = []
     for record in records:
         for series in record.series():
-            rows.append({
-                "run_id": record.run_id, "board": series.board, **series.key.as_dict(),
-                "rounds": len(series.rounds), **series.summary().as_dict(),
-            })
+            rows.append(
+                {
+                    "run_id": record.run_id,
+                    "board": series.board,
+                    **series.key.as_dict(),
+                    "rounds": len(series.rounds),
+                    **series.summary().as_dict(),
+                }
+            )
     return rows

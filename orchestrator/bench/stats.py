@@ -27,6 +27,7 @@ def _scipy_stats():  # type: ignore[no-untyped-def]
 
     return stats
 
+
 FASTER = "faster"
 SLOWER = "slower"
 NO_CHANGE = "no significant change"
@@ -53,8 +54,15 @@ class Summary:
 
     def as_dict(self) -> dict[str, float | int]:
         return {
-            "n": self.n, "p50_ms": self.p50, "p90_ms": self.p90, "p99_ms": self.p99, "mean_ms": self.mean,
-            "std_ms": self.std, "min_ms": self.min, "max_ms": self.max, "iqr_ms": self.iqr,
+            "n": self.n,
+            "p50_ms": self.p50,
+            "p90_ms": self.p90,
+            "p99_ms": self.p99,
+            "mean_ms": self.mean,
+            "std_ms": self.std,
+            "min_ms": self.min,
+            "max_ms": self.max,
+            "iqr_ms": self.iqr,
         }
 
 
@@ -79,9 +87,17 @@ class Comparison:
 
     def as_dict(self) -> dict[str, float | int | str]:
         return {
-            "n_a": self.n_a, "n_b": self.n_b, "median_a_ms": self.median_a, "median_b_ms": self.median_b,
-            "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high, "p_value": self.p_value,
-            "threshold": self.threshold, "alpha": self.alpha, "verdict": self.verdict,
+            "n_a": self.n_a,
+            "n_b": self.n_b,
+            "median_a_ms": self.median_a,
+            "median_b_ms": self.median_b,
+            "ratio": self.ratio,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "p_value": self.p_value,
+            "threshold": self.threshold,
+            "alpha": self.alpha,
+            "verdict": self.verdict,
             "change_percent": self.change_percent,
         }
 
@@ -99,9 +115,15 @@ def summarize(samples: Sequence[float]) -> Summary:
     array = _array(samples)
     p25, p50, p75, p90, p99 = np.percentile(array, [25, 50, 75, 90, 99])
     return Summary(
-        n=int(array.size), p50=float(p50), p90=float(p90), p99=float(p99), mean=float(array.mean()),
-        std=float(array.std(ddof=1)) if array.size > 1 else 0.0, min=float(array.min()),
-        max=float(array.max()), iqr=float(p75 - p25),
+        n=int(array.size),
+        p50=float(p50),
+        p90=float(p90),
+        p99=float(p99),
+        mean=float(array.mean()),
+        std=float(array.std(ddof=1)) if array.size > 1 else 0.0,
+        min=float(array.min()),
+        max=float(array.max()),
+        iqr=float(p75 - p25),
     )
 
 
@@ -118,13 +140,20 @@ def median_ci(
         value = float(np.median(array))
         return value, value
     result = _scipy_stats().bootstrap(
-        (array,), np.median, n_resamples=resamples, confidence_level=confidence, method="percentile",
-        vectorized=True, rng=np.random.default_rng(seed),
+        (array,),
+        np.median,
+        n_resamples=resamples,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(seed),
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def verdict_for(*, ratio: float, ci_low: float, ci_high: float, p_value: float, threshold: float, alpha: float) -> str:
+def verdict_for(
+    *, ratio: float, ci_low: float, ci_high: float, p_value: float, threshold: float, alpha: float
+) -> str:
     """The asv-style decision, kept apart so its rule is testable on its own."""
     significant = p_value < alpha and (ci_high < 1.0 or ci_low > 1.0)
     if significant and ratio < 1.0 / (1.0 + threshold):
@@ -154,17 +183,31 @@ def compare(
     ratio = median_b / median_a
     if a.size < MIN_SAMPLES or b.size < MIN_SAMPLES:
         return Comparison(
-            n_a=int(a.size), n_b=int(b.size), median_a=median_a, median_b=median_b, ratio=ratio,
-            ci_low=float("nan"), ci_high=float("nan"), p_value=float("nan"), threshold=threshold,
-            alpha=alpha, verdict=TOO_FEW,
+            n_a=int(a.size),
+            n_b=int(b.size),
+            median_a=median_a,
+            median_b=median_b,
+            ratio=ratio,
+            ci_low=float("nan"),
+            ci_high=float("nan"),
+            p_value=float("nan"),
+            threshold=threshold,
+            alpha=alpha,
+            verdict=TOO_FEW,
         )
     if np.ptp(a) == 0 and np.ptp(b) == 0:
         # Constant samples: the bootstrap distribution is a point and the U test is exact.
         ci_low = ci_high = ratio
     else:
         result = _scipy_stats().bootstrap(
-            (a, b), _ratio_of_medians, n_resamples=resamples, confidence_level=confidence,
-            method="percentile", vectorized=True, paired=False, rng=np.random.default_rng(seed),
+            (a, b),
+            _ratio_of_medians,
+            n_resamples=resamples,
+            confidence_level=confidence,
+            method="percentile",
+            vectorized=True,
+            paired=False,
+            rng=np.random.default_rng(seed),
         )
         ci_low, ci_high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     if np.array_equal(np.unique(a), np.unique(b)) and np.ptp(a) == 0:
@@ -172,8 +215,17 @@ def compare(
     else:
         p_value = float(_scipy_stats().mannwhitneyu(a, b, alternative="two-sided").pvalue)
     return Comparison(
-        n_a=int(a.size), n_b=int(b.size), median_a=median_a, median_b=median_b, ratio=ratio,
-        ci_low=ci_low, ci_high=ci_high, p_value=p_value, threshold=threshold, alpha=alpha,
-        verdict=verdict_for(ratio=ratio, ci_low=ci_low, ci_high=ci_high, p_value=p_value,
-                            threshold=threshold, alpha=alpha),
+        n_a=int(a.size),
+        n_b=int(b.size),
+        median_a=median_a,
+        median_b=median_b,
+        ratio=ratio,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        p_value=p_value,
+        threshold=threshold,
+        alpha=alpha,
+        verdict=verdict_for(
+            ratio=ratio, ci_low=ci_low, ci_high=ci_high, p_value=p_value, threshold=threshold, alpha=alpha
+        ),
     )

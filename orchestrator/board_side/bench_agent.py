@@ -119,7 +119,9 @@ def cpu_model(proc_root: Path, sysfs_root: Path) -> str | None:
         part = fields["cpu part"].lower()
         name = _ARM_PARTS.get(part, f"ARM part {part}")
     # The device tree names the board itself on Raspberry Pis and Jetsons ("Raspberry Pi 4 Model B Rev 1.4").
-    board_model = _read(proc_root / "device-tree" / "model") or _read(sysfs_root / "firmware/devicetree/base/model")
+    board_model = _read(proc_root / "device-tree" / "model") or _read(
+        sysfs_root / "firmware/devicetree/base/model"
+    )
     if board_model:
         board_model = board_model.rstrip("\x00")
         return f"{name} ({board_model})" if name else board_model
@@ -151,11 +153,13 @@ def thermal_state(sysfs_root: Path) -> list[dict[str, Any]]:
         if not zone.name.startswith("thermal_zone"):
             continue
         millicelsius = _read_int(zone / "temp")
-        zones.append({
-            "zone": zone.name,
-            "type": _read(zone / "type"),
-            "temp_c": millicelsius / 1000.0 if millicelsius is not None else None,
-        })
+        zones.append(
+            {
+                "zone": zone.name,
+                "type": _read(zone / "type"),
+                "temp_c": millicelsius / 1000.0 if millicelsius is not None else None,
+            }
+        )
     return zones
 
 
@@ -212,7 +216,11 @@ def _meminfo_total(proc_root: Path) -> int | None:
 
 def volatile_state(sysfs_root: Path, cpus: list[int]) -> dict[str, Any]:
     """What changes during a run: temperatures, clocks, load (taken again after the timed runs)."""
-    return {"thermal": thermal_state(sysfs_root), "cpufreq": cpufreq_state(sysfs_root, cpus), "loadavg": load_average()}
+    return {
+        "thermal": thermal_state(sysfs_root),
+        "cpufreq": cpufreq_state(sysfs_root, cpus),
+        "loadavg": load_average(),
+    }
 
 
 # --------------------------------------------------------------------------- model inputs
@@ -235,7 +243,9 @@ def parse_shapes(items: list[str]) -> dict[str, list[int]]:
                 raise ValueError
             shapes[name] = [int(dim) for dim in dims.lower().split("x")]
         except ValueError:
-            raise AgentError("arguments", f"--shape {item!r}: expected NAME=DxDxD, e.g. input=1x3x224x224") from None
+            raise AgentError(
+                "arguments", f"--shape {item!r}: expected NAME=DxDxD, e.g. input=1x3x224x224"
+            ) from None
     return shapes
 
 
@@ -249,7 +259,9 @@ def parse_npy_inputs(items: list[str]) -> dict[str, str]:
     return inputs
 
 
-def make_inputs(np: Any, session: Any, shapes: dict[str, list[int]], files: dict[str, str]) -> tuple[dict, list]:
+def make_inputs(
+    np: Any, session: Any, shapes: dict[str, list[int]], files: dict[str, str]
+) -> tuple[dict, list]:
     """Input tensors from the model's metadata (free dims from --shape, else 1) or from .npy files."""
     rng = np.random.default_rng(0)
     feeds: dict[str, Any] = {}
@@ -257,7 +269,9 @@ def make_inputs(np: Any, session: Any, shapes: dict[str, list[int]], files: dict
     known = {meta.name for meta in session.get_inputs()}
     for name in list(shapes) + list(files):
         if name not in known:
-            raise AgentError("inputs", f"the model has no input {name!r} (inputs: {', '.join(sorted(known))})")
+            raise AgentError(
+                "inputs", f"the model has no input {name!r} (inputs: {', '.join(sorted(known))})"
+            )
     for meta in session.get_inputs():
         dtype = _DTYPES.get(meta.type)
         if meta.name in files:
@@ -265,12 +279,15 @@ def make_inputs(np: Any, session: Any, shapes: dict[str, list[int]], files: dict
             source = "npy"
         else:
             if dtype is None:
-                raise AgentError("inputs", f"input {meta.name!r} has type {meta.type}; give it as --input NAME=file.npy")
+                raise AgentError(
+                    "inputs", f"input {meta.name!r} has type {meta.type}; give it as --input NAME=file.npy"
+                )
             if meta.name in shapes:
                 shape = shapes[meta.name]
                 if len(shape) != len(meta.shape):
                     raise AgentError(
-                        "inputs", f"--shape {meta.name}: {len(shape)} dims given, the model has {len(meta.shape)}"
+                        "inputs",
+                        f"--shape {meta.name}: {len(shape)} dims given, the model has {len(meta.shape)}",
                     )
                 source = "shape-option"
             else:
@@ -284,14 +301,16 @@ def make_inputs(np: Any, session: Any, shapes: dict[str, list[int]], files: dict
             else:
                 array = rng.integers(0, 8, size=shape).astype(dtype)
         feeds[meta.name] = array
-        described.append({
-            "name": meta.name,
-            "model_type": meta.type,
-            "model_shape": [dim if isinstance(dim, int) else str(dim) for dim in meta.shape],
-            "dtype": str(array.dtype),
-            "shape": list(array.shape),
-            "source": source,
-        })
+        described.append(
+            {
+                "name": meta.name,
+                "model_type": meta.type,
+                "model_shape": [dim if isinstance(dim, int) else str(dim) for dim in meta.shape],
+                "dtype": str(array.dtype),
+                "shape": list(array.shape),
+                "source": source,
+            }
+        )
     return feeds, described
 
 
@@ -338,7 +357,9 @@ def providers_for(ort: Any, requested: str) -> list[str]:
     name = aliases.get(requested.lower(), requested)
     available = ort.get_available_providers()
     if name not in available:
-        raise AgentError("session", f"execution provider {name} is not in this build (available: {', '.join(available)})")
+        raise AgentError(
+            "session", f"execution provider {name} is not in this build (available: {', '.join(available)})"
+        )
     return [name] if name == "CPUExecutionProvider" else [name, "CPUExecutionProvider"]
 
 
@@ -348,7 +369,9 @@ def measure(args: argparse.Namespace, document: dict[str, Any]) -> None:
         import numpy as np
         import onnxruntime as ort
     except ImportError as error:
-        raise AgentError("import", f"cannot import numpy/onnxruntime with {sys.executable}: {error}") from None
+        raise AgentError(
+            "import", f"cannot import numpy/onnxruntime with {sys.executable}: {error}"
+        ) from None
     document["timing"] = {"import_s": time.perf_counter() - started}
     build_info = None
     if hasattr(ort, "get_build_info"):
@@ -367,7 +390,12 @@ def measure(args: argparse.Namespace, document: dict[str, Any]) -> None:
     model = Path(args.model)
     if not model.is_file():
         raise AgentError("model", f"model file not found: {model}")
-    document["model"] = {"path": str(model), "name": model.name, "size": model.stat().st_size, "sha256": sha256_of(model)}
+    document["model"] = {
+        "path": str(model),
+        "name": model.name,
+        "size": model.stat().st_size,
+        "sha256": sha256_of(model),
+    }
 
     options = session_options(ort, args)
     providers = providers_for(ort, args.ep)
@@ -391,7 +419,11 @@ def measure(args: argparse.Namespace, document: dict[str, Any]) -> None:
     feeds, described = make_inputs(np, session, parse_shapes(args.shape), parse_npy_inputs(args.input))
     document["model"]["inputs"] = described
     document["model"]["outputs"] = [
-        {"name": meta.name, "type": meta.type, "shape": [d if isinstance(d, int) else str(d) for d in meta.shape]}
+        {
+            "name": meta.name,
+            "type": meta.type,
+            "shape": [d if isinstance(d, int) else str(d) for d in meta.shape],
+        }
         for meta in session.get_outputs()
     ]
 
@@ -426,7 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="path of the .onnx model")
     parser.add_argument("--shape", action="append", default=[], metavar="NAME=DxD", help="shape for an input")
-    parser.add_argument("--input", action="append", default=[], metavar="NAME=PATH.npy", help="input data file")
+    parser.add_argument(
+        "--input", action="append", default=[], metavar="NAME=PATH.npy", help="input data file"
+    )
     parser.add_argument("--ep", default="cpu", help="execution provider: cpu, xnnpack, cuda, tensorrt")
     parser.add_argument("--opt-level", choices=_OPT_LEVELS, default="all", help="graph optimisation level")
     parser.add_argument("--intra-op-threads", type=int, default=0, help="0 = onnxruntime's default")
@@ -444,8 +478,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     wall_begin = time.perf_counter()
-    document: dict[str, Any] = {"schema": SCHEMA, "ok": False, "python": sys.version.split()[0],
-                                "executable": sys.executable, "argv": list(sys.argv[1:] if argv is None else argv)}
+    document: dict[str, Any] = {
+        "schema": SCHEMA,
+        "ok": False,
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "argv": list(sys.argv[1:] if argv is None else argv),
+    }
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:
@@ -468,7 +507,9 @@ def main(argv: list[str] | None = None) -> int:
     except AgentError as error:
         document.update(error=str(error), stage=error.stage)
     except Exception as error:  # noqa: BLE001 - the orchestrator must always get a JSON document
-        document.update(error=f"{type(error).__name__}: {error}", stage="agent", traceback=traceback.format_exc())
+        document.update(
+            error=f"{type(error).__name__}: {error}", stage="agent", traceback=traceback.format_exc()
+        )
     document["memory"] = {"peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
     document["agent_wall_s"] = time.perf_counter() - wall_begin
     print(json.dumps(document))

@@ -34,7 +34,9 @@ def debian_arch(arch: str) -> str:
     try:
         return _DEBIAN_ARCH[arch]
     except KeyError:
-        raise ContainerError(f"no Debian architecture known for '{arch}' (known: {', '.join(sorted(_DEBIAN_ARCH))})")
+        raise ContainerError(
+            f"no Debian architecture known for '{arch}' (known: {', '.join(sorted(_DEBIAN_ARCH))})"
+        )
 
 
 def packages_hash(packages: Sequence[str]) -> str:
@@ -117,7 +119,9 @@ def debian_mirror(root: Path = Path("/etc/apt")) -> str | None:
 # -- making the image ---------------------------------------------------------------------------------
 
 
-def debootstrap_argv(suite: str, arch: str, target: Path, packages: Sequence[str], mirror: str | None) -> list[str]:
+def debootstrap_argv(
+    suite: str, arch: str, target: Path, packages: Sequence[str], mirror: str | None
+) -> list[str]:
     argv = ["debootstrap", "--variant=minbase", f"--arch={debian_arch(arch)}"]
     if packages:
         argv.append("--include=" + ",".join(sorted(set(packages))))
@@ -142,16 +146,24 @@ def _remove_rootfs(path: Path) -> None:
     for point in _mounts_under(path):
         subprocess.run(["umount", "-l", point], check=False, capture_output=True)
     if _mounts_under(path):
-        raise ContainerError(f"{path} still has mounts inside; not deleting it", hint=f"umount them, then rm -rf {path}")
+        raise ContainerError(
+            f"{path} still has mounts inside; not deleting it", hint=f"umount them, then rm -rf {path}"
+        )
     shutil.rmtree(path, ignore_errors=True)
 
 
 def bootstrap_rootfs(
-    suite: str, arch: str, target: Path, packages: Sequence[str] = (), on_log: Callable[[str], None] | None = None
+    suite: str,
+    arch: str,
+    target: Path,
+    packages: Sequence[str] = (),
+    on_log: Callable[[str], None] | None = None,
 ) -> None:
     """debootstrap a minbase root filesystem into ``target`` (needs root, and qemu-user for foreign arches)."""
     if shutil.which("debootstrap") is None:
-        raise ContainerError("debootstrap is not installed: it makes base images without a registry", hint=_SETUP_HINT)
+        raise ContainerError(
+            "debootstrap is not installed: it makes base images without a registry", hint=_SETUP_HINT
+        )
     if os.geteuid() != 0:
         raise ContainerError(
             "making a base image with debootstrap needs root",

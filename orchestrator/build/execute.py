@@ -71,7 +71,11 @@ def first_error(lines: list[str]) -> str | None:
         for index, line in enumerate(lines):
             if pattern.search(line):
                 # A CMake error's text is on the following lines.
-                extra = [x for x in lines[index + 1:index + 4] if x.strip()] if line.startswith("CMake Error") else []
+                extra = (
+                    [x for x in lines[index + 1 : index + 4] if x.strip()]
+                    if line.startswith("CMake Error")
+                    else []
+                )
                 return "\n".join([line.strip(), *(x.strip() for x in extra)])
     return None
 
@@ -86,8 +90,13 @@ def parse_ccache_stats(text: str) -> dict[str, Any]:
     hits = values.get("direct_cache_hit", 0) + values.get("preprocessed_cache_hit", 0)
     misses = values.get("cache_miss", 0)
     total = hits + misses
-    return {"hits": hits, "misses": misses, "hit_rate": round(hits / total, 4) if total else None,
-            "direct_hits": values.get("direct_cache_hit", 0), "uncacheable": values.get("uncacheable_call", 0)}
+    return {
+        "hits": hits,
+        "misses": misses,
+        "hit_rate": round(hits / total, 4) if total else None,
+        "direct_hits": values.get("direct_cache_hit", 0),
+        "uncacheable": values.get("uncacheable_call", 0),
+    }
 
 
 def readback_flags(compile_commands: Path, expected: list[str]) -> dict[str, Any]:
@@ -104,8 +113,12 @@ def readback_flags(compile_commands: Path, expected: list[str]) -> dict[str, Any
             continue
         argv = entry.get("arguments") or shlex.split(entry.get("command", ""))
         present = {flag: any(arg == flag or arg.startswith(flag) for arg in argv) for flag in expected}
-        found[key] = {"file": suffix, "found": True, "flags": present,
-                      "march_override": [a for a in argv if a.startswith("-march=")]}
+        found[key] = {
+            "file": suffix,
+            "found": True,
+            "flags": present,
+            "march_override": [a for a in argv if a.startswith("-march=")],
+        }
     return found
 
 
@@ -159,7 +172,10 @@ def ensure_build_image(engine: Engine, plan: BuildPlan, log: Log, *, local: Engi
     ensure_base_image_on(engine, plan, log, local=local)
     log(f"building image {image.tag} from {image.dockerfile.name} on {image.base_image}")
     return engine.build_image(
-        context=image.context, dockerfile=image.dockerfile, tag=image.tag, buildargs=dict(image.buildargs),
+        context=image.context,
+        dockerfile=image.dockerfile,
+        tag=image.tag,
+        buildargs=dict(image.buildargs),
         labels={"orch.role": "build", "orch.inputs": image.inputs_sha256, "orch.target": plan.target.name},
         on_log=log,
     )
@@ -183,8 +199,8 @@ def ensure_base_image_on(engine: Engine, plan: BuildPlan, log: Log, *, local: En
         f"the build image for target '{plan.target.name}' needs the base image '{image.base_image}', "
         f"which {engine.label} does not have and cannot pull without a registry",
         hint=f"load it (docker load -i {image.base_image.replace(':', '_').replace('/', '_')}.tar) or "
-             f"pull it where a registry is reachable, or point ORCH_BASE_IMAGE_{codename} at an image you "
-             f"have; `orch build --target {plan.target.name} --dry-run` shows the plan meanwhile",
+        f"pull it where a registry is reachable, or point ORCH_BASE_IMAGE_{codename} at an image you "
+        f"have; `orch build --target {plan.target.name} --dry-run` shows the plan meanwhile",
     )
 
 
@@ -219,8 +235,10 @@ def execute(
     source, lends the images it already has and runs the pre-flight (it has the emulation set up).
     """
     if plan.refused:
-        raise BuildError(f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
-                         hint="`--dry-run` shows the exact build.py arguments for an image that has the toolkit")
+        raise BuildError(
+            f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
+            hint="`--dry-run` shows the exact build.py arguments for an image that has the toolkit",
+        )
     started = time.monotonic()
     local = local_engine or engine
     engine.ping()
@@ -256,69 +274,124 @@ def execute(
     labels = {"orch.role": "build", "orch.target": plan.target.name, "orch.variant": plan.variant.name}
     # Every build sees the same in-container paths (/src, /build), so cache entries are shared
     # across variants and rebuilds without path rewriting.
-    environment = {"CCACHE_DIR": CCACHE, "CCACHE_COMPILERCHECK": "content", "CCACHE_MAXSIZE": "8G",
-                   "ORCH_CONFIG_DIR": plan.config_build_dir}
+    environment = {
+        "CCACHE_DIR": CCACHE,
+        "CCACHE_COMPILERCHECK": "content",
+        "CCACHE_MAXSIZE": "8G",
+        "ORCH_CONFIG_DIR": plan.config_build_dir,
+    }
     with log_path.open("w") as handle:
-        handle.write(f"# orch build {plan.target.name}/{plan.variant.name} ORT {plan.ort_version} on {engine.label}\n")
+        handle.write(
+            f"# orch build {plan.target.name}/{plan.variant.name} ORT {plan.ort_version} on {engine.label}\n"
+        )
         handle.write(f"# image {plan.image.tag} ({image_id})\n# {shlex.join(plan.build_argv)}\n")
         sink = _LogSink(handle, progress, echo)
-        code = engine.run(image_id, ["sh", f"{SCRIPTS}/run_build.sh", *plan.build_argv], environment=environment,
-                          volumes=volumes, network=plan.network, labels=labels, working_dir=BUILD, on_log=sink,
-                          copy_in=copy_in, copy_out=[(f"{BUILD}/{REPORT_NAME}", build_dir)])
+        code = engine.run(
+            image_id,
+            ["sh", f"{SCRIPTS}/run_build.sh", *plan.build_argv],
+            environment=environment,
+            volumes=volumes,
+            network=plan.network,
+            labels=labels,
+            working_dir=BUILD,
+            on_log=sink,
+            copy_in=copy_in,
+            copy_out=[(f"{BUILD}/{REPORT_NAME}", build_dir)],
+        )
         if code != 0:
             error = first_error(sink.lines) or f"build.py exited with status {code}"
             raise BuildError(f"the ORT build failed:\n{error}", hint=f"full log: {log_path}")
         report = build_dir / REPORT_NAME
         stats_file = report / "ccache-stats.tsv"
         ccache = parse_ccache_stats(stats_file.read_text()) if stats_file.is_file() else {}
-        what = "the wheel for the board (platform tag, bundled system libraries)" if plan.scope == "wheel" \
+        what = (
+            "the wheel for the board (platform tag, bundled system libraries)"
+            if plan.scope == "wheel"
             else "onnxruntime_mlas_test with the libraries it needs"
+        )
         log(f"packaging {what}")
         sink.progress = None
-        code = engine.run(image_id, plan.package_argv, volumes=volumes, network=plan.network, labels=labels,
-                          working_dir=plan.config_build_dir, on_log=sink, copy_in=copy_in,
-                          copy_out=[(OUT, build_dir)])
+        code = engine.run(
+            image_id,
+            plan.package_argv,
+            volumes=volumes,
+            network=plan.network,
+            labels=labels,
+            working_dir=plan.config_build_dir,
+            on_log=sink,
+            copy_in=copy_in,
+            copy_out=[(OUT, build_dir)],
+        )
         if code != 0:
-            raise BuildError(f"packaging failed:\n{first_error(sink.lines[-200:]) or code}",
-                             hint=f"full log: {log_path}")
+            raise BuildError(
+                f"packaging failed:\n{first_error(sink.lines[-200:]) or code}", hint=f"full log: {log_path}"
+            )
     if plan.scope != "wheel":
-        return BuildResult(plan=plan, build_dir=build_dir, log_path=log_path,
-                           duration_s=time.monotonic() - started, ccache=ccache, artifact=None)
+        return BuildResult(
+            plan=plan,
+            build_dir=build_dir,
+            log_path=log_path,
+            duration_s=time.monotonic() - started,
+            ccache=ccache,
+            artifact=None,
+        )
     package = _package_report(log_path)
     wheel = build_dir / "out" / package["wheel"]
     readback = readback_flags(report / "compile_commands.json", expected_flags(plan))
     _require_flags(readback, log_path)
     manifest = base_manifest(plan, tree)
-    manifest.update({
-        "image_id": image_id,
-        "engine": engine.label,
-        "compiler": compiler_version(report),
-        "compile_commands_readback": readback,
-        "bundled_libraries": package["bundled"],
-        "ccache": ccache,
-        "build_duration_s": round(time.monotonic() - started, 1),
-        "flag_warnings": warnings,
-    })
-    artifact = finish_artifact(plan.target, plan.variant.name, plan.ort_version, wheel, manifest, log_path=log_path,
-                               root=artifacts_root, engine=local, log=log, preflight=preflight)
-    return BuildResult(plan=plan, build_dir=build_dir, log_path=artifact.directory / "build.log",
-                       duration_s=time.monotonic() - started, ccache=ccache, artifact=artifact)
+    manifest.update(
+        {
+            "image_id": image_id,
+            "engine": engine.label,
+            "compiler": compiler_version(report),
+            "compile_commands_readback": readback,
+            "bundled_libraries": package["bundled"],
+            "ccache": ccache,
+            "build_duration_s": round(time.monotonic() - started, 1),
+            "flag_warnings": warnings,
+        }
+    )
+    artifact = finish_artifact(
+        plan.target,
+        plan.variant.name,
+        plan.ort_version,
+        wheel,
+        manifest,
+        log_path=log_path,
+        root=artifacts_root,
+        engine=local,
+        log=log,
+        preflight=preflight,
+    )
+    return BuildResult(
+        plan=plan,
+        build_dir=build_dir,
+        log_path=artifact.directory / "build.log",
+        duration_s=time.monotonic() - started,
+        ccache=ccache,
+        artifact=artifact,
+    )
 
 
 def _package_report(log_path: Path) -> dict[str, Any]:
     for line in reversed(log_path.read_text().splitlines()):
         if line.startswith("ORCH-PACKAGE "):
-            return json.loads(line[len("ORCH-PACKAGE "):])
+            return json.loads(line[len("ORCH-PACKAGE ") :])
     raise BuildError("the packaging step reported no wheel", hint=f"full log: {log_path}")
 
 
 def _require_flags(readback: dict[str, Any], log_path: Path) -> None:
-    missing = [f"{key} ({info['file']}): {', '.join(f for f, ok in info.get('flags', {}).items() if not ok)}"
-               for key, info in readback.items()
-               if not info.get("found") or not all(info.get("flags", {}).values())]
+    missing = [
+        f"{key} ({info['file']}): {', '.join(f for f, ok in info.get('flags', {}).items() if not ok)}"
+        for key, info in readback.items()
+        if not info.get("found") or not all(info.get("flags", {}).values())
+    ]
     if missing:
-        raise BuildError("the compiler did not get the variant's flags: " + "; ".join(missing),
-                         hint=f"see {log_path.parent / REPORT_NAME / 'compile_commands.json'}; log: {log_path}")
+        raise BuildError(
+            "the compiler did not get the variant's flags: " + "; ".join(missing),
+            hint=f"see {log_path.parent / REPORT_NAME / 'compile_commands.json'}; log: {log_path}",
+        )
 
 
 def base_manifest(plan: BuildPlan, tree: SourceTree | None) -> dict[str, Any]:
@@ -336,22 +409,41 @@ def base_manifest(plan: BuildPlan, tree: SourceTree | None) -> dict[str, Any]:
         "defines": [f"{k}={v}" for k, v in plan.defines],
         "compiler_flags": list(plan.compiler_flags),
         "parallel": plan.parallel,
-        "target_profile": {"cpu": plan.target.cpu, "mcpu": plan.target.mcpu, "glibc": plan.target.os.glibc,
-                           "python": plan.target.os.python, "distro": f"{plan.target.os.distro} {plan.target.os.release}"},
+        "target_profile": {
+            "cpu": plan.target.cpu,
+            "mcpu": plan.target.mcpu,
+            "glibc": plan.target.os.glibc,
+            "python": plan.target.os.python,
+            "distro": f"{plan.target.os.distro} {plan.target.os.release}",
+        },
     }
 
 
 def finish_artifact(
-    profile: Any, variant: str, ort_version: str, wheel: Path, manifest: dict[str, Any], *,
-    log_path: Path | None, root: Path | None, engine: Engine, log: Log, preflight: bool = True,
+    profile: Any,
+    variant: str,
+    ort_version: str,
+    wheel: Path,
+    manifest: dict[str, Any],
+    *,
+    log_path: Path | None,
+    root: Path | None,
+    engine: Engine,
+    log: Log,
+    preflight: bool = True,
 ) -> Artifact:
     """Wheel check + pre-flight, then the wheel, log and manifest into the artifact directory."""
     from orchestrator.artifacts.wheel import compatibility_problems, inspect_wheel
     from orchestrator.build import preflight as preflight_module
 
     info = inspect_wheel(wheel)
-    problems = compatibility_problems(info, arch=profile.arch, glibc=profile.os.glibc,
-                                      python_tag=profile.os.python_tag, board=f"target {profile.name}")
+    problems = compatibility_problems(
+        info,
+        arch=profile.arch,
+        glibc=profile.os.glibc,
+        python_tag=profile.os.python_tag,
+        board=f"target {profile.name}",
+    )
     manifest["wheel_check"] = {"ok": not problems, "problems": problems, **info.as_dict()}
     directory = artifact_dir(profile.name, variant, ort_version, root)
     staging = directory.with_name(directory.name + ".incoming")
@@ -361,13 +453,21 @@ def finish_artifact(
     shutil.copy2(wheel, staging / wheel.name)
     if log_path and log_path.exists():
         shutil.copy2(log_path, staging / "build.log")
-    manifest.update({"wheel": wheel.name, "wheel_sha256": file_sha256(wheel), "wheel_size": wheel.stat().st_size,
-                     "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    manifest.update(
+        {
+            "wheel": wheel.name,
+            "wheel_sha256": file_sha256(wheel),
+            "wheel_size": wheel.stat().st_size,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+    )
     if problems:
         manifest["preflight"] = {"ok": False, "skipped": "wheel check failed"}
         _publish(staging, directory, manifest)
-        raise BuildError(f"the wheel does not fit target {profile.name}: " + "; ".join(problems),
-                         hint=f"manifest: {directory / 'manifest.json'}")
+        raise BuildError(
+            f"the wheel does not fit target {profile.name}: " + "; ".join(problems),
+            hint=f"manifest: {directory / 'manifest.json'}",
+        )
     if preflight:
         log(f"pre-flight: import + one inference under qemu ({profile.qemu_cpu})")
         result = preflight_module.run_preflight(engine, profile, staging / wheel.name, log=log)
@@ -376,8 +476,10 @@ def finish_artifact(
         manifest["preflight"] = {"ok": False, "skipped": "disabled"}
     _publish(staging, directory, manifest)
     if preflight and not manifest["preflight"].get("ok"):
-        raise BuildError(f"pre-flight failed on an emulated {profile.qemu_cpu}: {manifest['preflight'].get('error')}",
-                         hint=f"the artifact is kept but not marked good: {directory}")
+        raise BuildError(
+            f"pre-flight failed on an emulated {profile.qemu_cpu}: {manifest['preflight'].get('error')}",
+            hint=f"the artifact is kept but not marked good: {directory}",
+        )
     return Artifact(directory=directory, manifest=manifest)
 
 

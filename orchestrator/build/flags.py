@@ -26,15 +26,17 @@ _ARGUMENT = re.compile(r"add_argument\(\s*\"(--[A-Za-z0-9_-]+)\"(?:\s*,\s*\"(--[
 
 # Variables CMake itself, its modules and our toolchain file understand (not declared in ORT).
 _CMAKE_PREFIXES = ("CMAKE_", "FETCHCONTENT_", "ORCH_", "Python_", "Python3_", "PKG_CONFIG_")
-_PACKAGE_VARIABLE = re.compile(r"^[A-Za-z0-9_.+-]+_(DIR|ROOT|SOURCE_DIR|INCLUDE_DIR|LIBRARY|EXECUTABLE|USE_STATIC_LIBS)$")
+_PACKAGE_VARIABLE = re.compile(
+    r"^[A-Za-z0-9_.+-]+_(DIR|ROOT|SOURCE_DIR|INCLUDE_DIR|LIBRARY|EXECUTABLE|USE_STATIC_LIBS)$"
+)
 
 # Names people write that look right and are not (see the ORT option table in the docs).
 _MISLEADING = {
     "ONNX_ML": "ORT forces set(ONNX_ML 1); to drop the ML ops use the build.py flag --disable_ml_ops",
     "ONNXRUNTIME_CROSS_COMPILING": "wrong case; the toolchain file makes the build a cross build "
-                                   "(onnxruntime_CROSS_COMPILING exists but build.py sets it itself)",
+    "(onnxruntime_CROSS_COMPILING exists but build.py sets it itself)",
     "--arm64": "--arm64 is for Windows only; on Linux it silently builds x86-64. orch cross-compiles "
-               "through the toolchain file",
+    "through the toolchain file",
     "--use_binskim_compliant_compile_flags": "adds host-only flags (-fcf-protection) that break an aarch64 cross build",
 }
 
@@ -55,7 +57,10 @@ def _scan(tree: str) -> KnownNames:
     cmake_dir = root / "cmake"
     files = list(cmake_dir.rglob("*.cmake")) + list(cmake_dir.rglob("CMakeLists.txt"))
     for path in files:
-        if "external" in path.relative_to(cmake_dir).parts[:1] and path.name != "onnxruntime_external_deps.cmake":
+        if (
+            "external" in path.relative_to(cmake_dir).parts[:1]
+            and path.name != "onnxruntime_external_deps.cmake"
+        ):
             # Vendored third-party CMake (external/*) declares options of those projects; keep ORT's own.
             text = path.read_text(errors="replace")
             cmake_names.update(_OPTION.findall(text))
@@ -74,7 +79,9 @@ def _scan(tree: str) -> KnownNames:
                 if second:
                     flags.add(second)
     if not cmake_names or not flags:
-        raise UsageError(f"{root} does not look like an ONNX Runtime tree (no CMake options or build.py flags found)")
+        raise UsageError(
+            f"{root} does not look like an ONNX Runtime tree (no CMake options or build.py flags found)"
+        )
     return KnownNames(cmake=frozenset(cmake_names), build_py=frozenset(flags))
 
 
@@ -116,14 +123,25 @@ def check_flags(tree: Path, defines: Iterable[str], build_flags: Iterable[str]) 
     for define in defines:
         if names.is_cmake_name(define) and define not in _MISLEADING:
             continue
-        problems.append(FlagProblem(kind="define", name=define,
-                                    suggestion=None if define in _MISLEADING else suggest(define, names.cmake),
-                                    explanation=_MISLEADING.get(define)))
+        problems.append(
+            FlagProblem(
+                kind="define",
+                name=define,
+                suggestion=None if define in _MISLEADING else suggest(define, names.cmake),
+                explanation=_MISLEADING.get(define),
+            )
+        )
     for flag in build_flags:
         if flag in names.build_py and flag not in _MISLEADING:
             continue
-        problems.append(FlagProblem(kind="flag", name=flag, suggestion=None if flag in _MISLEADING else suggest(flag, names.build_py - set(_MISLEADING)),
-                                    explanation=_MISLEADING.get(flag)))
+        problems.append(
+            FlagProblem(
+                kind="flag",
+                name=flag,
+                suggestion=None if flag in _MISLEADING else suggest(flag, names.build_py - set(_MISLEADING)),
+                explanation=_MISLEADING.get(flag),
+            )
+        )
     return problems
 
 
@@ -139,7 +157,9 @@ def flags_of(build_args: Iterable[str]) -> list[str]:
     return found
 
 
-def validate_or_raise(tree: Path, defines: Iterable[str], build_flags: Iterable[str], *, force: bool) -> list[str]:
+def validate_or_raise(
+    tree: Path, defines: Iterable[str], build_flags: Iterable[str], *, force: bool
+) -> list[str]:
     """Raise a UsageError listing every unknown name (with suggestions); with ``force`` return them as warnings."""
     problems = check_flags(tree, defines, build_flags)
     sentences = [problem.sentence() for problem in problems]

@@ -117,11 +117,27 @@ class BuildPlan:
         """After the compile: the wheel retagged for the board with its system libraries bundled, or
         (scope mlas-test) the test executable with the libraries it needs on a board."""
         if self.scope == "mlas-test":
-            return ["python3", f"{SCRIPTS}/package_wheel.py", "--exe", f"{self.config_build_dir}/onnxruntime_mlas_test",
-                    OUT]
-        return ["python3", f"{SCRIPTS}/package_wheel.py", "--build-dir", self.config_build_dir,
-                "--source", SRC, "--out", OUT, "--plat-name", self.wheel_platform,
-                "--readelf", f"{self.target.cross_prefix}readelf"]
+            return [
+                "python3",
+                f"{SCRIPTS}/package_wheel.py",
+                "--exe",
+                f"{self.config_build_dir}/onnxruntime_mlas_test",
+                OUT,
+            ]
+        return [
+            "python3",
+            f"{SCRIPTS}/package_wheel.py",
+            "--build-dir",
+            self.config_build_dir,
+            "--source",
+            SRC,
+            "--out",
+            OUT,
+            "--plat-name",
+            self.wheel_platform,
+            "--readelf",
+            f"{self.target.cross_prefix}readelf",
+        ]
 
     @property
     def config_build_dir(self) -> str:
@@ -133,14 +149,21 @@ class BuildPlan:
             "variant": self.variant.name,
             "variant_description": self.variant.description,
             "ort_version": self.ort_version,
-            "source": {"kind": self.source.kind, "location": self.source.location, "ref": self.source.ref,
-                       "description": self.source.describe()},
+            "source": {
+                "kind": self.source.kind,
+                "location": self.source.location,
+                "ref": self.source.ref,
+                "description": self.source.describe(),
+            },
             "execution_provider": self.execution_provider,
             "scope": self.scope,
             "dependencies": self.dependencies,
             "image": {
-                "tag": self.image.tag, "base_image": self.image.base_image, "base_suite": self.image.base_suite,
-                "dockerfile": str(self.image.dockerfile), "buildargs": dict(self.image.buildargs),
+                "tag": self.image.tag,
+                "base_image": self.image.base_image,
+                "base_suite": self.image.base_suite,
+                "dockerfile": str(self.image.dockerfile),
+                "buildargs": dict(self.image.buildargs),
                 "inputs_sha256": self.image.inputs_sha256,
             },
             "toolchain_file": str(self.toolchain_file),
@@ -152,8 +175,12 @@ class BuildPlan:
             "parallel": self.parallel,
             "ccache_volume": self.ccache_volume,
             "network": self.network or "default",
-            "wheel": {"platform": self.wheel_platform, "python_tag": self.target.os.python_tag,
-                      "max_glibc": self.target.os.glibc, "machine": "EM_AARCH64"},
+            "wheel": {
+                "platform": self.wheel_platform,
+                "python_tag": self.target.os.python_tag,
+                "max_glibc": self.target.os.glibc,
+                "machine": "EM_AARCH64",
+            },
             "preflight": {"qemu_cpu": self.target.qemu_cpu},
             "refused": self.refused,
             "notes": list(self.notes),
@@ -218,8 +245,14 @@ def _image_plan(profile: TargetProfile, system_deps: bool, build_arch: str = "am
             digest.update(path.read_bytes())
     inputs = digest.hexdigest()
     return ImagePlan(
-        tag=f"orch/build-{profile.os.codename}:{inputs[:12]}", base_image=base, base_suite=suite,
-        base_arch=build_arch, dockerfile=DOCKERFILE, context=DOCKER_DIR, buildargs=buildargs, inputs_sha256=inputs,
+        tag=f"orch/build-{profile.os.codename}:{inputs[:12]}",
+        base_image=base,
+        base_suite=suite,
+        base_arch=build_arch,
+        dockerfile=DOCKERFILE,
+        context=DOCKER_DIR,
+        buildargs=buildargs,
+        inputs_sha256=inputs,
     )
 
 
@@ -228,7 +261,10 @@ def parse_define(text: str) -> tuple[str, str]:
     text = text.removeprefix("-D")
     name, sep, value = text.partition("=")
     if not sep or not name:
-        raise UsageError(f"--cmake-define '{text}' is not NAME=VALUE", hint="e.g. --cmake-define onnxruntime_USE_XNNPACK=ON")
+        raise UsageError(
+            f"--cmake-define '{text}' is not NAME=VALUE",
+            hint="e.g. --cmake-define onnxruntime_USE_XNNPACK=ON",
+        )
     return name, value
 
 
@@ -252,7 +288,9 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     lto = variant.lto
     if ep == "cuda" and lto:
         lto = False
-        notes.append("LTO is off for CUDA builds: nvcc objects do not take part in GCC's link-time optimisation")
+        notes.append(
+            "LTO is off for CUDA builds: nvcc objects do not take part in GCC's link-time optimisation"
+        )
     parallel = options.parallel or choose_parallel(options.cpus, options.memory_bytes)
 
     defines: list[tuple[str, str]] = [
@@ -283,9 +321,21 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     defines += list(options.extra_defines)
 
     args = [
-        "--build_dir", BUILD, "--config", variant.config, "--cmake_generator", "Ninja",
-        "--update", "--build", "--skip_tests", "--parallel", str(parallel),
-        "--allow_running_as_root", "--skip_submodule_sync", "--path_to_protoc_exe", PROTOC,
+        "--build_dir",
+        BUILD,
+        "--config",
+        variant.config,
+        "--cmake_generator",
+        "Ninja",
+        "--update",
+        "--build",
+        "--skip_tests",
+        "--parallel",
+        str(parallel),
+        "--allow_running_as_root",
+        "--skip_submodule_sync",
+        "--path_to_protoc_exe",
+        PROTOC,
     ]
     if options.scope == "wheel":
         args.append("--build_wheel")
@@ -297,7 +347,10 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     if lto:
         args.append("--enable_lto")
     variant_args = list(variant.build_args)
-    if any(flag.startswith(("-mcpu", "-march")) for flag in flags) and "--compile_no_warning_as_error" not in variant_args:
+    if (
+        any(flag.startswith(("-mcpu", "-march")) for flag in flags)
+        and "--compile_no_warning_as_error" not in variant_args
+    ):
         # MLAS compiles some kernels with its own -march; GCC warns about the mix, -Werror would make it fatal.
         variant_args.append("--compile_no_warning_as_error")
     args += variant_args
@@ -308,8 +361,16 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         refused = CUDA_TOOLKIT_NOTE
         notes.append(CUDA_TOOLKIT_NOTE)
     elif ep == "tensorrt":
-        args += ["--use_tensorrt", "--tensorrt_home", "/usr/lib/aarch64-linux-gnu",
-                 "--use_cuda", "--cuda_home", CUDA_HOME, "--cudnn_home", CUDNN_HOME]
+        args += [
+            "--use_tensorrt",
+            "--tensorrt_home",
+            "/usr/lib/aarch64-linux-gnu",
+            "--use_cuda",
+            "--cuda_home",
+            CUDA_HOME,
+            "--cudnn_home",
+            CUDNN_HOME,
+        ]
         refused = CUDA_TOOLKIT_NOTE + " (and TensorRT)"
         notes.append(refused)
     elif ep == "xnnpack":
@@ -323,13 +384,23 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
             "listed in cmake/deps.txt under <source>/mirror/ (ORT's local mirror folder)"
         )
     return BuildPlan(
-        target=profile, variant=variant, source=options.source, ort_version=version, execution_provider=ep,
-        scope=options.scope, dependencies="system" if system_deps else "fetch",
-        image=_image_plan(profile, system_deps), toolchain_file=TOOLCHAINS_DIR / "aarch64-linux-gnu.cmake",
-        defines=tuple(defines), build_args=tuple(args), compiler_flags=flags, parallel=parallel,
+        target=profile,
+        variant=variant,
+        source=options.source,
+        ort_version=version,
+        execution_provider=ep,
+        scope=options.scope,
+        dependencies="system" if system_deps else "fetch",
+        image=_image_plan(profile, system_deps),
+        toolchain_file=TOOLCHAINS_DIR / "aarch64-linux-gnu.cmake",
+        defines=tuple(defines),
+        build_args=tuple(args),
+        compiler_flags=flags,
+        parallel=parallel,
         ccache_volume=f"orch-ccache-{profile.name}",
         wheel_platform=f"linux_{profile.arch}",
         # Fully offline when every dependency is a system package: proves nothing is downloaded.
         network="none" if system_deps else None,
-        refused=refused, notes=tuple(notes),
+        refused=refused,
+        notes=tuple(notes),
     )

@@ -80,9 +80,15 @@ def reference_run(model: Path, inputs: np.ndarray) -> np.ndarray:
 def compare(board: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
     if board.shape != reference.shape:
         return {"match": False, "reason": f"shape {board.shape} vs {reference.shape}"}
-    diff = float(np.max(np.abs(board.astype(np.float64) - reference.astype(np.float64)))) if board.size else 0.0
-    return {"match": bool(np.allclose(board, reference, rtol=RTOL, atol=ATOL)), "max_abs_diff": diff,
-            "rtol": RTOL, "atol": ATOL}
+    diff = (
+        float(np.max(np.abs(board.astype(np.float64) - reference.astype(np.float64)))) if board.size else 0.0
+    )
+    return {
+        "match": bool(np.allclose(board, reference, rtol=RTOL, atol=ATOL)),
+        "max_abs_diff": diff,
+        "rtol": RTOL,
+        "atol": ATOL,
+    }
 
 
 def exit_reason(code: int) -> str:
@@ -98,8 +104,13 @@ def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: A
     started = time.monotonic()
     image = board_image(engine, profile)
     try:
-        deps = resolve_dependencies(wheel, wheel_sha256=file_sha256(wheel), arch=profile.arch,
-                                    glibc=profile.os.glibc, python_version=profile.os.python)
+        deps = resolve_dependencies(
+            wheel,
+            wheel_sha256=file_sha256(wheel),
+            arch=profile.arch,
+            glibc=profile.os.glibc,
+            python_version=profile.os.python,
+        )
     except DeployError as error:
         raise BuildError(f"pre-flight: {error.message}", hint=error.hint) from error
     work = Path(tempfile.mkdtemp(prefix="orch-preflight-"))
@@ -114,18 +125,31 @@ def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: A
         (work / "check.py").write_text(_SCRIPT)
         lines: list[str] = []
         code = engine.run(
-            image, ["sh", "-c", _INSTALL],
+            image,
+            ["sh", "-c", _INSTALL],
             environment={"QEMU_CPU": profile.qemu_cpu, "ORCH_WHEEL": wheel.name},
-            copy_in=[(work, "/pf")], copy_out=[("/pf/output.npy", work)],
-            network="none", labels={"orch.role": "preflight"}, on_log=lines.append,
+            copy_in=[(work, "/pf")],
+            copy_out=[("/pf/output.npy", work)],
+            network="none",
+            labels={"orch.role": "preflight"},
+            on_log=lines.append,
         )
-        result: dict[str, Any] = {"qemu_cpu": profile.qemu_cpu, "image": image, "exit_code": code,
-                                  "duration_s": round(time.monotonic() - started, 1)}
-        report = next((json.loads(x.split(" ", 1)[1]) for x in lines if x.startswith("ORCH-PREFLIGHT ")), None)
+        result: dict[str, Any] = {
+            "qemu_cpu": profile.qemu_cpu,
+            "image": image,
+            "exit_code": code,
+            "duration_s": round(time.monotonic() - started, 1),
+        }
+        report = next(
+            (json.loads(x.split(" ", 1)[1]) for x in lines if x.startswith("ORCH-PREFLIGHT ")), None
+        )
         if code != 0 or report is None:
             tail = [x for x in lines if x.strip()][-5:]
-            result.update(ok=False, error=f"{exit_reason(code)} on an emulated {profile.qemu_cpu}"
-                          + (": " + " | ".join(tail) if tail else ""))
+            result.update(
+                ok=False,
+                error=f"{exit_reason(code)} on an emulated {profile.qemu_cpu}"
+                + (": " + " | ".join(tail) if tail else ""),
+            )
             return result
         comparison = compare(np.load(work / "output.npy"), reference_run(model, inputs))
         result.update(report)
@@ -133,8 +157,10 @@ def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: A
         result["ok"] = comparison["match"]
         if not comparison["match"]:
             result["error"] = f"outputs differ from x86 onnxruntime: {comparison}"
-        log(f"pre-flight on {profile.qemu_cpu}: import {report['import_s']} s, max |diff| "
-            f"{comparison.get('max_abs_diff')}")
+        log(
+            f"pre-flight on {profile.qemu_cpu}: import {report['import_s']} s, max |diff| "
+            f"{comparison.get('max_abs_diff')}"
+        )
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)

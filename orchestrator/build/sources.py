@@ -100,11 +100,15 @@ def parse_source(text: str | None, *, version: str | None, suite: str | None) ->
         debian_suite = text.partition(":")[2] or suite or "trixie"
         carried = DEBIAN_ORT_VERSIONS.get(debian_suite)
         if carried is None:
-            raise UsageError(f"no ORT source package known for Debian '{debian_suite}'",
-                             hint=f"known: {', '.join(f'{s} ({v})' for s, v in DEBIAN_ORT_VERSIONS.items())}")
+            raise UsageError(
+                f"no ORT source package known for Debian '{debian_suite}'",
+                hint=f"known: {', '.join(f'{s} ({v})' for s, v in DEBIAN_ORT_VERSIONS.items())}",
+            )
         if version and version != carried:
-            raise UsageError(f"Debian {debian_suite} carries ORT {carried}, not {version}",
-                             hint="drop --ort-version or use a git URL / tarball for other versions")
+            raise UsageError(
+                f"Debian {debian_suite} carries ORT {carried}, not {version}",
+                hint="drop --ort-version or use a git URL / tarball for other versions",
+            )
         return SourceSpec(kind="debian", location=debian_suite, ref=None, version=carried)
     if re.match(r"^(https?|ssh|git)://", text) or text.startswith("git@") or text.endswith(".git"):
         url, _, ref = text.partition("@") if not text.startswith("git@") else (text, "", "")
@@ -116,7 +120,9 @@ def parse_source(text: str | None, *, version: str | None, suite: str | None) ->
     if path.is_dir():
         found = _tree_version(path)
         if found is None:
-            raise UsageError(f"{path} is not an ONNX Runtime source tree (no VERSION_NUMBER, tools/ci_build/build.py)")
+            raise UsageError(
+                f"{path} is not an ONNX Runtime source tree (no VERSION_NUMBER, tools/ci_build/build.py)"
+            )
         if version and version != found:
             raise UsageError(f"{path} holds ORT {found}, not {version}")
         return SourceSpec(kind="dir", location=str(path.resolve()), ref=None, version=found)
@@ -140,7 +146,9 @@ def patch_series(version: str) -> list[Path]:
     series = directory / "series"
     if not series.is_file():
         return []
-    names = [line.strip() for line in series.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    names = [
+        line.strip() for line in series.read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
     missing = [name for name in names if not (directory / name).is_file()]
     if missing:
         raise BuildError(f"{series} lists missing patches: {', '.join(missing)}")
@@ -180,8 +188,10 @@ def fetch_debian_tarball(
     log(f"fetching the onnxruntime {version} source package with apt in {base_image}")
     with tempfile.TemporaryDirectory(dir=out) as staging:
         code = engine.run(
-            base_image, ["sh", "-c", _APT_SOURCE_SCRIPT],
-            environment={"ORT_DEBIAN_VERSION": f"{version}+dfsg-1"}, on_log=log,
+            base_image,
+            ["sh", "-c", _APT_SOURCE_SCRIPT],
+            environment={"ORT_DEBIAN_VERSION": f"{version}+dfsg-1"},
+            on_log=log,
             copy_out=[("/out", Path(staging))],
         )
         # Moved in only when complete: an interrupted download leaves nothing that looks finished.
@@ -211,8 +221,13 @@ def _extract(tarball: Path, dest: Path) -> Path:
 def _apply_patches(tree: Path, patches: list[Path], log: Callable[[str], None]) -> None:
     for patch in patches:
         log(f"applying {patch.parent.name}/{patch.name}")
-        result = subprocess.run(["patch", "-p1", "--forward", "--batch", "-i", str(patch)], cwd=tree,
-                                capture_output=True, text=True, check=False)
+        result = subprocess.run(
+            ["patch", "-p1", "--forward", "--batch", "-i", str(patch)],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if result.returncode != 0:
             raise BuildError(f"patch {patch.name} does not apply to {tree}:\n{result.stdout}{result.stderr}")
 
@@ -228,7 +243,9 @@ def prepare_source(
         origin = Path(spec.location)
         source_hash = _dir_identity(origin)
         if not patches:
-            return SourceTree(path=origin, version=spec.version, spec=spec, source_sha256=source_hash, patches=())
+            return SourceTree(
+                path=origin, version=spec.version, spec=spec, source_sha256=source_hash, patches=()
+            )
     elif spec.kind in ("debian", "tarball"):
         if spec.kind == "debian":
             if engine is None or base_image is None:
@@ -245,8 +262,13 @@ def prepare_source(
     done = work / "orch-source.json"
     if done.is_file():
         info = json.loads(done.read_text())
-        return SourceTree(path=Path(info["path"]), version=spec.version, spec=spec,
-                          source_sha256=info["source_sha256"], patches=records)
+        return SourceTree(
+            path=Path(info["path"]),
+            version=spec.version,
+            spec=spec,
+            source_sha256=info["source_sha256"],
+            patches=records,
+        )
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -256,13 +278,30 @@ def prepare_source(
     elif spec.kind == "git":
         tree = work / "onnxruntime"
         log(f"cloning {spec.location} @ {spec.ref} with submodules")
-        result = subprocess.run(["git", "clone", "--recursive", "--depth", "1", "--branch", str(spec.ref),
-                                 spec.location, str(tree)], capture_output=True, text=True, check=False)
+        result = subprocess.run(
+            [
+                "git",
+                "clone",
+                "--recursive",
+                "--depth",
+                "1",
+                "--branch",
+                str(spec.ref),
+                spec.location,
+                str(tree),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if result.returncode != 0:
-            raise BuildError(f"git clone of {spec.location} @ {spec.ref} failed: {result.stderr.strip()[-800:]}",
-                             hint="offline? use --ort-source debian, a local checkout or a tarball")
-        source_hash = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True,
-                                     text=True, check=False).stdout.strip()
+            raise BuildError(
+                f"git clone of {spec.location} @ {spec.ref} failed: {result.stderr.strip()[-800:]}",
+                hint="offline? use --ort-source debian, a local checkout or a tarball",
+            )
+        source_hash = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True, check=False
+        ).stdout.strip()
     else:
         tree = work / "tree"
         log(f"copying {spec.location} (patches are applied to a copy, never to your checkout)")
@@ -274,7 +313,9 @@ def prepare_source(
 
 def _dir_identity(path: Path) -> str:
     """A git commit when the directory is a checkout, else a hash of its top-level identity."""
-    result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=False
+    )
     if result.returncode == 0:
         return "git:" + result.stdout.strip()
     marker = path / "VERSION_NUMBER"

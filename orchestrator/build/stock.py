@@ -26,9 +26,24 @@ if TYPE_CHECKING:
 def download_argv(profile: TargetProfile, version: str | None, dest: Path) -> list[str]:
     """The pip command that fetches the official wheel for this board (pure)."""
     digits = profile.os.python.replace(".", "")
-    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input", "--no-deps",
-            "--only-binary=:all:", "--implementation", "cp", "--python-version", profile.os.python,
-            "--abi", f"cp{digits}", "-d", str(dest)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        profile.os.python,
+        "--abi",
+        f"cp{digits}",
+        "-d",
+        str(dest),
+    ]
     # Manylinux tags only: a linux_<arch> wheel on the index would not be an official build.
     for platform in pip_platforms(profile.arch, profile.os.glibc):
         if platform.startswith("manylinux"):
@@ -37,22 +52,39 @@ def download_argv(profile: TargetProfile, version: str | None, dest: Path) -> li
 
 
 def plan_dict(profile: TargetProfile, version: str | None) -> dict[str, Any]:
-    return {"target": profile.name, "variant": "stock", "ort_version": version or "latest",
-            "download_argv": download_argv(profile, version, Path("<download-dir>")),
-            "preflight": {"qemu_cpu": profile.qemu_cpu},
-            "wheel": {"python_tag": profile.os.python_tag, "max_glibc": profile.os.glibc, "machine": "EM_AARCH64"}}
+    return {
+        "target": profile.name,
+        "variant": "stock",
+        "ort_version": version or "latest",
+        "download_argv": download_argv(profile, version, Path("<download-dir>")),
+        "preflight": {"qemu_cpu": profile.qemu_cpu},
+        "wheel": {
+            "python_tag": profile.os.python_tag,
+            "max_glibc": profile.os.glibc,
+            "machine": "EM_AARCH64",
+        },
+    }
 
 
-def fetch_stock(engine: Engine, profile: TargetProfile, version: str | None, *, root: Path | None,
-                log: Any, preflight: bool = True) -> Artifact:
+def fetch_stock(
+    engine: Engine,
+    profile: TargetProfile,
+    version: str | None,
+    *,
+    root: Path | None,
+    log: Any,
+    preflight: bool = True,
+) -> Artifact:
     from orchestrator.build.execute import finish_artifact
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="orch-stock-") as tmp:
         dest = Path(tmp)
         argv = download_argv(profile, version, dest)
-        log(f"downloading the official onnxruntime wheel for {profile.name} (Python {profile.os.python}, "
-            f"glibc <= {profile.os.glibc})")
+        log(
+            f"downloading the official onnxruntime wheel for {profile.name} (Python {profile.os.python}, "
+            f"glibc <= {profile.os.glibc})"
+        )
         result = subprocess.run(argv, capture_output=True, text=True, check=False)
         wheels = sorted(dest.glob("onnxruntime-*.whl"))
         if result.returncode != 0 or not wheels:
@@ -65,10 +97,22 @@ def fetch_stock(engine: Engine, profile: TargetProfile, version: str | None, *, 
         wheel = wheels[0]
         found_version = wheel.name.split("-")[1]
         manifest = {
-            "target": profile.name, "variant": "stock", "ort_version": found_version,
+            "target": profile.name,
+            "variant": "stock",
+            "ort_version": found_version,
             "variant_description": "official ONNX Runtime wheel from the package index (no build)",
             "source": {"kind": "index", "description": "official wheel", "download_argv": argv[1:]},
             "build_duration_s": round(time.monotonic() - started, 1),
         }
-        return finish_artifact(profile, "stock", found_version, wheel, manifest, log_path=None, root=root,
-                               engine=engine, log=log, preflight=preflight)
+        return finish_artifact(
+            profile,
+            "stock",
+            found_version,
+            wheel,
+            manifest,
+            log_path=None,
+            root=root,
+            engine=engine,
+            log=log,
+            preflight=preflight,
+        )

@@ -18,8 +18,14 @@ from orchestrator.errors import TargetError
 from orchestrator.paths import TOOLCHAINS_DIR, orch_home
 
 _KEYS = {
-    "description": str, "build": bool, "config": str, "build_args": list, "defines": dict,
-    "cflags": list, "lto": bool, "inline_limit": int,
+    "description": str,
+    "build": bool,
+    "config": str,
+    "build_args": list,
+    "defines": dict,
+    "cflags": list,
+    "lto": bool,
+    "inline_limit": int,
 }
 _CONFIGS = ("Release", "RelWithDebInfo", "MinSizeRel", "Debug")
 
@@ -61,7 +67,9 @@ def _parse(name: str, data: Any, path: Path) -> Variant:
         raise TargetError(f"{where}: config '{config}' is not one of {', '.join(_CONFIGS)}")
     for arg in data.get("build_args", []):
         if not isinstance(arg, str) or not arg.startswith("--"):
-            raise TargetError(f"{where}: build_args entries are build.py flags like '--disable_ml_ops', got {arg!r}")
+            raise TargetError(
+                f"{where}: build_args entries are build.py flags like '--disable_ml_ops', got {arg!r}"
+            )
     return Variant(
         name=name,
         description=str(data.get("description", name)),

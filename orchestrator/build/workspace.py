@@ -70,7 +70,10 @@ def ensure_source_volume(engine: Engine, image: str, tree: SourceTree, log: Call
     log(f"copying the ORT source tree ({size / 1e6:.0f} MB) into volume {name} on {engine.label}")
     # A content-named volume is only ever filled with the same files, so a second build filling it
     # at the same time is harmless; a live checkout's volume is emptied first (files may be gone).
-    if live and engine.run(image, ["find", SRC, "-mindepth", "1", "-delete"], volumes=mount, network="none") != 0:
+    if (
+        live
+        and engine.run(image, ["find", SRC, "-mindepth", "1", "-delete"], volumes=mount, network="none") != 0
+    ):
         raise BuildError(f"cannot empty source volume {name} on {engine.label}")
     code = engine.run(image, ["touch", _COMPLETE], volumes=mount, network="none", copy_in=[(tree.path, SRC)])
     if code != 0:
@@ -80,17 +83,27 @@ def ensure_source_volume(engine: Engine, image: str, tree: SourceTree, log: Call
 
 def ensure_build_volume(engine: Engine, plan: BuildPlan) -> str:
     name = build_volume_name(plan)
-    return engine.ensure_volume(name, labels={LABEL_ROLE: "build-dir", LABEL_HOME: str(orch_home().resolve()),
-                                              "orch.target": plan.target.name, "orch.variant": plan.variant.name})
+    return engine.ensure_volume(
+        name,
+        labels={
+            LABEL_ROLE: "build-dir",
+            LABEL_HOME: str(orch_home().resolve()),
+            "orch.target": plan.target.name,
+            "orch.variant": plan.variant.name,
+        },
+    )
 
 
 def build_volumes_under(engine: Engine, root: Path, target: str | None = None) -> list[str]:
     """Build-directory volumes made on ``engine`` by ORCH_HOMEs at or under ``root`` (for clean-up),
     only ``target``'s when given."""
     found = engine.volumes({LABEL_ROLE: "build-dir", LABEL_HOME: None})
-    return sorted(name for name, labels in found.items()
-                  if Path(labels[LABEL_HOME]).is_relative_to(root.resolve())
-                  and (target is None or labels.get("orch.target") == target))
+    return sorted(
+        name
+        for name, labels in found.items()
+        if Path(labels[LABEL_HOME]).is_relative_to(root.resolve())
+        and (target is None or labels.get("orch.target") == target)
+    )
 
 
 def volumes_to_clean(engine: Engine, *, target: str | None, ccache: bool, sources: bool) -> list[str]:

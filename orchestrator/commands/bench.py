@@ -26,38 +26,94 @@ HELP = "run on-device benchmarks on boards in parallel and compare"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_selection_options(parser)
     what = parser.add_argument_group("what to measure")
-    what.add_argument("--variant", action="append", default=[], metavar="A,B",
-                      help="A/B the newest release of each variant (first = baseline); default: the current release")
-    what.add_argument("--model", action="append", default=[], metavar="NAME",
-                      help="deployed model name(s), comma-separated or repeated; default: every deployed model")
-    what.add_argument("--threads", action="append", default=[], metavar="N,M",
-                      help="intra-op thread counts to sweep (0 = onnxruntime's default)")
-    what.add_argument("--inter-threads", type=int, default=0, metavar="N", help="inter-op threads (0 = default)")
-    what.add_argument("--opt-level", action="append", default=[], metavar="L,M",
-                      help=f"graph optimisation levels to sweep: {', '.join(bench_plan.OPT_LEVELS)}")
-    what.add_argument("--ep", action="append", default=[], metavar="EP",
-                      help="execution providers to sweep: cpu, xnnpack, cuda, tensorrt (default cpu)")
-    what.add_argument("--quantize", choices=bench_plan.QUANTIZE_MODES,
-                      help="also measure an int8 copy of each model (quantised on the workstation)")
-    what.add_argument("--shape", action="append", default=[], metavar="NAME=DxD",
-                      help="shape for a model input with free dimensions, e.g. input=1x3x224x224")
+    what.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="A,B",
+        help="A/B the newest release of each variant (first = baseline); default: the current release",
+    )
+    what.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="deployed model name(s), comma-separated or repeated; default: every deployed model",
+    )
+    what.add_argument(
+        "--threads",
+        action="append",
+        default=[],
+        metavar="N,M",
+        help="intra-op thread counts to sweep (0 = onnxruntime's default)",
+    )
+    what.add_argument(
+        "--inter-threads", type=int, default=0, metavar="N", help="inter-op threads (0 = default)"
+    )
+    what.add_argument(
+        "--opt-level",
+        action="append",
+        default=[],
+        metavar="L,M",
+        help=f"graph optimisation levels to sweep: {', '.join(bench_plan.OPT_LEVELS)}",
+    )
+    what.add_argument(
+        "--ep",
+        action="append",
+        default=[],
+        metavar="EP",
+        help="execution providers to sweep: cpu, xnnpack, cuda, tensorrt (default cpu)",
+    )
+    what.add_argument(
+        "--quantize",
+        choices=bench_plan.QUANTIZE_MODES,
+        help="also measure an int8 copy of each model (quantised on the workstation)",
+    )
+    what.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=DxD",
+        help="shape for a model input with free dimensions, e.g. input=1x3x224x224",
+    )
     how = parser.add_argument_group("how long (defaults suit a real board)")
     how.add_argument("--rounds", type=int, help="interleaved rounds (A B A B ...), default 3")
     how.add_argument("--cooldown", type=float, metavar="S", help="seconds between agent runs, default 5")
     how.add_argument("--warmup", type=int, help="warm-up inferences after the first one, default 5")
     how.add_argument("--min-runs", type=int, help="minimum timed inferences per agent run, default 50")
-    how.add_argument("--min-duration", type=float, metavar="S", help="minimum timed seconds per agent run, default 10")
-    how.add_argument("--max-runs", type=int, default=100000, help="stop an agent run after this many inferences")
-    how.add_argument("--quick", dest="quick", action="store_true",
-                     help="defaults for emulated boards: 2 rounds, no cooldown, 1 warm-up, 5 runs, no minimum time")
-    how.add_argument("--step-timeout", type=float, default=1800.0, metavar="S", help="limit for one agent run")
+    how.add_argument(
+        "--min-duration", type=float, metavar="S", help="minimum timed seconds per agent run, default 10"
+    )
+    how.add_argument(
+        "--max-runs", type=int, default=100000, help="stop an agent run after this many inferences"
+    )
+    how.add_argument(
+        "--quick",
+        dest="quick",
+        action="store_true",
+        help="defaults for emulated boards: 2 rounds, no cooldown, 1 warm-up, 5 runs, no minimum time",
+    )
+    how.add_argument(
+        "--step-timeout", type=float, default=1800.0, metavar="S", help="limit for one agent run"
+    )
     how.add_argument("--parallel", type=int, default=8, help="boards benchmarked at the same time")
-    how.add_argument("--pin-clocks", action="store_true",
-                     help="set the cpufreq governor to performance (and jetson_clocks) for the run, then restore it")
-    how.add_argument("--sysfs-root", default=None, metavar="PATH",
-                     help="where the agent and --pin-clocks find sysfs on the board (default /sys)")
-    how.add_argument("--threshold", type=float, default=0.05,
-                     help="smallest change called faster/slower, as a fraction (default 0.05 = 5%%)")
+    how.add_argument(
+        "--pin-clocks",
+        action="store_true",
+        help="set the cpufreq governor to performance (and jetson_clocks) for the run, then restore it",
+    )
+    how.add_argument(
+        "--sysfs-root",
+        default=None,
+        metavar="PATH",
+        help="where the agent and --pin-clocks find sysfs on the board (default /sys)",
+    )
+    how.add_argument(
+        "--threshold",
+        type=float,
+        default=0.05,
+        help="smallest change called faster/slower, as a fraction (default 0.05 = 5%%)",
+    )
     options.add_json_option(parser)
     options.add_dry_run_option(parser)
 
@@ -71,7 +127,8 @@ def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
     settings = bench_plan.make_settings(
         threads=bench_plan.parse_threads(_joined(args.threads)),
         opt_levels=bench_plan.parse_opt_levels(_joined(args.opt_level)),
-        eps=_joined(args.ep), inter_threads=args.inter_threads,
+        eps=_joined(args.ep),
+        inter_threads=args.inter_threads,
     )
     defaults = QUICK_DEFAULTS if args.quick else BOARD_DEFAULTS
 
@@ -79,14 +136,28 @@ def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
         value = getattr(args, name)
         return defaults[name] if value is None else value
 
-    agent = AgentOptions(warmup=int(pick("warmup")), min_runs=int(pick("min_runs")),
-                         min_duration=float(pick("min_duration")), max_runs=args.max_runs,
-                         shapes=tuple(args.shape), sysfs_root=args.sysfs_root)
+    agent = AgentOptions(
+        warmup=int(pick("warmup")),
+        min_runs=int(pick("min_runs")),
+        min_duration=float(pick("min_duration")),
+        max_runs=args.max_runs,
+        shapes=tuple(args.shape),
+        sysfs_root=args.sysfs_root,
+    )
     rounds, cooldown = int(pick("rounds")), float(pick("cooldown"))
     return bench_plan.make_plan(
-        boards, variants=_joined(args.variant), models=_joined(args.model), settings=settings,
-        quantize=args.quantize, rounds=rounds, cooldown_s=cooldown, agent=agent, pin_clocks=args.pin_clocks,
-        parallel=args.parallel, step_timeout_s=args.step_timeout, threshold=args.threshold,
+        boards,
+        variants=_joined(args.variant),
+        models=_joined(args.model),
+        settings=settings,
+        quantize=args.quantize,
+        rounds=rounds,
+        cooldown_s=cooldown,
+        agent=agent,
+        pin_clocks=args.pin_clocks,
+        parallel=args.parallel,
+        step_timeout_s=args.step_timeout,
+        threshold=args.threshold,
     )
 
 
@@ -97,8 +168,9 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
     if args.dry_run:
         document = plan.as_dict()
-        document["steps_per_board"] = (plan.rounds * len(plan.settings) * max(1, len(plan.variants))
-                                       * (2 if plan.quantize else 1))
+        document["steps_per_board"] = (
+            plan.rounds * len(plan.settings) * max(1, len(plan.variants)) * (2 if plan.quantize else 1)
+        )
         document["steps_per_board_note"] = "per model deployed (or per --model)"
         if args.json:
             emit_json(document)
@@ -108,18 +180,28 @@ def run(args: argparse.Namespace) -> int:
     store = results.ResultStore()
     run_id = results.new_run_id()
     command = shlex.join(["orch", *sys.argv[1:]]) if sys.argv and sys.argv[0] else "orch bench"
-    console.print(f"bench run [bold]{run_id}[/] on {len(plan.boards)} board(s): "
-                  f"{escape(', '.join(b.name for b in plan.boards))}")
+    console.print(
+        f"bench run [bold]{run_id}[/] on {len(plan.boards)} board(s): "
+        f"{escape(', '.join(b.name for b in plan.boards))}"
+    )
     done = run_bench(plan, run_id=run_id, command=command, store=store)
     record = store.load(run_id)
     series = record.series()
     pairings = results.pairings_within(series, threshold=plan.threshold)
     if args.json:
-        emit_json({
-            "run_id": run_id, "path": str(done.path), "wall_s": done.wall_s,
-            "boards": {name: {"status": doc["status"], "error": doc.get("error")} for name, doc in record.boards.items()},
-            "series": results.flatten_series([record]), "comparisons": [p.as_dict() for p in pairings],
-        })
+        emit_json(
+            {
+                "run_id": run_id,
+                "path": str(done.path),
+                "wall_s": done.wall_s,
+                "boards": {
+                    name: {"status": doc["status"], "error": doc.get("error")}
+                    for name, doc in record.boards.items()
+                },
+                "series": results.flatten_series([record]),
+                "comparisons": [p.as_dict() for p in pairings],
+            }
+        )
     for table in report.run_tables(series, pairings, record.failed):
         console.print(table)
     console.print(f"results stored in [bold]{escape(str(done.path))}[/] ({done.outcome.summary()})")
@@ -128,6 +210,8 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         names = ", ".join(failed)
         if done.outcome.succeeded:
-            raise PartialFailure(f"bench failed on {names}; the other boards' results are stored in {done.path}")
+            raise PartialFailure(
+                f"bench failed on {names}; the other boards' results are stored in {done.path}"
+            )
         raise BenchError(f"bench failed on every board ({names})", hint="see the errors above")
     return 0

@@ -1,9 +1,9 @@
 """`orch build`: cross-compile ONNX Runtime for a target in a Docker build container.
 
-    orch build --target rpi4 --variant tuned [--dry-run] [--json]
-    orch build --target lab --variant stock          # the official wheel, pre-flighted
-    orch build list [--json]                         # artifacts with their manifests
-    orch build clean [--target T] [--ccache] [--sources] [--dry-run]   # free the engine's build volumes
+orch build --target rpi4 --variant tuned [--dry-run] [--json]
+orch build --target lab --variant stock          # the official wheel, pre-flighted
+orch build list [--json]                         # artifacts with their manifests
+orch build clean [--target T] [--ccache] [--sources] [--dry-run]   # free the engine's build volumes
 """
 
 from __future__ import annotations
@@ -25,24 +25,57 @@ HELP = "cross-compile ONNX Runtime for a target in a Docker build container"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", nargs="?", choices=["list", "clean"],
-                        help="`list`: built artifacts with their manifests; `clean`: remove this home's build"
-                             " directories (Docker volumes) on the engine")
-    parser.add_argument("--target", "-t", metavar="NAME", help="target profile (lab, rpi4, rpi5, jetson, nano, ...)")
-    parser.add_argument("--variant", default="default", metavar="NAME",
-                        help="stock, default, lto, tuned, or one of $ORCH_HOME/variants.yaml (default: default)")
-    parser.add_argument("--ort-source", metavar="SRC",
-                        help="'debian' (offline source package), a git URL[@ref], a local checkout or a source tarball"
-                             " (default: debian when it carries --ort-version, else upstream git)")
-    parser.add_argument("--ort-version", metavar="X.Y.Z", help="ONNX Runtime version (default 1.21.0; stock: latest)")
-    parser.add_argument("--cmake-define", "-D", action="append", default=[], metavar="NAME=VALUE",
-                        help="extra CMake define, validated against the ORT tree (repeatable)")
-    parser.add_argument("--ep", default="cpu", metavar="EP", help="execution provider: cpu, xnnpack, cuda, tensorrt")
-    parser.add_argument("--docker-host", metavar="URL", help="build on another Docker engine (e.g. ssh://me@bigbox)")
-    parser.add_argument("--force-flags", action="store_true", help="build even with unknown CMake/build.py names")
-    parser.add_argument("--parallel", type=int, metavar="N", help="compile jobs (default: from cores and memory)")
-    parser.add_argument("--scope", default="wheel", choices=["wheel", "mlas-test"],
-                        help="wheel (default) or only MLAS + onnxruntime_mlas_test")
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "clean"],
+        help="`list`: built artifacts with their manifests; `clean`: remove this home's build"
+        " directories (Docker volumes) on the engine",
+    )
+    parser.add_argument(
+        "--target", "-t", metavar="NAME", help="target profile (lab, rpi4, rpi5, jetson, nano, ...)"
+    )
+    parser.add_argument(
+        "--variant",
+        default="default",
+        metavar="NAME",
+        help="stock, default, lto, tuned, or one of $ORCH_HOME/variants.yaml (default: default)",
+    )
+    parser.add_argument(
+        "--ort-source",
+        metavar="SRC",
+        help="'debian' (offline source package), a git URL[@ref], a local checkout or a source tarball"
+        " (default: debian when it carries --ort-version, else upstream git)",
+    )
+    parser.add_argument(
+        "--ort-version", metavar="X.Y.Z", help="ONNX Runtime version (default 1.21.0; stock: latest)"
+    )
+    parser.add_argument(
+        "--cmake-define",
+        "-D",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra CMake define, validated against the ORT tree (repeatable)",
+    )
+    parser.add_argument(
+        "--ep", default="cpu", metavar="EP", help="execution provider: cpu, xnnpack, cuda, tensorrt"
+    )
+    parser.add_argument(
+        "--docker-host", metavar="URL", help="build on another Docker engine (e.g. ssh://me@bigbox)"
+    )
+    parser.add_argument(
+        "--force-flags", action="store_true", help="build even with unknown CMake/build.py names"
+    )
+    parser.add_argument(
+        "--parallel", type=int, metavar="N", help="compile jobs (default: from cores and memory)"
+    )
+    parser.add_argument(
+        "--scope",
+        default="wheel",
+        choices=["wheel", "mlas-test"],
+        help="wheel (default) or only MLAS + onnxruntime_mlas_test",
+    )
     parser.add_argument("--ccache", action="store_true", help="clean: also the compiler cache volumes")
     parser.add_argument("--sources", action="store_true", help="clean: also the ORT source volumes")
     parser.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)
@@ -88,9 +121,14 @@ def _plan(args: argparse.Namespace, profile: Any, variant: Any, engine: Any) -> 
         info = engine.info()
         cpus, memory = int(info.get("NCPU", cpus)), int(info.get("MemTotal", memory))
     options = BuildOptions(
-        source=source, extra_defines=tuple(parse_define(d) for d in args.cmake_define),
-        execution_provider=args.ep, parallel=args.parallel, cpus=cpus, memory_bytes=memory,
-        scope=args.scope, docker_host=args.docker_host,
+        source=source,
+        extra_defines=tuple(parse_define(d) for d in args.cmake_define),
+        execution_provider=args.ep,
+        parallel=args.parallel,
+        cpus=cpus,
+        memory_bytes=memory,
+        scope=args.scope,
+        docker_host=args.docker_host,
     )
     return make_plan(profile, variant, options)
 
@@ -103,16 +141,20 @@ def _show_plan(plan: Any, args: argparse.Namespace) -> None:
     validation: dict[str, Any] = {"checked": False}
     if plan.source.kind == "dir":
         problems = flag_check.check_flags(
-            __import__("pathlib").Path(plan.source.location), [k for k, _ in plan.defines],
-            flag_check.flags_of(plan.build_args))
+            __import__("pathlib").Path(plan.source.location),
+            [k for k, _ in plan.defines],
+            flag_check.flags_of(plan.build_args),
+        )
         validation = {"checked": True, "problems": [p.sentence() for p in problems]}
     document["flag_validation"] = validation
     if args.json:
         emit_json(document)
         return
     c = console
-    c.print(f"[bold]orch build plan[/] — target [cyan]{plan.target.name}[/], variant [cyan]{plan.variant.name}[/]"
-            f" ({escape(plan.variant.description)}), ORT {plan.ort_version}, EP {plan.execution_provider}")
+    c.print(
+        f"[bold]orch build plan[/] — target [cyan]{plan.target.name}[/], variant [cyan]{plan.variant.name}[/]"
+        f" ({escape(plan.variant.description)}), ORT {plan.ort_version}, EP {plan.execution_provider}"
+    )
     c.print(f"[bold]source:[/] {escape(plan.source.describe())}; dependencies: {plan.dependencies}")
     c.print(f"[bold]image:[/] {plan.image.tag}  FROM {plan.image.base_image}  ({plan.image.dockerfile})")
     for key, value in plan.image.buildargs:
@@ -122,14 +164,18 @@ def _show_plan(plan: Any, args: argparse.Namespace) -> None:
     c.print("[bold]CMake defines:[/]")
     for key, value in plan.defines:
         c.print(f"    -D{key}={escape(value)}", soft_wrap=True)
-    c.print(f"[bold]parallel jobs:[/] {plan.parallel}   [bold]ccache volume:[/] {plan.ccache_volume}"
-            f"   [bold]network:[/] {plan.network or 'default'}")
+    c.print(
+        f"[bold]parallel jobs:[/] {plan.parallel}   [bold]ccache volume:[/] {plan.ccache_volume}"
+        f"   [bold]network:[/] {plan.network or 'default'}"
+    )
     c.print("[bold]build command (in the build container):[/]")
     c.print("    " + escape(shlex.join(plan.build_argv)), soft_wrap=True)
     if plan.scope == "wheel":
         c.print("[bold]then:[/] " + escape(shlex.join(plan.package_argv)), soft_wrap=True)
-        c.print(f"[bold]wheel check:[/] aarch64 ELF, GLIBC <= {plan.target.os.glibc}, {plan.target.os.python_tag};"
-                f" [bold]pre-flight:[/] QEMU_CPU={plan.target.qemu_cpu}")
+        c.print(
+            f"[bold]wheel check:[/] aarch64 ELF, GLIBC <= {plan.target.os.glibc}, {plan.target.os.python_tag};"
+            f" [bold]pre-flight:[/] QEMU_CPU={plan.target.qemu_cpu}"
+        )
     if validation["checked"]:
         problems = validation["problems"]
         c.print("[bold]flag validation:[/] " + ("all names known" if not problems else "; ".join(problems)))
@@ -147,8 +193,10 @@ def _execute(args: argparse.Namespace, plan: Any, engine: Any) -> int:
     from orchestrator.errors import BuildError
 
     if plan.refused:
-        raise BuildError(f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
-                         hint="`--dry-run` shows the exact build.py arguments for an image that has the toolkit")
+        raise BuildError(
+            f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
+            hint="`--dry-run` shows the exact build.py arguments for an image that has the toolkit",
+        )
     # With --docker-host the workstation's own engine still fetches the source, lends its images
     # and runs the pre-flight (its qemu emulation is the one `orch doctor` checked).
     local_engine = Engine() if args.docker_host else None
@@ -156,29 +204,54 @@ def _execute(args: argparse.Namespace, plan: Any, engine: Any) -> int:
     def log(line: str) -> None:
         console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
-    with Progress(TextColumn("[bold]compiling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("[bold]compiling"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task("compile", total=None)
 
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        result = execute(plan, engine, local_engine=local_engine, force_flags=args.force_flags, log=log,
-                         progress=on_progress, preflight=not args.no_preflight)
-    document: dict[str, Any] = {"target": plan.target.name, "variant": plan.variant.name,
-                                "ort_version": plan.ort_version, "scope": plan.scope, "engine": engine.label,
-                                "duration_s": round(result.duration_s, 1), "ccache": result.ccache,
-                                "log": str(result.log_path), "build_dir": str(result.build_dir)}
+        result = execute(
+            plan,
+            engine,
+            local_engine=local_engine,
+            force_flags=args.force_flags,
+            log=log,
+            progress=on_progress,
+            preflight=not args.no_preflight,
+        )
+    document: dict[str, Any] = {
+        "target": plan.target.name,
+        "variant": plan.variant.name,
+        "ort_version": plan.ort_version,
+        "scope": plan.scope,
+        "engine": engine.label,
+        "duration_s": round(result.duration_s, 1),
+        "ccache": result.ccache,
+        "log": str(result.log_path),
+        "build_dir": str(result.build_dir),
+    }
     if result.artifact:
-        document.update(artifact=str(result.artifact.directory), wheel=result.artifact.manifest["wheel"],
-                        manifest=result.artifact.manifest)
+        document.update(
+            artifact=str(result.artifact.directory),
+            wheel=result.artifact.manifest["wheel"],
+            manifest=result.artifact.manifest,
+        )
     if args.json:
         emit_json(document)
     else:
         where = result.artifact.wheel_path if result.artifact else result.build_dir
-        console.print(f"[green]built[/] {plan.target.name}/{plan.variant.name} ORT {plan.ort_version} in "
-                      f"{result.duration_s / 60:.1f} min -> {where}  (ccache hits {result.ccache.get('hits')},"
-                      f" misses {result.ccache.get('misses')})")
+        console.print(
+            f"[green]built[/] {plan.target.name}/{plan.variant.name} ORT {plan.ort_version} in "
+            f"{result.duration_s / 60:.1f} min -> {where}  (ccache hits {result.ccache.get('hits')},"
+            f" misses {result.ccache.get('misses')})"
+        )
     return 0
 
 
@@ -186,14 +259,18 @@ def _stock(args: argparse.Namespace, profile: Any) -> int:
     from orchestrator.build.stock import fetch_stock, plan_dict
 
     if args.cmake_define or args.ort_source or args.docker_host:
-        raise UsageError("the stock variant is not built: --cmake-define, --ort-source and --docker-host do not apply")
+        raise UsageError(
+            "the stock variant is not built: --cmake-define, --ort-source and --docker-host do not apply"
+        )
     if args.dry_run:
         document = plan_dict(profile, args.ort_version)
         if args.json:
             emit_json(document)
         else:
-            console.print(f"[bold]orch build plan[/] — target [cyan]{profile.name}[/], variant [cyan]stock[/]:"
-                          " the official wheel, no build")
+            console.print(
+                f"[bold]orch build plan[/] — target [cyan]{profile.name}[/], variant [cyan]stock[/]:"
+                " the official wheel, no build"
+            )
             console.print("    " + escape(shlex.join(document["download_argv"])), soft_wrap=True)
             console.print(f"then the wheel check and the pre-flight on QEMU_CPU={profile.qemu_cpu}")
         return 0
@@ -203,13 +280,23 @@ def _stock(args: argparse.Namespace, profile: Any) -> int:
 
     from orchestrator.adapters.engine import Engine
 
-    artifact = fetch_stock(Engine(), profile, args.ort_version, root=None, log=log,
-                           preflight=not args.no_preflight)
+    artifact = fetch_stock(
+        Engine(), profile, args.ort_version, root=None, log=log, preflight=not args.no_preflight
+    )
     if args.json:
-        emit_json({"target": profile.name, "variant": "stock", "artifact": str(artifact.directory),
-                   "wheel": artifact.manifest["wheel"], "manifest": artifact.manifest})
+        emit_json(
+            {
+                "target": profile.name,
+                "variant": "stock",
+                "artifact": str(artifact.directory),
+                "wheel": artifact.manifest["wheel"],
+                "manifest": artifact.manifest,
+            }
+        )
     else:
-        console.print(f"[green]stock wheel ready[/] {artifact.wheel_path} (pre-flight ok on {profile.qemu_cpu})")
+        console.print(
+            f"[green]stock wheel ready[/] {artifact.wheel_path} (pre-flight ok on {profile.qemu_cpu})"
+        )
     return 0
 
 
@@ -251,8 +338,15 @@ def _list(args: argparse.Namespace) -> int:
     for a in artifacts:
         pre = a.manifest.get("preflight", {})
         size = a.manifest.get("wheel_size")
-        table.add_row(a.target, a.variant, a.ort_version, a.manifest.get("wheel", ""),
-                      f"{size / 1e6:.1f} MB" if size else "", "ok" if pre.get("ok") else "[red]failed[/]",
-                      f"{a.manifest.get('build_duration_s', 0) / 60:.1f} min", a.created)
+        table.add_row(
+            a.target,
+            a.variant,
+            a.ort_version,
+            a.manifest.get("wheel", ""),
+            f"{size / 1e6:.1f} MB" if size else "",
+            "ok" if pre.get("ok") else "[red]failed[/]",
+            f"{a.manifest.get('build_duration_s', 0) / 60:.1f} min",
+            a.created,
+        )
     console.print(table)
     return 0

@@ -26,7 +26,9 @@ HELP = "the whole job on the lab: lab up, build, deploy stock+tuned, bench A/B, 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--boards", type=int, default=2, help="number of emulated boards (default 2)")
-    parser.add_argument("--report", type=Path, default=Path("report.html"), help="where to write the HTML report")
+    parser.add_argument(
+        "--report", type=Path, default=Path("report.html"), help="where to write the HTML report"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the steps and stop")
 
 

@@ -28,18 +28,45 @@ DEFAULT_TIMEOUT = 3600.0
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_selection_options(parser)
-    parser.add_argument("--variant", metavar="V", help="which build variant to deploy (default: the newest build)")
-    parser.add_argument("--artifact", type=Path, metavar="DIR",
-                        help="deploy this artifact directory (artifacts/<target>/<variant>/<version>/)")
-    parser.add_argument("--model", action="append", type=Path, default=[], metavar="PATH",
-                        help="an .onnx model to deploy (repeatable; default: ./models/*.onnx)")
-    parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL, metavar="N",
-                        help=f"boards deployed at once (default {DEFAULT_PARALLEL})")
-    parser.add_argument("--keep", type=int, default=DEFAULT_KEEP, metavar="N",
-                        help=f"releases kept on each board (default {DEFAULT_KEEP})")
+    parser.add_argument(
+        "--variant", metavar="V", help="which build variant to deploy (default: the newest build)"
+    )
+    parser.add_argument(
+        "--artifact",
+        type=Path,
+        metavar="DIR",
+        help="deploy this artifact directory (artifacts/<target>/<variant>/<version>/)",
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="PATH",
+        help="an .onnx model to deploy (repeatable; default: ./models/*.onnx)",
+    )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=DEFAULT_PARALLEL,
+        metavar="N",
+        help=f"boards deployed at once (default {DEFAULT_PARALLEL})",
+    )
+    parser.add_argument(
+        "--keep",
+        type=int,
+        default=DEFAULT_KEEP,
+        metavar="N",
+        help=f"releases kept on each board (default {DEFAULT_KEEP})",
+    )
     parser.add_argument("--rollback", action="store_true", help="switch back to the previous release")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
-                        help=f"per-board time limit in seconds (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"per-board time limit in seconds (default {DEFAULT_TIMEOUT:g})",
+    )
     add_dry_run_option(parser)
     add_json_option(parser)
 
@@ -64,32 +91,51 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be positive (got {args.timeout:g})")
     if args.rollback and (args.artifact or args.model or args.variant):
-        raise UsageError("--rollback switches to the previous release; it takes no --artifact/--model/--variant")
+        raise UsageError(
+            "--rollback switches to the previous release; it takes no --artifact/--model/--variant"
+        )
     artifact = load_artifact_dir(args.artifact) if args.artifact else None
     if artifact and args.variant and artifact.variant != args.variant:
         raise UsageError(f"--artifact {args.artifact} is variant '{artifact.variant}', not '{args.variant}'")
     boards = selected_boards(args)
     model_paths = args.model or default_model_paths()
     request = DeployRequest(
-        artifact=artifact, variant=args.variant,
+        artifact=artifact,
+        variant=args.variant,
         models=tuple(model_files(model_paths)) if not args.rollback else (),
         agent=tuple(agent_files()) if not args.rollback else (),
-        keep=args.keep, dry_run=args.dry_run, rollback=args.rollback,
+        keep=args.keep,
+        dry_run=args.dry_run,
+        rollback=args.rollback,
     )
     if not args.rollback and not request.models:
-        console.print("[yellow]no models to deploy (none given, ./models/*.onnx is empty): deploying the wheel"
-                      " alone[/]")
+        console.print(
+            "[yellow]no models to deploy (none given, ./models/*.onnx is empty): deploying the wheel alone[/]"
+        )
     result = run_deploy(boards, request, parallel=args.parallel, timeout=args.timeout)
 
     if args.json:
-        emit_json({
-            "command": "deploy", "rollback": args.rollback, "dry_run": args.dry_run,
-            "exit_code": result.exit_code,
-            "boards": {name: ({"ok": True, **o.value.as_dict()} if o.ok and o.value else
-                              {"ok": False, "error": o.message, "timed_out": o.timed_out,
-                               "hint": getattr(o.error, "hint", None)})
-                       for name, o in result.outcomes.items()},
-        })
+        emit_json(
+            {
+                "command": "deploy",
+                "rollback": args.rollback,
+                "dry_run": args.dry_run,
+                "exit_code": result.exit_code,
+                "boards": {
+                    name: (
+                        {"ok": True, **o.value.as_dict()}
+                        if o.ok and o.value
+                        else {
+                            "ok": False,
+                            "error": o.message,
+                            "timed_out": o.timed_out,
+                            "hint": getattr(o.error, "hint", None),
+                        }
+                    )
+                    for name, o in result.outcomes.items()
+                },
+            }
+        )
     table = Table(title="deploy" + (" (dry run)" if args.dry_run else ""), title_justify="left")
     for column in ("board", "result", "release", "sent", "rate", "verified", "time"):
         table.add_column(column)
@@ -97,28 +143,48 @@ def run(args: argparse.Namespace) -> int:
         if outcome.ok and outcome.value is not None:
             r = outcome.value
             models = r.verification.get("models", {})
-            verified = (f"ort {r.verification.get('version')}, {len(models)} model(s)" if r.verification else "-")
+            verified = (
+                f"ort {r.verification.get('version')}, {len(models)} model(s)" if r.verification else "-"
+            )
             if args.rollback:
                 sent = "-"
             elif args.dry_run:
                 sent = f"would send {_size(r.plan.get('bytes_to_send', 0))}"
             else:
                 sent = f"{r.files_sent} files, {_size(r.bytes_sent)}"
-            table.add_row(escape(name), f"[green]{r.action}[/]", escape(r.release_id), sent,
-                          f"{_size(r.rate)}/s" if r.bytes_sent else "-", verified, f"{r.seconds:.1f}s")
+            table.add_row(
+                escape(name),
+                f"[green]{r.action}[/]",
+                escape(r.release_id),
+                sent,
+                f"{_size(r.rate)}/s" if r.bytes_sent else "-",
+                verified,
+                f"{r.seconds:.1f}s",
+            )
         else:
-            table.add_row(escape(name), "[red]timed out[/]" if outcome.timed_out else "[red]failed[/]",
-                          "-", "-", "-", "-", f"{outcome.duration:.1f}s")
+            table.add_row(
+                escape(name),
+                "[red]timed out[/]" if outcome.timed_out else "[red]failed[/]",
+                "-",
+                "-",
+                "-",
+                "-",
+                f"{outcome.duration:.1f}s",
+            )
     console.print(table)
     if args.dry_run and not args.json:
         for outcome in result.succeeded.values():
             plan = outcome.value.plan if outcome.value else {}
             if "rollback_to" in plan:
-                console.print(f"[bold]{escape(outcome.board.name)}[/] would switch current from"
-                              f" {escape(str(plan['rollback_from']))} back to {escape(plan['rollback_to'])}")
+                console.print(
+                    f"[bold]{escape(outcome.board.name)}[/] would switch current from"
+                    f" {escape(str(plan['rollback_from']))} back to {escape(plan['rollback_to'])}"
+                )
             if plan.get("send") is not None:
-                console.print(f"[bold]{escape(outcome.board.name)}[/] release {escape(plan['release_id'])}"
-                              f" in {escape(plan['release_dir'])}")
+                console.print(
+                    f"[bold]{escape(outcome.board.name)}[/] release {escape(plan['release_id'])}"
+                    f" in {escape(plan['release_dir'])}"
+                )
                 for item in plan["send"]:
                     console.print(f"  send {escape(item['name'])} ({_size(item['size'])})")
                 console.print(f"  already there: {len(plan['already_there'])} file(s)")
@@ -129,7 +195,9 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     console.print(f"  run: {escape(shlex.join(plan['venv_argv']))}")
                     if plan["reuse_from"]:
-                        console.print(f"  reuse the installed packages of {escape(plan['reuse_from'])} (same wheels)")
+                        console.print(
+                            f"  reuse the installed packages of {escape(plan['reuse_from'])} (same wheels)"
+                        )
                     else:
                         console.print(f"  run: {escape(shlex.join(plan['install_argv']))}")
                     console.print("  then switch current, verify")

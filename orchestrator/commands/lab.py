@@ -20,11 +20,23 @@ HELP = "start, inspect and stop the lab of emulated aarch64 boards"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="lab_command", metavar="ACTION")
     up = sub.add_parser("up", help="start the lab's boards (idempotent; running boards are kept)")
-    up.add_argument("--boards", type=int, default=None, metavar="N",
-                    help=f"run at least N boards lab1..labN (default: the running ones, or {lab.DEFAULT_BOARDS})")
-    up.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
-                    help="how long to wait for every board's sshd (default: 180)")
-    up.add_argument("--json", action="store_true", help="print the lab's boards as one JSON document on stdout")
+    up.add_argument(
+        "--boards",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"run at least N boards lab1..labN (default: the running ones, or {lab.DEFAULT_BOARDS})",
+    )
+    up.add_argument(
+        "--timeout",
+        type=float,
+        default=180.0,
+        metavar="SECONDS",
+        help="how long to wait for every board's sshd (default: 180)",
+    )
+    up.add_argument(
+        "--json", action="store_true", help="print the lab's boards as one JSON document on stdout"
+    )
     status = sub.add_parser("status", help="boards, ports, container state and SSH health")
     status.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     down = sub.add_parser("down", help="remove the lab's containers and state (keys and images stay cached)")
@@ -33,7 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not getattr(args, "lab_command", None):
-        raise UsageError("say what to do with the lab: `orch lab up [--boards N]`, `orch lab status`, `orch lab down`")
+        raise UsageError(
+            "say what to do with the lab: `orch lab up [--boards N]`, `orch lab status`, `orch lab down`"
+        )
     from orchestrator.adapters.engine import Engine
 
     engine = Engine()
@@ -50,14 +64,18 @@ def _up(engine: object, args: argparse.Namespace) -> int:
                 console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
         def on_progress(board: str, banner: str) -> None:
-            console.print(f"[green]✓[/] {board}: sshd answers ({escape(banner)}) after {time.monotonic() - started:.1f} s")
+            console.print(
+                f"[green]✓[/] {board}: sshd answers ({escape(banner)}) after {time.monotonic() - started:.1f} s"
+            )
 
         state = lab.lab_up(engine, args.boards, timeout=args.timeout, on_log=on_log, on_progress=on_progress)  # type: ignore[arg-type]
     statuses = lab.lab_status(engine)  # type: ignore[arg-type]
     _print_table(statuses)
     if args.boards is not None and len(state.boards) > args.boards:
-        console.print(f"{len(state.boards)} boards kept running (more than --boards {args.boards}): "
-                      "`orch lab up` never removes boards; `orch lab down` removes them all")
+        console.print(
+            f"{len(state.boards)} boards kept running (more than --boards {args.boards}): "
+            "`orch lab up` never removes boards; `orch lab down` removes them all"
+        )
     console.print(
         f"lab {lab.lab_id()}: {len(state.boards)} board(s) up in {time.monotonic() - started:.1f} s; "
         f"user {state.user}, key {state.identity_file}; they are the inventory's group '{lab_state.LAB_GROUP}'"

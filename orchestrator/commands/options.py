@@ -23,8 +23,12 @@ def add_inventory_option(parser: argparse.ArgumentParser) -> None:
 def add_selection_options(parser: argparse.ArgumentParser) -> None:
     add_inventory_option(parser)
     group = parser.add_argument_group("board selection")
-    group.add_argument("--host", action="append", default=[], metavar="NAME", help="a board by name (repeatable)")
-    group.add_argument("--group", action="append", default=[], metavar="NAME", help="every board of a group (repeatable)")
+    group.add_argument(
+        "--host", action="append", default=[], metavar="NAME", help="a board by name (repeatable)"
+    )
+    group.add_argument(
+        "--group", action="append", default=[], metavar="NAME", help="every board of a group (repeatable)"
+    )
     group.add_argument("--all-devices", action="store_true", help="every board of the inventory")
     group.add_argument(
         "--limit",

@@ -14,10 +14,20 @@ HELP = "write an HTML report with plots for a benchmark run"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", metavar="RUN", nargs="?", default="latest",
-                        help="run id, unique prefix, 'latest' (default) or 'latest~1'")
-    parser.add_argument("--html", type=Path, default=Path("report.html"), metavar="PATH",
-                        help="where to write the report (plots go to <name>_files/ next to it)")
+    parser.add_argument(
+        "run",
+        metavar="RUN",
+        nargs="?",
+        default="latest",
+        help="run id, unique prefix, 'latest' (default) or 'latest~1'",
+    )
+    parser.add_argument(
+        "--html",
+        type=Path,
+        default=Path("report.html"),
+        metavar="PATH",
+        help="where to write the report (plots go to <name>_files/ next to it)",
+    )
     parser.add_argument("--threshold", type=float, default=0.05, help="smallest change called faster/slower")
     parser.add_argument("--json", action="store_true", help="print the written paths as one JSON document")
 
@@ -32,5 +42,7 @@ def run(args: argparse.Namespace) -> int:
     written = report.write_html(record, pairings, args.html)
     if args.json:
         emit_json({"run_id": record.run_id, **{key: str(path) for key, path in written.items()}})
-    console.print(f"report for run [bold]{record.run_id}[/] written to [bold]{escape(str(args.html.resolve()))}[/]")
+    console.print(
+        f"report for run [bold]{record.run_id}[/] written to [bold]{escape(str(args.html.resolve()))}[/]"
+    )
     return 0

@@ -37,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fmt = export.add_mutually_exclusive_group(required=True)
     fmt.add_argument("--csv", action="store_true", help="CSV")
     fmt.add_argument("--json", action="store_true", help="JSON")
-    export.add_argument("--samples", action="store_true", help="one row per timed inference instead of per series")
+    export.add_argument(
+        "--samples", action="store_true", help="one row per timed inference instead of per series"
+    )
     export.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
 
 
@@ -73,8 +75,15 @@ def run(args: argparse.Namespace) -> int:
         series = record.series()
         pairings = pairings_within(series, threshold=args.threshold)
         if args.json:
-            emit_json({"run_id": record.run_id, "meta": record.meta, "series": flatten_series([record]),
-                       "comparisons": [p.as_dict() for p in pairings], "failed": record.failed})
+            emit_json(
+                {
+                    "run_id": record.run_id,
+                    "meta": record.meta,
+                    "series": flatten_series([record]),
+                    "comparisons": [p.as_dict() for p in pairings],
+                    "failed": record.failed,
+                }
+            )
             return 0
         console.print(f"run [bold]{record.run_id}[/]: {escape(str(record.meta.get('command', '')))}")
         console.print(report.board_state_table(record))

@@ -72,9 +72,15 @@ class BoardFacts:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "home": self.home, "arch": self.arch, "kernel": self.kernel, "glibc": self.glibc,
-            "python_version": self.python_version, "python_tag": self.python_tag,
-            "free_bytes": self.free_bytes, "os_id": self.os_id, "os_version": self.os_version,
+            "home": self.home,
+            "arch": self.arch,
+            "kernel": self.kernel,
+            "glibc": self.glibc,
+            "python_version": self.python_version,
+            "python_tag": self.python_tag,
+            "free_bytes": self.free_bytes,
+            "os_id": self.os_id,
+            "os_version": self.os_version,
             "os_name": self.os_name,
         }
 

@@ -104,12 +104,20 @@ class BoardReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "board": self.board, "action": self.action, "release_id": self.release_id,
-            "previous": self.previous, "python": self.python, "files_sent": self.files_sent,
-            "bytes_sent": self.bytes_sent, "files_skipped": self.files_skipped,
-            "bytes_skipped": self.bytes_skipped, "transfer_seconds": round(self.transfer_seconds, 3),
-            "rate_bytes_per_s": round(self.rate), "seconds": round(self.seconds, 3),
-            "verification": self.verification, "pruned": list(self.pruned),
+            "board": self.board,
+            "action": self.action,
+            "release_id": self.release_id,
+            "previous": self.previous,
+            "python": self.python,
+            "files_sent": self.files_sent,
+            "bytes_sent": self.bytes_sent,
+            "files_skipped": self.files_skipped,
+            "bytes_skipped": self.bytes_skipped,
+            "transfer_seconds": round(self.transfer_seconds, 3),
+            "rate_bytes_per_s": round(self.rate),
+            "seconds": round(self.seconds, 3),
+            "verification": self.verification,
+            "pruned": list(self.pruned),
             "phases": {k: round(v, 3) for k, v in self.phases.items()},
             **({"plan": self.plan} if self.plan else {}),
         }
@@ -121,9 +129,15 @@ class TransferView:
     def __init__(self, boards: Sequence[Board], *, enabled: bool) -> None:
         self.enabled = enabled
         self.progress = Progress(
-            TextColumn("[bold]{task.fields[board]}"), BarColumn(bar_width=24), DownloadColumn(),
-            TransferSpeedColumn(), TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
-            console=console, transient=False, disable=not enabled,
+            TextColumn("[bold]{task.fields[board]}"),
+            BarColumn(bar_width=24),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=console,
+            transient=False,
+            disable=not enabled,
         )
         self.tasks: dict[str, TaskID] = {
             b.name: self.progress.add_task(b.name, board=escape(b.name), status="waiting", total=None)
@@ -243,8 +257,10 @@ def load_artifact_dir(directory: Path) -> Artifact:
     """An artifact given by path (``--artifact DIR``): a manifest.json naming a wheel next to it."""
     manifest_path = Path(directory) / "manifest.json"
     if not manifest_path.is_file():
-        raise DeployError(f"{directory}: no manifest.json: not an artifact directory",
-                          hint="point --artifact at artifacts/<target>/<variant>/<version>/")
+        raise DeployError(
+            f"{directory}: no manifest.json: not an artifact directory",
+            hint="point --artifact at artifacts/<target>/<variant>/<version>/",
+        )
     try:
         manifest = json.loads(manifest_path.read_text())
     except json.JSONDecodeError as error:
@@ -284,8 +300,9 @@ class _Artifacts:
 
 
 def check_compatible(info: WheelInfo, facts: BoardFacts) -> None:
-    problems = compatibility_problems(info, arch=facts.arch, glibc=facts.glibc, python_tag=facts.python_tag,
-                                      board=facts.board)
+    problems = compatibility_problems(
+        info, arch=facts.arch, glibc=facts.glibc, python_tag=facts.python_tag, board=facts.board
+    )
     if problems:
         raise DeployError(
             f"{facts.board}: {info.path.name} refused, nothing was sent: " + "; ".join(problems),
@@ -313,16 +330,26 @@ def _upload(session: Any, plan: BoardPlan, layout: Layout, view: TransferView) -
         session.put(item.path, tmp, progress=progress)
         size = session.stat(tmp)
         if size != item.size:
-            raise RemoteError(f"{plan.board}: upload of {item.path.name} arrived with {size} of {item.size} bytes")
+            raise RemoteError(
+                f"{plan.board}: upload of {item.path.name} arrived with {size} of {item.size} bytes"
+            )
         session.rename(tmp, layout.blob(item.sha256))
         done += item.size
         view.advance_to(plan.board, done)
     return done, time.monotonic() - start
 
 
-def verify_release(session: Any, layout: Layout, *, release_id: str, expected_version: str,
-                   models: Sequence[str], workdir_abs: str, manifest: dict[str, Any] | None = None,
-                   board: str) -> dict[str, Any]:
+def verify_release(
+    session: Any,
+    layout: Layout,
+    *,
+    release_id: str,
+    expected_version: str,
+    models: Sequence[str],
+    workdir_abs: str,
+    manifest: dict[str, Any] | None = None,
+    board: str,
+) -> dict[str, Any]:
     """Run VERIFY_CODE with the current release's interpreter; raise DeployError on any mismatch."""
     python = posixpath.join(layout.current, "venv", "bin", "python")
     paths = [posixpath.join(layout.current, "models", name) for name in models]
@@ -334,8 +361,12 @@ def verify_release(session: Any, layout: Layout, *, release_id: str, expected_ve
     report = json.loads(lines[-1])
     problems = []
     if not report.get("ok"):
-        problems.append(report.get("error") or "; ".join(
-            f"{name}: {m.get('error')}" for name, m in report.get("models", {}).items() if not m.get("ok")))
+        problems.append(
+            report.get("error")
+            or "; ".join(
+                f"{name}: {m.get('error')}" for name, m in report.get("models", {}).items() if not m.get("ok")
+            )
+        )
     if report.get("version") and report["version"] != expected_version:
         problems.append(f"onnxruntime reports version {report['version']}, expected {expected_version}")
     where = posixpath.join(workdir_abs, "releases", release_id) if workdir_abs else ""
@@ -362,7 +393,9 @@ class _Clock:
         self.mark = now
 
 
-def deploy_board(board: Board, request: DeployRequest, artifacts: _Artifacts, view: TransferView) -> BoardReport:
+def deploy_board(
+    board: Board, request: DeployRequest, artifacts: _Artifacts, view: TransferView
+) -> BoardReport:
     started = time.monotonic()
     clock = _Clock()
     layout = layout_for(board)
@@ -375,24 +408,56 @@ def deploy_board(board: Board, request: DeployRequest, artifacts: _Artifacts, vi
         check_compatible(info, facts)  # before any byte is sent
         clock.lap("facts")
         view.status(board.name, f"resolving dependencies for {facts.arch} Python {facts.python_short}")
-        deps = resolve_dependencies(artifact.wheel_path, wheel_sha256=wheel_sha, arch=facts.arch,
-                                    glibc=facts.glibc, python_version=facts.python_short,
-                                    cache=request.dependency_cache)
+        deps = resolve_dependencies(
+            artifact.wheel_path,
+            wheel_sha256=wheel_sha,
+            arch=facts.arch,
+            glibc=facts.glibc,
+            python_version=facts.python_short,
+            cache=request.dependency_cache,
+        )
         clock.lap("dependencies")
         listing = read_listing(session, layout)
-        plan = plan_board(board=board, facts=facts, layout=layout, artifact=artifact,
-                          wheels=wheel_files(artifact.wheel_path, deps), models=request.models,
-                          agent=request.agent, store=listing.store, listing=listing, keep=request.keep, created=_now())
+        plan = plan_board(
+            board=board,
+            facts=facts,
+            layout=layout,
+            artifact=artifact,
+            wheels=wheel_files(artifact.wheel_path, deps),
+            models=request.models,
+            agent=request.agent,
+            store=listing.store,
+            listing=listing,
+            keep=request.keep,
+            created=_now(),
+        )
         clock.lap("plan")
-        python_abs = posixpath.join(listing.workdir_abs or posixpath.join(facts.home, layout.workdir),
-                                    "releases", plan.release_id, "venv", "bin", "python")
-        skipped = {"files_skipped": len(plan.already_there),
-                   "bytes_skipped": sum(f.size for f in plan.already_there)}
+        python_abs = posixpath.join(
+            listing.workdir_abs or posixpath.join(facts.home, layout.workdir),
+            "releases",
+            plan.release_id,
+            "venv",
+            "bin",
+            "python",
+        )
+        skipped = {
+            "files_skipped": len(plan.already_there),
+            "bytes_skipped": sum(f.size for f in plan.already_there),
+        }
         if request.dry_run:
-            view.status(board.name, f"plan: send {len(plan.to_send)} files ({plan.bytes_to_send / 1e6:.1f} MB)")
-            return BoardReport(board=board.name, action="planned", release_id=plan.release_id,
-                               previous=plan.current, python=python_abs, plan=plan.as_dict(),
-                               seconds=time.monotonic() - started, **skipped)
+            view.status(
+                board.name, f"plan: send {len(plan.to_send)} files ({plan.bytes_to_send / 1e6:.1f} MB)"
+            )
+            return BoardReport(
+                board=board.name,
+                action="planned",
+                release_id=plan.release_id,
+                previous=plan.current,
+                python=python_abs,
+                plan=plan.as_dict(),
+                seconds=time.monotonic() - started,
+                **skipped,
+            )
         if plan.free_bytes is not None and plan.space_needed > plan.free_bytes:
             raise DeployError(
                 f"{board.name}: not enough disk: the deploy needs about {plan.space_needed / 1e6:.0f} MB,"
@@ -402,27 +467,48 @@ def deploy_board(board: Board, request: DeployRequest, artifacts: _Artifacts, vi
         sent, transfer_seconds = _upload(session, plan, layout, view)
         clock.lap("upload")
         if sent:
-            view.status(board.name, f"sent {sent / 1e6:.1f} MB in {transfer_seconds:.1f} s"
-                                    f" ({sent / max(transfer_seconds, 1e-9) / 1e6:.2f} MB/s)", log=True)
+            view.status(
+                board.name,
+                f"sent {sent / 1e6:.1f} MB in {transfer_seconds:.1f} s"
+                f" ({sent / max(transfer_seconds, 1e-9) / 1e6:.2f} MB/s)",
+                log=True,
+            )
         if not plan.release_exists:
-            view.status(board.name, "installing (venv" + ("" if plan.reuse_from else " + pip --no-index") + ")",
-                        log=True)
-            session.run_script(STAGE_SCRIPT, (layout.workdir, plan.release_id, *stage_pairs(plan)), timeout=600)
+            view.status(
+                board.name,
+                "installing (venv" + ("" if plan.reuse_from else " + pip --no-index") + ")",
+                log=True,
+            )
+            session.run_script(
+                STAGE_SCRIPT, (layout.workdir, plan.release_id, *stage_pairs(plan)), timeout=600
+            )
             session.run(list(plan.venv_argv), timeout=INSTALL_TIMEOUT)
             if plan.reuse_from:
                 view.status(board.name, f"reusing the packages of {plan.reuse_from} (same wheels)", log=True)
-                session.run_script(REUSE_SCRIPT, (layout.release(plan.reuse_from), plan.release_dir),
-                                   timeout=INSTALL_TIMEOUT)
+                session.run_script(
+                    REUSE_SCRIPT, (layout.release(plan.reuse_from), plan.release_dir), timeout=INSTALL_TIMEOUT
+                )
             else:
                 session.run(list(plan.install_argv), timeout=INSTALL_TIMEOUT)
-            session.run_script(SEAL_SCRIPT, (plan.release_dir, json.dumps(plan.release_document, sort_keys=True,
-                                                                            default=str)), timeout=120)
+            session.run_script(
+                SEAL_SCRIPT,
+                (plan.release_dir, json.dumps(plan.release_document, sort_keys=True, default=str)),
+                timeout=120,
+            )
             clock.lap("install")
         listing = read_listing(session, layout) if not listing.workdir_abs else listing
-        verification = _switch_and_verify(session, layout, board=board.name, release_id=plan.release_id,
-                                          previous=plan.current, expected_version=artifact.ort_version,
-                                          models=sorted(plan.models), workdir_abs=listing.workdir_abs,
-                                          manifest=artifact.manifest, view=view)
+        verification = _switch_and_verify(
+            session,
+            layout,
+            board=board.name,
+            release_id=plan.release_id,
+            previous=plan.current,
+            expected_version=artifact.ort_version,
+            models=sorted(plan.models),
+            workdir_abs=listing.workdir_abs,
+            manifest=artifact.manifest,
+            view=view,
+        )
         clock.lap("verify")
         # The plan already knows what --keep drops once this release is current.
         prune(session, layout, plan.prune)
@@ -430,21 +516,50 @@ def deploy_board(board: Board, request: DeployRequest, artifacts: _Artifacts, vi
         clock.lap("prune")
         action = "unchanged" if plan.unchanged else "deployed"
         view.status(board.name, f"{action} {plan.release_id}", log=True)
-        return BoardReport(board=board.name, action=action, release_id=plan.release_id, previous=plan.current,
-                           python=python_abs, files_sent=len(plan.to_send), bytes_sent=sent,
-                           transfer_seconds=transfer_seconds, seconds=time.monotonic() - started,
-                           verification=verification, pruned=tuple(pruned), phases=clock.phases, **skipped)
+        return BoardReport(
+            board=board.name,
+            action=action,
+            release_id=plan.release_id,
+            previous=plan.current,
+            python=python_abs,
+            files_sent=len(plan.to_send),
+            bytes_sent=sent,
+            transfer_seconds=transfer_seconds,
+            seconds=time.monotonic() - started,
+            verification=verification,
+            pruned=tuple(pruned),
+            phases=clock.phases,
+            **skipped,
+        )
 
 
-def _switch_and_verify(session: Any, layout: Layout, *, board: str, release_id: str, previous: str | None,
-                       expected_version: str, models: Sequence[str], workdir_abs: str,
-                       manifest: dict[str, Any] | None, view: TransferView) -> dict[str, Any]:
+def _switch_and_verify(
+    session: Any,
+    layout: Layout,
+    *,
+    board: str,
+    release_id: str,
+    previous: str | None,
+    expected_version: str,
+    models: Sequence[str],
+    workdir_abs: str,
+    manifest: dict[str, Any] | None,
+    view: TransferView,
+) -> dict[str, Any]:
     if previous != release_id:
         switch_current(session, layout, release_id)
     view.status(board, "verifying on the board")
     try:
-        return verify_release(session, layout, release_id=release_id, expected_version=expected_version,
-                              models=models, workdir_abs=workdir_abs, manifest=manifest, board=board)
+        return verify_release(
+            session,
+            layout,
+            release_id=release_id,
+            expected_version=expected_version,
+            models=models,
+            workdir_abs=workdir_abs,
+            manifest=manifest,
+            board=board,
+        )
     except DeployError as error:
         if previous and previous != release_id:
             switch_current(session, layout, previous)
@@ -461,34 +576,64 @@ def rollback_board(board: Board, request: DeployRequest, view: TransferView) -> 
         target: ReleaseInfo = choose_rollback(listing, board=board.name)
         if request.dry_run:
             view.status(board.name, f"plan: {listing.current} -> {target.id}")
-            return BoardReport(board=board.name, action="planned", release_id=target.id, previous=listing.current,
-                               python=target.python, seconds=time.monotonic() - started,
-                               plan={"rollback_from": listing.current, "rollback_to": target.id})
+            return BoardReport(
+                board=board.name,
+                action="planned",
+                release_id=target.id,
+                previous=listing.current,
+                python=target.python,
+                seconds=time.monotonic() - started,
+                plan={"rollback_from": listing.current, "rollback_to": target.id},
+            )
         verification = _switch_and_verify(
-            session, layout, board=board.name, release_id=target.id, previous=listing.current,
-            expected_version=target.ort_version, models=sorted(target.models), workdir_abs=listing.workdir_abs,
-            manifest=target.document.get("manifest"), view=view)
+            session,
+            layout,
+            board=board.name,
+            release_id=target.id,
+            previous=listing.current,
+            expected_version=target.ort_version,
+            models=sorted(target.models),
+            workdir_abs=listing.workdir_abs,
+            manifest=target.document.get("manifest"),
+            view=view,
+        )
         view.status(board.name, f"rolled back {listing.current} -> {target.id}", log=True)
-        return BoardReport(board=board.name, action="rolled back", release_id=target.id,
-                           previous=listing.current, python=target.python,
-                           seconds=time.monotonic() - started, verification=verification)
+        return BoardReport(
+            board=board.name,
+            action="rolled back",
+            release_id=target.id,
+            previous=listing.current,
+            python=target.python,
+            seconds=time.monotonic() - started,
+            verification=verification,
+        )
 
 
-def run_deploy(boards: Sequence[Board], request: DeployRequest, *, parallel: int, timeout: float | None,
-               show_progress: bool | None = None) -> FleetResult[BoardReport]:
+def run_deploy(
+    boards: Sequence[Board],
+    request: DeployRequest,
+    *,
+    parallel: int,
+    timeout: float | None,
+    show_progress: bool | None = None,
+) -> FleetResult[BoardReport]:
     """Deploy (or roll back) on every board concurrently; every board's outcome is kept."""
     enabled = console.is_terminal if show_progress is None else show_progress
     artifacts = _Artifacts(request)
     with TransferView(boards, enabled=enabled) as view:
         task: Callable[[Board], BoardReport]
         if request.rollback:
+
             def task(board: Board) -> BoardReport:
                 return rollback_board(board, request, view)
         else:
+
             def task(board: Board) -> BoardReport:
                 return deploy_board(board, request, artifacts, view)
 
-        result = run_on_boards(boards, task, parallel=parallel, timeout=timeout, label="deploy", progress=False)
+        result = run_on_boards(
+            boards, task, parallel=parallel, timeout=timeout, label="deploy", progress=False
+        )
         for name in result.failed:
             view.status(name, "failed")
     return result

@@ -59,14 +59,23 @@ class LocalFile:
     size: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "name": self.name, "path": str(self.path), "sha256": self.sha256,
-                "size": self.size}
+        return {
+            "role": self.role,
+            "name": self.name,
+            "path": str(self.path),
+            "sha256": self.sha256,
+            "size": self.size,
+        }
 
 
 def _check_release_name(name: str) -> str:
     parts = name.split("/")
-    if (not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts)
-            or any(c in name for c in "\n\r\0")):
+    if (
+        not name
+        or name.startswith("/")
+        or any(p in ("", ".", "..") for p in parts)
+        or any(c in name for c in "\n\r\0")
+    ):
         raise UsageError(f"file name {name!r} cannot be used inside a release")
     return name
 
@@ -75,8 +84,13 @@ def local_file(role: str, path: Path, name: str) -> LocalFile:
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{role} file not found: {path}")
-    return LocalFile(role=role, name=_check_release_name(name), path=path, sha256=sha256_file(path),
-                     size=path.stat().st_size)
+    return LocalFile(
+        role=role,
+        name=_check_release_name(name),
+        path=path,
+        sha256=sha256_file(path),
+        size=path.stat().st_size,
+    )
 
 
 def default_model_paths(directory: Path = Path("models")) -> list[Path]:
@@ -158,15 +172,25 @@ class BoardPlan:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "board": self.board, "address": self.address, "workdir": self.workdir,
-            "release_id": self.release_id, "release_dir": self.release_dir, "python": self.python,
-            "current": self.current, "release_exists": self.release_exists, "unchanged": self.unchanged,
+            "board": self.board,
+            "address": self.address,
+            "workdir": self.workdir,
+            "release_id": self.release_id,
+            "release_dir": self.release_dir,
+            "python": self.python,
+            "current": self.current,
+            "release_exists": self.release_exists,
+            "unchanged": self.unchanged,
             "reuse_from": self.reuse_from,
             "files": [f.as_dict() for f in self.files],
-            "send": [f.as_dict() for f in self.to_send], "bytes_to_send": self.bytes_to_send,
+            "send": [f.as_dict() for f in self.to_send],
+            "bytes_to_send": self.bytes_to_send,
             "already_there": [f.as_dict() for f in self.already_there],
-            "venv_argv": list(self.venv_argv), "install_argv": list(self.install_argv),
-            "prune": list(self.prune), "free_bytes": self.free_bytes, "space_needed": self.space_needed,
+            "venv_argv": list(self.venv_argv),
+            "install_argv": list(self.install_argv),
+            "prune": list(self.prune),
+            "free_bytes": self.free_bytes,
+            "space_needed": self.space_needed,
             "facts": self.facts,
         }
 
@@ -213,9 +237,21 @@ def plan_board(
     # path as text: a workdir with spaces or quotes would be misread as a requirement specifier.
     pip = (f"{pip_wheel.name}/pip",) if pip_wheel else ("-m", "pip")
     install_argv = (
-        "sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", release_dir,
-        "venv/bin/python", *pip, "install", "--no-index", "--find-links", "wheels",
-        "--no-input", "--disable-pip-version-check", "--no-cache-dir", "--no-warn-script-location",
+        "sh",
+        "-c",
+        'cd -- "$1" && shift && exec "$@"',
+        "sh",
+        release_dir,
+        "venv/bin/python",
+        *pip,
+        "install",
+        "--no-index",
+        "--find-links",
+        "wheels",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--no-cache-dir",
+        "--no-warn-script-location",
         # .pyc files are written at first import instead: only for the modules really used.
         "--no-compile",
         wheel.name,
@@ -237,12 +273,24 @@ def plan_board(
     # What --keep will delete once the new release is current.
     # The release current until now is the rollback target: it counts as the most recently used.
     after = Listing(
-        workdir_abs=listing.workdir_abs, current=release_id,
-        releases=(*[replace(r, last_used="9998") if r.id == listing.current else r
-                    for r in listing.releases if r.id != release_id],
-                  ReleaseInfo(id=release_id, variant=artifact.variant, target=artifact.target,
-                              ort_version=artifact.ort_version, path=release_dir, python=python,
-                              last_used="9999")),
+        workdir_abs=listing.workdir_abs,
+        current=release_id,
+        releases=(
+            *[
+                replace(r, last_used="9998") if r.id == listing.current else r
+                for r in listing.releases
+                if r.id != release_id
+            ],
+            ReleaseInfo(
+                id=release_id,
+                variant=artifact.variant,
+                target=artifact.target,
+                ort_version=artifact.ort_version,
+                path=release_dir,
+                python=python,
+                last_used="9999",
+            ),
+        ),
         incomplete=tuple(i for i in listing.incomplete if i != release_id),
     )
     reuse_from = None if release_exists else _same_wheels(listing, document)

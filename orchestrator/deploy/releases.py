@@ -109,9 +109,16 @@ class ReleaseInfo:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "variant": self.variant, "target": self.target, "ort_version": self.ort_version,
-            "path": self.path, "python": self.python, "models": dict(self.models), "created": self.created,
-            "current": self.current, "last_used": self.last_used,
+            "id": self.id,
+            "variant": self.variant,
+            "target": self.target,
+            "ort_version": self.ort_version,
+            "path": self.path,
+            "python": self.python,
+            "models": dict(self.models),
+            "created": self.created,
+            "current": self.current,
+            "last_used": self.last_used,
         }
 
 
@@ -187,22 +194,29 @@ def parse_listing(text: str) -> Listing:
     releases = []
     for release_id, doc in documents.items():
         path = posixpath.join(workdir_abs, "releases", release_id)
-        releases.append(ReleaseInfo(
-            id=release_id,
-            variant=str(doc.get("variant", "")),
-            target=str(doc.get("target", "")),
-            ort_version=str(doc.get("ort_version", "")),
-            path=path,
-            python=posixpath.join(path, "venv", "bin", "python"),
-            models=dict(doc.get("models", {})),
-            created=str(doc.get("created", "")),
-            current=release_id == current,
-            last_used=last_used.get(release_id, ""),
-            document=doc,
-        ))
+        releases.append(
+            ReleaseInfo(
+                id=release_id,
+                variant=str(doc.get("variant", "")),
+                target=str(doc.get("target", "")),
+                ort_version=str(doc.get("ort_version", "")),
+                path=path,
+                python=posixpath.join(path, "venv", "bin", "python"),
+                models=dict(doc.get("models", {})),
+                created=str(doc.get("created", "")),
+                current=release_id == current,
+                last_used=last_used.get(release_id, ""),
+                document=doc,
+            )
+        )
     releases.sort(key=recency)
-    return Listing(workdir_abs=workdir_abs, current=current, releases=tuple(releases), incomplete=tuple(incomplete),
-                   store=frozenset(store))
+    return Listing(
+        workdir_abs=workdir_abs,
+        current=current,
+        releases=tuple(releases),
+        incomplete=tuple(incomplete),
+        store=frozenset(store),
+    )
 
 
 def read_listing(session: Any, layout: Layout) -> Listing:
@@ -262,7 +276,9 @@ printf '%s %s\n' "$3" "$2" >> "$1/history"
 def switch_current(session: Any, layout: Layout, release_id: str) -> None:
     """Point ``current`` at a complete release atomically, and record the switch for rollback."""
     tmp_name = f".current.{secrets.token_hex(4)}"
-    result = session.run_script(SWITCH_SCRIPT, (layout.workdir, release_id, tmp_name), timeout=60, check=False)
+    result = session.run_script(
+        SWITCH_SCRIPT, (layout.workdir, release_id, tmp_name), timeout=60, check=False
+    )
     if result.exit_code != 0:
         raise DeployError(f"cannot switch to {release_id}: {result.stderr.strip() or result.stdout.strip()}")
     session.rename(posixpath.join(layout.workdir, tmp_name), layout.current)

@@ -80,8 +80,12 @@ def wanted_board_count(requested: int | None, existing: int) -> int:
 
 def board_image_inputs(base_image: str, base_image_id: str, qemu_cpu: str) -> dict[str, str]:
     """Everything the board image depends on, as build arguments (hashed into its tag)."""
-    return {"BASE_IMAGE": base_image, "BASE_IMAGE_ID": base_image_id, "PACKAGES": " ".join(LAB_PACKAGES),
-            "QEMU_CPU": qemu_cpu}
+    return {
+        "BASE_IMAGE": base_image,
+        "BASE_IMAGE_ID": base_image_id,
+        "PACKAGES": " ".join(LAB_PACKAGES),
+        "QEMU_CPU": qemu_cpu,
+    }
 
 
 def board_image_tag(inputs: dict[str, str]) -> str:
@@ -138,7 +142,9 @@ def ensure_board_image(engine: Engine, profile: TargetProfile, on_log: Log | Non
             labels={"orch.role": "lab-board", "orch.base": base},
             on_log=on_log,
             # A registry base must be pulled for the board's architecture, not the workstation's.
-            platform=f"linux/{base_images.debian_arch(profile.arch)}" if base_images.registry_override(suite) else None,
+            platform=f"linux/{base_images.debian_arch(profile.arch)}"
+            if base_images.registry_override(suite)
+            else None,
         )
     return tag
 
@@ -160,8 +166,15 @@ class BoardStatus:
         return self.state == "running" and self.banner is not None
 
     def as_dict(self) -> dict[str, object]:
-        return {"name": self.name, "container": self.container, "state": self.state, "port": self.port,
-                "host": self.bound_ip, "ssh_banner": self.banner, "healthy": self.healthy}
+        return {
+            "name": self.name,
+            "container": self.container,
+            "state": self.state,
+            "port": self.port,
+            "host": self.bound_ip,
+            "ssh_banner": self.banner,
+            "healthy": self.healthy,
+        }
 
 
 def _lab_containers(engine: Engine, lab: str) -> dict[str, dict[str, object]]:
@@ -170,7 +183,9 @@ def _lab_containers(engine: Engine, lab: str) -> dict[str, dict[str, object]]:
 
 
 def _host_key(board: str) -> sshkeys.KeyPair:
-    return sshkeys.ensure_keypair(lab_state.lab_dir() / "hostkeys" / board / HOST_KEY_NAME, comment=f"{board}-host")
+    return sshkeys.ensure_keypair(
+        lab_state.lab_dir() / "hostkeys" / board / HOST_KEY_NAME, comment=f"{board}-host"
+    )
 
 
 def client_key() -> sshkeys.KeyPair:
@@ -199,7 +214,11 @@ def _create_board(engine: Engine, image: str, board: str, profile: TargetProfile
 
 
 def _wait_for_banners(
-    engine: Engine, ports: dict[str, int], lab: str, timeout: float, on_progress: Callable[[str, str], None] | None
+    engine: Engine,
+    ports: dict[str, int],
+    lab: str,
+    timeout: float,
+    on_progress: Callable[[str, str], None] | None,
 ) -> dict[str, str]:
     """Poll every board until its sshd sends a banner; a board whose container dies fails at once."""
     pending = dict(ports)
@@ -298,8 +317,9 @@ def _lab_up(
         user=LAB_USER,
         identity_file=client_key().private_path,
         boards=tuple(
-            lab_state.LabBoardRecord(name=board, port=ports[board], container=container_name(board, lab),
-                                     target=profile.name)
+            lab_state.LabBoardRecord(
+                name=board, port=ports[board], container=container_name(board, lab), target=profile.name
+            )
             for board in names
         ),
     )
@@ -311,13 +331,15 @@ def _lab_up(
 
 
 def _board_order(name: str) -> tuple[int, str]:
-    digits = name[len(BOARD_PREFIX):]
+    digits = name[len(BOARD_PREFIX) :]
     return (int(digits), name) if name.startswith(BOARD_PREFIX) and digits.isdigit() else (10**6, name)
 
 
 def _record_known_hosts(state: lab_state.LabState, lab: str) -> None:
     lines = [
-        sshkeys.known_hosts_line(lab_state.LAB_HOSTNAME, record.port, _host_key(record.name), known_hosts_marker(lab))
+        sshkeys.known_hosts_line(
+            lab_state.LAB_HOSTNAME, record.port, _host_key(record.name), known_hosts_marker(lab)
+        )
         for record in state.boards
     ]
     sshkeys.replace_known_hosts_lines(known_hosts_path(), known_hosts_marker(lab), lines)
@@ -328,7 +350,9 @@ def lab_status(engine: Engine) -> list[BoardStatus]:
     lab = lab_id()
     state = lab_state.read_state()
     containers = _lab_containers(engine, lab)
-    names = sorted({record.name for record in (state.boards if state else ())} | set(containers), key=_board_order)
+    names = sorted(
+        {record.name for record in (state.boards if state else ())} | set(containers), key=_board_order
+    )
     statuses = []
     for board in names:
         item = containers.get(board)

@@ -54,7 +54,9 @@ def ensure_keypair(private_path: Path, comment: str) -> KeyPair:
                 hint=f"remove {private_path} and {public_path} to let orch make a new one",
             ) from error
         if not isinstance(key, Ed25519PrivateKey):
-            raise OrchError(f"{private_path} is not an ed25519 key", hint=f"remove {private_path} to regenerate it")
+            raise OrchError(
+                f"{private_path} is not an ed25519 key", hint=f"remove {private_path} to regenerate it"
+            )
     else:
         key = Ed25519PrivateKey.generate()
         _write_private(
@@ -63,7 +65,11 @@ def ensure_keypair(private_path: Path, comment: str) -> KeyPair:
                 serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
             ),
         )
-    blob = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    blob = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
     public_line = f"{blob} {comment}"
     if not public_path.exists() or public_path.read_text().split()[:2] != blob.split()[:2]:
         public_path.write_text(public_line + "\n")

@@ -44,7 +44,8 @@ def tiny_convnet(*, size: int = 32, channels: int = 8, classes: int = 10, seed: 
         helper.make_node("Gemm", ["flat", "wf", "bf"], ["logits"], transB=1),
     ]
     graph = helper.make_graph(
-        nodes, "tiny_convnet",
+        nodes,
+        "tiny_convnet",
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, classes])],
         initializer=inits,
@@ -57,7 +58,8 @@ def wide_matmul(*, features: int = 256, outputs: int = 64, seed: int = 1) -> onn
     (e.g. 2500 x 4000 = 40 MB) while its inference stays one cheap matrix-vector product."""
     rng = np.random.default_rng(seed)
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["input", "w"], ["output"])], "wide_matmul",
+        [helper.make_node("MatMul", ["input", "w"], ["output"])],
+        "wide_matmul",
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, features])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, outputs])],
         initializer=[_initializer("w", rng.standard_normal((features, outputs)) * 0.01)],

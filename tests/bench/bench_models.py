@@ -9,7 +9,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def conv_model(path: Path, *, layers: int = 4, channels: int = 8, size: int = 32, folded_chain: int = 0) -> Path:
+def conv_model(
+    path: Path, *, layers: int = 4, channels: int = 8, size: int = 32, folded_chain: int = 0
+) -> Path:
     """Conv+BatchNorm+Relu stack on a 1x3xSxS input (free batch dim named N).
 
     ``folded_chain`` adds a chain of MatMuls over constant 64x64 matrices whose result is added to the
@@ -26,12 +28,16 @@ def conv_model(path: Path, *, layers: int = 4, channels: int = 8, size: int = 32
         inits.append(numpy_helper.from_array(np.zeros(channels, np.float32), f"b{layer}"))
         for name, value in (("scale", 1.0), ("bias", 0.0), ("mean", 0.0), ("var", 1.0)):
             inits.append(numpy_helper.from_array(np.full(channels, value, np.float32), f"bn{layer}_{name}"))
-        nodes.append(helper.make_node("Conv", [previous, f"w{layer}", f"b{layer}"], [f"c{layer}"], pads=[1, 1, 1, 1]))
-        nodes.append(helper.make_node(
-            "BatchNormalization",
-            [f"c{layer}", f"bn{layer}_scale", f"bn{layer}_bias", f"bn{layer}_mean", f"bn{layer}_var"],
-            [f"n{layer}"],
-        ))
+        nodes.append(
+            helper.make_node("Conv", [previous, f"w{layer}", f"b{layer}"], [f"c{layer}"], pads=[1, 1, 1, 1])
+        )
+        nodes.append(
+            helper.make_node(
+                "BatchNormalization",
+                [f"c{layer}", f"bn{layer}_scale", f"bn{layer}_bias", f"bn{layer}_mean", f"bn{layer}_var"],
+                [f"n{layer}"],
+            )
+        )
         nodes.append(helper.make_node("Relu", [f"n{layer}"], [f"r{layer}"]))
         previous, in_channels = f"r{layer}", channels
     nodes.append(helper.make_node("ReduceMean", [previous], ["pooled"], axes=[2, 3], keepdims=0))

@@ -44,8 +44,18 @@ def fake_sysfs(root: Path) -> Path:
 
 
 def test_agent_measures_until_min_runs_and_min_duration(model, tmp_path):
-    code, doc = run_agent("--model", str(model), "--warmup", "2", "--min-runs", "7", "--min-duration", "0",
-                          "--sysfs-root", str(fake_sysfs(tmp_path / "sys")))
+    code, doc = run_agent(
+        "--model",
+        str(model),
+        "--warmup",
+        "2",
+        "--min-runs",
+        "7",
+        "--min-duration",
+        "0",
+        "--sysfs-root",
+        str(fake_sysfs(tmp_path / "sys")),
+    )
     assert code == 0 and doc["ok"] is True, doc.get("error")
     timing = doc["timing"]
     assert timing["runs"] == 7 and len(timing["latencies_ms"]) == 7
@@ -61,15 +71,26 @@ def test_agent_measures_until_min_runs_and_min_duration(model, tmp_path):
     assert doc["session"]["graph_optimization_level"] == "ORT_ENABLE_ALL"
     assert doc["ort"]["version"].count(".") == 2
     assert doc["model"]["sha256"] == __import__("hashlib").sha256(model.read_bytes()).hexdigest()
-    assert doc["model"]["inputs"] == [{
-        "name": "input", "model_type": "tensor(float)", "model_shape": ["N", 3, 32, 32],
-        "dtype": "float32", "shape": [1, 3, 32, 32], "source": "model-metadata",
-    }]
+    assert doc["model"]["inputs"] == [
+        {
+            "name": "input",
+            "model_type": "tensor(float)",
+            "model_shape": ["N", 3, 32, 32],
+            "dtype": "float32",
+            "shape": [1, 3, 32, 32],
+            "source": "model-metadata",
+        }
+    ]
     # board state read from the (fake) sysfs root
     before = doc["board"]["before"]
     assert before["online_cores"] == 2
-    assert before["cpufreq"]["cpu0"] == {"governor": "ondemand", "cur_khz": 1500000, "min_khz": None,
-                                         "max_khz": None, "hw_max_khz": 1800000}
+    assert before["cpufreq"]["cpu0"] == {
+        "governor": "ondemand",
+        "cur_khz": 1500000,
+        "min_khz": None,
+        "max_khz": None,
+        "hw_max_khz": 1800000,
+    }
     assert before["thermal"] == [{"zone": "thermal_zone0", "type": "cpu-thermal", "temp_c": 48.25}]
     assert doc["board"]["after"]["thermal"][0]["temp_c"] == 48.25
     assert before["kernel"] and before["loadavg"] is not None
@@ -83,8 +104,20 @@ def test_min_duration_keeps_running_past_min_runs(model):
 
 
 def test_missing_sysfs_gives_nulls_not_a_crash(model, tmp_path):
-    code, doc = run_agent("--model", str(model), "--min-runs", "2", "--min-duration", "0", "--warmup", "0",
-                          "--sysfs-root", str(tmp_path / "nothing"), "--proc-root", str(tmp_path / "noproc"))
+    code, doc = run_agent(
+        "--model",
+        str(model),
+        "--min-runs",
+        "2",
+        "--min-duration",
+        "0",
+        "--warmup",
+        "0",
+        "--sysfs-root",
+        str(tmp_path / "nothing"),
+        "--proc-root",
+        str(tmp_path / "noproc"),
+    )
     assert code == 0, doc
     before = doc["board"]["before"]
     assert before["online_cpus"] is None and before["thermal"] == []
@@ -95,14 +128,40 @@ def test_missing_sysfs_gives_nulls_not_a_crash(model, tmp_path):
 def test_settings_shape_and_npy_inputs(model, tmp_path):
     data = tmp_path / "x.npy"
     np.save(data, np.ones((2, 3, 32, 32), np.float32))
-    code, doc = run_agent("--model", str(model), "--min-runs", "2", "--min-duration", "0", "--warmup", "0",
-                          "--opt-level", "disable", "--intra-op-threads", "1", "--input", f"input={data}")
+    code, doc = run_agent(
+        "--model",
+        str(model),
+        "--min-runs",
+        "2",
+        "--min-duration",
+        "0",
+        "--warmup",
+        "0",
+        "--opt-level",
+        "disable",
+        "--intra-op-threads",
+        "1",
+        "--input",
+        f"input={data}",
+    )
     assert code == 0, doc
     assert doc["session"]["graph_optimization_level"] == "ORT_DISABLE_ALL"
     assert doc["session"]["intra_op_num_threads"] == 1
-    assert doc["model"]["inputs"][0]["shape"] == [2, 3, 32, 32] and doc["model"]["inputs"][0]["source"] == "npy"
-    code, doc = run_agent("--model", str(model), "--min-runs", "2", "--min-duration", "0", "--warmup", "0",
-                          "--shape", "input=4x3x32x32")
+    assert (
+        doc["model"]["inputs"][0]["shape"] == [2, 3, 32, 32] and doc["model"]["inputs"][0]["source"] == "npy"
+    )
+    code, doc = run_agent(
+        "--model",
+        str(model),
+        "--min-runs",
+        "2",
+        "--min-duration",
+        "0",
+        "--warmup",
+        "0",
+        "--shape",
+        "input=4x3x32x32",
+    )
     assert code == 0 and doc["model"]["inputs"][0]["shape"] == [4, 3, 32, 32]
 
 

@@ -35,10 +35,26 @@ def stock_artifact(root: Path) -> Path:
     wheels = sorted(WHEEL_CACHE.glob(f"onnxruntime-{version}-cp313-*aarch64.whl"))
     if not wheels:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-             "--platform", "manylinux_2_28_aarch64", "--python-version", "3.13", "--implementation", "cp",
-             "--dest", str(WHEEL_CACHE), f"onnxruntime=={version}"],
-            check=True, timeout=900,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--platform",
+                "manylinux_2_28_aarch64",
+                "--python-version",
+                "3.13",
+                "--implementation",
+                "cp",
+                "--dest",
+                str(WHEEL_CACHE),
+                f"onnxruntime=={version}",
+            ],
+            check=True,
+            timeout=900,
         )
         wheels = sorted(WHEEL_CACHE.glob(f"onnxruntime-{version}-cp313-*aarch64.whl"))
     assert wheels, f"pip download did not produce an aarch64 onnxruntime {version} wheel in {WHEEL_CACHE}"
@@ -47,8 +63,16 @@ def stock_artifact(root: Path) -> Path:
     target = directory / wheels[0].name
     if not target.exists():
         shutil.copyfile(wheels[0], target)
-    write_manifest(directory, {"target": "lab", "variant": "stock", "ort_version": version, "wheel": target.name,
-                               "preflight": {"ok": True, "source": "PyPI wheel"}})
+    write_manifest(
+        directory,
+        {
+            "target": "lab",
+            "variant": "stock",
+            "ort_version": version,
+            "wheel": target.name,
+            "preflight": {"ok": True, "source": "PyPI wheel"},
+        },
+    )
     return directory
 
 
@@ -92,15 +116,18 @@ def deployed(lab):
     'tuned' copy of the release on lab1."""
     model = conv_model(lab.root / "models" / "fold.onnx", layers=2, size=16, folded_chain=8)
     artifact = stock_artifact(Path(lab.env["ORCH_ARTIFACTS"]))
-    done = lab.orch("deploy", "--all-devices", "--artifact", str(artifact), "--model", str(model), timeout=1500)
+    done = lab.orch(
+        "deploy", "--all-devices", "--artifact", str(artifact), "--model", str(model), timeout=1500
+    )
     assert done.returncode == 0, f"orch deploy failed:\n{done.stdout}\n{done.stderr}"
     from orchestrator.deploy.releases import list_releases
 
     board = lab.board("lab1")
     with remote.connect(board) as session:
         [stock] = list_releases(session, board)
-        session.run_script(COPY_RELEASE, (board.workdir, stock.id, stock.id.replace("stock-", "tuned-", 1)),
-                           timeout=300)
+        session.run_script(
+            COPY_RELEASE, (board.workdir, stock.id, stock.id.replace("stock-", "tuned-", 1)), timeout=300
+        )
         session.run_script(FAKE_CPUFREQ, (FAKE_SYSFS,), timeout=60)
     return lab
 
@@ -113,7 +140,9 @@ def bench(lab, *args: str, timeout: float = 1200) -> tuple[subprocess.CompletedP
 
 def read_governors(board) -> list[str]:
     with remote.connect(board) as session:
-        out = session.run(["sh", "-c", f"cat {FAKE_SYSFS}/devices/system/cpu/cpu*/cpufreq/scaling_governor"]).stdout
+        out = session.run(
+            ["sh", "-c", f"cat {FAKE_SYSFS}/devices/system/cpu/cpu*/cpufreq/scaling_governor"]
+        ).stdout
     return out.split()
 
 
@@ -139,7 +168,11 @@ def test_bench_two_boards_ab_of_optimisation_levels(deployed):
     comparisons = {c["board"]: c for c in doc["comparisons"]}
     assert set(comparisons) == {"lab1", "lab2"}
     for c in comparisons.values():
-        assert c["dimension"] == "opt_level" and c["a"]["opt_level"] == "disable" and c["b"]["opt_level"] == "all"
+        assert (
+            c["dimension"] == "opt_level"
+            and c["a"]["opt_level"] == "disable"
+            and c["b"]["opt_level"] == "all"
+        )
         assert c["n_a"] == c["n_b"] == 12
         assert c["ci_low"] <= c["ratio"] <= c["ci_high"]
         # Constant folding removes the MatMul chain: several times faster, even under emulation noise.
@@ -158,7 +191,10 @@ def test_variant_ab_is_interleaved_and_pin_clocks_without_cpufreq_is_recorded(de
     assert stored["clocks"]["pinned"] is False and stored["clocks"]["requested"] is True
     [comparison] = doc["comparisons"]
     assert comparison["dimension"] == "variant" and comparison["verdict"] in (
-        "faster", "slower", "no significant change")
+        "faster",
+        "slower",
+        "no significant change",
+    )
     assert comparison["ci_low"] <= comparison["ratio"] <= comparison["ci_high"]
 
 
@@ -166,7 +202,9 @@ def test_pin_clocks_restores_the_governor_also_when_the_run_fails(deployed):
     lab = deployed
     board = lab.board("lab1")
     assert read_governors(board) == ["ondemand", "ondemand"]
-    done, doc = bench(lab, "--host", "lab1", "--pin-clocks", "--sysfs-root", FAKE_SYSFS, *QUICK, "--rounds", "1")
+    done, doc = bench(
+        lab, "--host", "lab1", "--pin-clocks", "--sysfs-root", FAKE_SYSFS, *QUICK, "--rounds", "1"
+    )
     assert done.returncode == 0, done.stderr
     stored = ResultStore(Path(lab.env["ORCH_RESULTS"])).load(doc["run_id"]).boards["lab1"]
     seen = stored["measurements"][0]["agent"]["board"]["before"]["cpufreq"]
@@ -175,8 +213,19 @@ def test_pin_clocks_restores_the_governor_also_when_the_run_fails(deployed):
     assert read_governors(board) == ["ondemand", "ondemand"]
 
     # Provoke a failure after pinning: a shape the model cannot take makes the agent fail on the board.
-    done, doc = bench(lab, "--host", "lab1", "--pin-clocks", "--sysfs-root", FAKE_SYSFS, "--shape", "input=1x3",
-                      *QUICK, "--rounds", "1")
+    done, doc = bench(
+        lab,
+        "--host",
+        "lab1",
+        "--pin-clocks",
+        "--sysfs-root",
+        FAKE_SYSFS,
+        "--shape",
+        "input=1x3",
+        *QUICK,
+        "--rounds",
+        "1",
+    )
     assert done.returncode == 7, done.stderr
     assert "lab1" in done.stderr and "2 dims given" in done.stderr
     stored = ResultStore(Path(lab.env["ORCH_RESULTS"])).load(doc["run_id"]).boards["lab1"]
@@ -200,7 +249,11 @@ def test_a_board_stopped_mid_run_is_named_and_the_other_is_kept(deployed):
     victim = next(record for record in _lab_records(lab) if record["name"] == "lab2")
     process = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "bench", "--all-devices", *QUICK, "--rounds", "3", "--json"],
-        env=lab.env, cwd=lab.env["ORCH_TEST_CWD"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=lab.env,
+        cwd=lab.env["ORCH_TEST_CWD"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         # Stop lab2 once it has finished one agent run: mid-run, with results already in flight.

@@ -12,10 +12,19 @@ from orchestrator.errors import BenchError, UsageError
 BOARD = Board(name="nano01", hostname="127.0.0.1", port=2222)
 
 
-def release(variant: str, rid: str, created: str, *, current: bool = False, models=("tiny.onnx",)) -> ReleaseRef:
+def release(
+    variant: str, rid: str, created: str, *, current: bool = False, models=("tiny.onnx",)
+) -> ReleaseRef:
     path = f"/home/u/orch/releases/{rid}"
-    return ReleaseRef(id=rid, variant=variant, path=path, python=f"{path}/venv/bin/python", models=models,
-                      created=created, current=current)
+    return ReleaseRef(
+        id=rid,
+        variant=variant,
+        path=path,
+        python=f"{path}/venv/bin/python",
+        models=models,
+        created=created,
+        current=current,
+    )
 
 
 STOCK_OLD = release("stock", "stock-1.32.0-aaaa0000", "2026-11-01T00:00:00Z")
@@ -29,22 +38,39 @@ def test_ab_rounds_are_interleaved_and_cooled_down():
     assert [r.id for r in releases] == ["stock-1.32.0-bbbb0000", "tuned-1.21.0-cccc0000"]  # newest stock
     steps = bench_plan.board_steps(plan, releases, bench_plan.pick_models(plan, releases, BOARD.name))
     assert [(s.round, s.release.variant) for s in steps] == [
-        (1, "stock"), (1, "tuned"), (2, "stock"), (2, "tuned"), (3, "stock"), (3, "tuned")]
+        (1, "stock"),
+        (1, "tuned"),
+        (2, "stock"),
+        (2, "tuned"),
+        (3, "stock"),
+        (3, "tuned"),
+    ]
     assert [s.cooldown_s for s in steps] == [0.0] + [2.5] * 5
-    assert steps[0].argv[:4] == ("/home/u/orch/releases/stock-1.32.0-bbbb0000/venv/bin/python",
-                                 "/home/u/orch/releases/stock-1.32.0-bbbb0000/agent/bench_agent.py",
-                                 "--model", "/home/u/orch/releases/stock-1.32.0-bbbb0000/models/tiny.onnx")
+    assert steps[0].argv[:4] == (
+        "/home/u/orch/releases/stock-1.32.0-bbbb0000/venv/bin/python",
+        "/home/u/orch/releases/stock-1.32.0-bbbb0000/agent/bench_agent.py",
+        "--model",
+        "/home/u/orch/releases/stock-1.32.0-bbbb0000/models/tiny.onnx",
+    )
 
 
 def test_settings_sweep_is_a_cross_product_in_the_given_order():
     settings = bench_plan.make_settings(threads=[1, 2, 4], opt_levels=["basic", "all"])
     assert [(s.opt_level, s.intra_threads) for s in settings] == [
-        ("basic", 1), ("basic", 2), ("basic", 4), ("all", 1), ("all", 2), ("all", 4)]
+        ("basic", 1),
+        ("basic", 2),
+        ("basic", 4),
+        ("all", 1),
+        ("all", 2),
+        ("all", 4),
+    ]
     plan = bench_plan.make_plan([BOARD], settings=settings, rounds=2, cooldown_s=0)
     steps = bench_plan.board_steps(plan, [STOCK_NEW], ["tiny.onnx"])
     assert len(steps) == 12
     argv = steps[1].argv
-    assert argv[argv.index("--opt-level") + 1] == "basic" and argv[argv.index("--intra-op-threads") + 1] == "2"
+    assert (
+        argv[argv.index("--opt-level") + 1] == "basic" and argv[argv.index("--intra-op-threads") + 1] == "2"
+    )
 
 
 def test_default_is_the_current_release_and_every_common_model():
@@ -59,13 +85,17 @@ def test_quantize_adds_int8_steps_next_to_fp32():
     plan = bench_plan.make_plan([BOARD], quantize="dynamic", rounds=1)
     steps = bench_plan.board_steps(plan, [STOCK_NEW], ["tiny.onnx"])
     assert [(s.quant, s.model, s.model_file) for s in steps] == [
-        ("fp32", "tiny.onnx", "tiny.onnx"), ("int8", "tiny.onnx", "tiny.int8.onnx")]
+        ("fp32", "tiny.onnx", "tiny.onnx"),
+        ("int8", "tiny.onnx", "tiny.int8.onnx"),
+    ]
     assert steps[1].argv[3].endswith("/models/tiny.int8.onnx")
     assert steps[1].key()["quant"] == "int8" and steps[1].key()["model"] == "tiny.onnx"
 
 
 def test_agent_options_reach_the_argv():
-    options = AgentOptions(warmup=1, min_runs=5, min_duration=0.0, shapes=("input=1x3x8x8",), sysfs_root="/tmp/s y")
+    options = AgentOptions(
+        warmup=1, min_runs=5, min_duration=0.0, shapes=("input=1x3x8x8",), sysfs_root="/tmp/s y"
+    )
     argv = bench_plan.agent_argv(STOCK_NEW, "/m.onnx", Setting(opt_level="disable", intra_threads=2), options)
     pairs = dict(zip(argv[2::2], argv[3::2]))
     assert pairs["--warmup"] == "1" and pairs["--min-runs"] == "5" and pairs["--min-duration"] == "0"

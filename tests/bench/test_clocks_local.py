@@ -20,14 +20,26 @@ class LocalShell:
 
     def run_script(self, script: str, args=(), *, timeout=None, check=True) -> CommandResult:
         start = time.monotonic()
-        done = subprocess.run(["sh", "-s", "--", *args], input=script, capture_output=True, text=True,
-                              timeout=timeout, check=check)
-        return CommandResult(exit_code=done.returncode, stdout=done.stdout, stderr=done.stderr,
-                             duration=time.monotonic() - start)
+        done = subprocess.run(
+            ["sh", "-s", "--", *args],
+            input=script,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=check,
+        )
+        return CommandResult(
+            exit_code=done.returncode,
+            stdout=done.stdout,
+            stderr=done.stderr,
+            duration=time.monotonic() - start,
+        )
 
 
 def governors(root: Path) -> list[str]:
-    return [p.read_text().strip() for p in sorted(root.glob("devices/system/cpu/cpu*/cpufreq/scaling_governor"))]
+    return [
+        p.read_text().strip() for p in sorted(root.glob("devices/system/cpu/cpu*/cpufreq/scaling_governor"))
+    ]
 
 
 def make_tree(root: Path, values: list[str]) -> Path:

@@ -24,22 +24,58 @@ AGENT = Path(__file__).resolve().parents[2] / "orchestrator" / "agent" / "bench_
 
 def agent_doc(model: Path, opt_level: str) -> dict:
     done = subprocess.run(
-        [sys.executable, str(AGENT), "--model", str(model), "--opt-level", opt_level, "--warmup", "3",
-         "--min-runs", "60", "--min-duration", "0", "--intra-op-threads", "1"],
-        capture_output=True, text=True, timeout=120, check=True,
+        [
+            sys.executable,
+            str(AGENT),
+            "--model",
+            str(model),
+            "--opt-level",
+            opt_level,
+            "--warmup",
+            "3",
+            "--min-runs",
+            "60",
+            "--min-duration",
+            "0",
+            "--intra-op-threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     return json.loads(done.stdout)
 
 
 def board_doc(run_id: str, board: str, agents: list[tuple[str, int, dict]]) -> dict:
     measurements = [
-        {"key": {"variant": "stock", "release": "stock-1.32.0-00000000", "model": "fold.onnx", "quant": "fp32",
-                 "ep": "cpu", "opt_level": opt, "intra_threads": 1, "inter_threads": 0},
-         "round": round_, "step": index, "agent": agent}
+        {
+            "key": {
+                "variant": "stock",
+                "release": "stock-1.32.0-00000000",
+                "model": "fold.onnx",
+                "quant": "fp32",
+                "ep": "cpu",
+                "opt_level": opt,
+                "intra_threads": 1,
+                "inter_threads": 0,
+            },
+            "round": round_,
+            "step": index,
+            "agent": agent,
+        }
         for index, (opt, round_, agent) in enumerate(agents)
     ]
-    return {"schema": results.BOARD_SCHEMA, "run_id": run_id, "board": board, "status": "ok", "error": None,
-            "measurements": measurements, "clocks": None}
+    return {
+        "schema": results.BOARD_SCHEMA,
+        "run_id": run_id,
+        "board": board,
+        "status": "ok",
+        "error": None,
+        "measurements": measurements,
+        "clocks": None,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +90,25 @@ def stored(tmp_path_factory) -> tuple[ResultStore, str]:
     for board in ("labA", "labB"):
         agents = [(opt, round_, agent_doc(model, opt)) for round_ in (1, 2) for opt in ("disable", "all")]
         store.write_board(run_id, board_doc(run_id, board, agents))
-    store.write_board(run_id, {"schema": results.BOARD_SCHEMA, "run_id": run_id, "board": "labC",
-                               "status": "failed", "error": "labC: connection refused", "measurements": []})
-    store.finish_run(run_id, {"run_id": run_id, "command": "orch bench --opt-level disable,all",
-                              "boards": {"labA": {"status": "ok"}, "labB": {"status": "ok"},
-                                         "labC": {"status": "failed"}}})
+    store.write_board(
+        run_id,
+        {
+            "schema": results.BOARD_SCHEMA,
+            "run_id": run_id,
+            "board": "labC",
+            "status": "failed",
+            "error": "labC: connection refused",
+            "measurements": [],
+        },
+    )
+    store.finish_run(
+        run_id,
+        {
+            "run_id": run_id,
+            "command": "orch bench --opt-level disable,all",
+            "boards": {"labA": {"status": "ok"}, "labB": {"status": "ok"}, "labC": {"status": "failed"}},
+        },
+    )
     return store, run_id
 
 
@@ -69,20 +119,32 @@ def test_series_comparisons_and_index(stored):
     assert record.failed == {"labC": "labC: connection refused"}
     series = record.series()
     assert [(s.board, s.key.opt_level, len(s.latencies_ms), len(s.rounds)) for s in series] == [
-        ("labA", "disable", 120, 2), ("labA", "all", 120, 2), ("labB", "disable", 120, 2), ("labB", "all", 120, 2)]
+        ("labA", "disable", 120, 2),
+        ("labA", "all", 120, 2),
+        ("labB", "disable", 120, 2),
+        ("labB", "all", 120, 2),
+    ]
     pairings = results.pairings_within(series)
     assert [(p.board, p.dimension, p.a.key.opt_level, p.b.key.opt_level) for p in pairings] == [
-        ("labA", "opt_level", "disable", "all"), ("labB", "opt_level", "disable", "all")]
+        ("labA", "opt_level", "disable", "all"),
+        ("labB", "opt_level", "disable", "all"),
+    ]
     for pair in pairings:
         c = pair.comparison
         assert c.ratio < 0.8, "constant folding should remove most of the work"
         assert c.ci_low <= c.ratio <= c.ci_high < 1
         assert c.verdict == stats.FASTER
     with sqlite3.connect(store.root / results.INDEX_FILE) as db:
-        rows = db.execute("SELECT board, opt_level, n FROM series WHERE run_id = ? ORDER BY board, opt_level",
-                          (run_id,)).fetchall()
+        rows = db.execute(
+            "SELECT board, opt_level, n FROM series WHERE run_id = ? ORDER BY board, opt_level", (run_id,)
+        ).fetchall()
         status = db.execute("SELECT status, boards_ok, boards_failed FROM runs").fetchone()
-    assert rows == [("labA", "all", 120), ("labA", "disable", 120), ("labB", "all", 120), ("labB", "disable", 120)]
+    assert rows == [
+        ("labA", "all", 120),
+        ("labA", "disable", 120),
+        ("labB", "all", 120),
+        ("labB", "disable", 120),
+    ]
     assert status == ("failed", 2, 1)
 
 
@@ -96,7 +158,9 @@ def test_results_are_never_overwritten_and_the_index_can_be_rebuilt(stored):
         store.load("nope")
     store.reindex()
     [listed] = store.list_runs()
-    assert listed["run_id"] == run_id and listed["boards"] == ["labA", "labB", "labC"] and listed["series"] == 4
+    assert (
+        listed["run_id"] == run_id and listed["boards"] == ["labA", "labB", "labC"] and listed["series"] == 4
+    )
 
 
 def test_compare_two_runs_matches_boards_and_settings(stored):
@@ -104,7 +168,9 @@ def test_compare_two_runs_matches_boards_and_settings(stored):
     series = store.load("latest").series()
     pairs = results.pairings_between(series, series)
     assert len(pairs) == 4
-    assert all(p.comparison.ratio == pytest.approx(1.0) and p.comparison.verdict == stats.NO_CHANGE for p in pairs)
+    assert all(
+        p.comparison.ratio == pytest.approx(1.0) and p.comparison.verdict == stats.NO_CHANGE for p in pairs
+    )
 
 
 def _png_size(path: Path) -> tuple[int, int]:
@@ -116,7 +182,9 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_html_report_with_plots_of_the_expected_size(stored, tmp_path):
     store, run_id = stored
     record = store.load(run_id)
-    written = report.write_html(record, results.pairings_within(record.series()), tmp_path / "out" / "report.html")
+    written = report.write_html(
+        record, results.pairings_within(record.series()), tmp_path / "out" / "report.html"
+    )
     page = written["html"].read_text()
     assert f"Benchmark run {run_id}" in page and "faster" in page and "labC: connection refused" in page
     for name in ("latency_distribution.png", "p50_ci.png", "latency_over_runs.png"):
@@ -144,4 +212,8 @@ def test_cli_list_show_compare_export_report(stored, orch_env, orch_cli, tmp_pat
     made = orch_cli(env, "report", run_id, "--html", str(html), check=True)
     assert str(html) in made.stderr.replace("\n", "") and html.exists()
     missing = orch_cli(env, "results", "show", "doesnotexist")
-    assert missing.returncode == 2 and "no run 'doesnotexist'" in missing.stderr and "Traceback" not in missing.stderr
+    assert (
+        missing.returncode == 2
+        and "no run 'doesnotexist'" in missing.stderr
+        and "Traceback" not in missing.stderr
+    )

@@ -91,7 +91,9 @@ def test_verdict_rule():
     # large p
     assert stats.verdict_for(ratio=0.8, ci_low=0.75, ci_high=0.85, p_value=0.2, **kwargs) == stats.NO_CHANGE
     # within threshold (1/1.1 = 0.909)
-    assert stats.verdict_for(ratio=0.95, ci_low=0.94, ci_high=0.96, p_value=0.001, **kwargs) == stats.NO_CHANGE
+    assert (
+        stats.verdict_for(ratio=0.95, ci_low=0.94, ci_high=0.96, p_value=0.001, **kwargs) == stats.NO_CHANGE
+    )
 
 
 def test_median_ci_brackets_the_median():

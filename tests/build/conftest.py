@@ -48,8 +48,11 @@ def ort_tree(ort_tarball: Path) -> Path:
     marker = dest / ".complete"
     if not marker.exists():
         with tarfile.open(ort_tarball) as archive:
-            members = [m for m in archive.getmembers()
-                       if "/cmake/" in m.name or "/tools/ci_build/" in m.name or m.name.endswith("/VERSION_NUMBER")]
+            members = [
+                m
+                for m in archive.getmembers()
+                if "/cmake/" in m.name or "/tools/ci_build/" in m.name or m.name.endswith("/VERSION_NUMBER")
+            ]
             archive.extractall(dest, members=members, filter="data")
         marker.touch()
     (root,) = [p for p in dest.iterdir() if p.is_dir()]
@@ -61,8 +64,11 @@ def build_image(engine: object) -> str:
     """The lab target's real build image (made once, shared with every build)."""
     from orchestrator.build.execute import ensure_build_image
 
-    plan = make_plan(resolve_target("lab"), resolve_variant("default"),
-                     BuildOptions(source=parse_source(None, version=None, suite="trixie")))
+    plan = make_plan(
+        resolve_target("lab"),
+        resolve_variant("default"),
+        BuildOptions(source=parse_source(None, version=None, suite="trixie")),
+    )
     return ensure_build_image(engine, plan, lambda line: None)
 
 

@@ -11,11 +11,14 @@ from orchestrator.adapters.engine import Engine
 
 def _build_volume(engine: Engine, home: Path, target: str) -> str:
     name = f"orch-build-test-{uuid.uuid4().hex[:8]}-{target}"
-    return engine.ensure_volume(name, labels={"orch.role": "build-dir", "orch.home": str(home.resolve()),
-                                              "orch.target": target})
+    return engine.ensure_volume(
+        name, labels={"orch.role": "build-dir", "orch.home": str(home.resolve()), "orch.target": target}
+    )
 
 
-def test_clean_removes_only_this_homes_build_directories(orch_env: dict[str, str], orch_cli, tmp_path: Path) -> None:
+def test_clean_removes_only_this_homes_build_directories(
+    orch_env: dict[str, str], orch_cli, tmp_path: Path
+) -> None:
     engine = Engine()
     home = Path(orch_env["ORCH_HOME"])
     mine = _build_volume(engine, home, "lab")
@@ -28,9 +31,12 @@ def test_clean_removes_only_this_homes_build_directories(orch_env: dict[str, str
         other_target = orch_cli(orch_env, "build", "clean", "--target", "rpi4", check=True)
         assert "nothing to remove" in other_target.stderr and engine.volumes(prefix=mine)
 
-        caches = json.loads(orch_cli(orch_env, "build", "clean", "--ccache", "--dry-run", "--json", check=True).stdout)
+        caches = json.loads(
+            orch_cli(orch_env, "build", "clean", "--ccache", "--dry-run", "--json", check=True).stdout
+        )
         assert mine in caches["volumes"] and all(
-            v == mine or v.startswith("orch-ccache-") for v in caches["volumes"])
+            v == mine or v.startswith("orch-ccache-") for v in caches["volumes"]
+        )
 
         done = orch_cli(orch_env, "build", "clean", check=True)
         assert f"removed volume {mine}" in done.stderr

@@ -20,15 +20,21 @@ ninja: build stopped: subcommand failed.
 Traceback (most recent call last):
 """
 
-STATS = "stats_updated_timestamp\t1764440000\ndirect_cache_hit\t480\npreprocessed_cache_hit\t12\ncache_miss\t37\n"
+STATS = (
+    "stats_updated_timestamp\t1764440000\ndirect_cache_hit\t480\npreprocessed_cache_hit\t12\ncache_miss\t37\n"
+)
 
 
 def test_first_error_is_the_compiler_line_not_the_noise_after_it() -> None:
     assert first_error(FAILED_LOG.splitlines()) == (
         "/src/onnxruntime/core/providers/cpu/math/element_wise_ops.cc:816:47: error: no matching function for call "
-        "to 'min'")
-    cmake = ["-- Configuring", "CMake Error at external/eigen.cmake:6 (onnxruntime_fetchcontent_declare):",
-             "  Could not find a package configuration file provided by \"eigen\""]
+        "to 'min'"
+    )
+    cmake = [
+        "-- Configuring",
+        "CMake Error at external/eigen.cmake:6 (onnxruntime_fetchcontent_declare):",
+        '  Could not find a package configuration file provided by "eigen"',
+    ]
     assert "Could not find a package configuration" in first_error(cmake)
     assert first_error(["[1/2] ok", "[2/2] ok"]) is None
 
@@ -41,10 +47,16 @@ def test_ccache_statistics() -> None:
 
 def test_readback_proves_flags_reached_mlas_and_the_session(tmp_path: Path) -> None:
     entries = [
-        {"file": "/src/onnxruntime/core/mlas/lib/sgemm.cpp", "directory": "/build/Release",
-         "command": "/usr/bin/aarch64-linux-gnu-g++ -O3 -mcpu=cortex-a72 -finline-limit=600 -flto=auto -c x.cpp"},
-        {"file": "/src/onnxruntime/core/session/inference_session.cc", "directory": "/build/Release",
-         "arguments": ["g++", "-O3", "-mcpu=cortex-a72", "-finline-limit=600", "-c", "y.cc"]},
+        {
+            "file": "/src/onnxruntime/core/mlas/lib/sgemm.cpp",
+            "directory": "/build/Release",
+            "command": "/usr/bin/aarch64-linux-gnu-g++ -O3 -mcpu=cortex-a72 -finline-limit=600 -flto=auto -c x.cpp",
+        },
+        {
+            "file": "/src/onnxruntime/core/session/inference_session.cc",
+            "directory": "/build/Release",
+            "arguments": ["g++", "-O3", "-mcpu=cortex-a72", "-finline-limit=600", "-c", "y.cc"],
+        },
     ]
     path = tmp_path / "compile_commands.json"
     path.write_text(json.dumps(entries))
@@ -55,7 +67,9 @@ def test_readback_proves_flags_reached_mlas_and_the_session(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("target", known_target_names())
 def test_cli_dry_run_json_for_every_target(target: str, orch_env: dict[str, str], orch_cli) -> None:
-    result = orch_cli(orch_env, "build", "--target", target, "--variant", "tuned", "--dry-run", "--json", check=True)
+    result = orch_cli(
+        orch_env, "build", "--target", target, "--variant", "tuned", "--dry-run", "--json", check=True
+    )
     plan = json.loads(result.stdout)
     assert plan["target"] == target and plan["variant"] == "tuned"
     assert plan["command"].startswith("python3 /src/tools/ci_build/build.py")
@@ -64,8 +78,14 @@ def test_cli_dry_run_json_for_every_target(target: str, orch_env: dict[str, str]
 
 def test_cli_dry_run_human_output_shows_image_flags_and_command(orch_env: dict[str, str], orch_cli) -> None:
     result = orch_cli(orch_env, "build", "--target", "rpi4", "--variant", "tuned", "--dry-run", check=True)
-    for text in ("orch/build-bookworm:", "-mcpu=cortex-a72", "--enable_lto", "aarch64-linux-gnu.cmake",
-                 "QEMU_CPU=cortex-a72", "GLIBC <= 2.36"):
+    for text in (
+        "orch/build-bookworm:",
+        "-mcpu=cortex-a72",
+        "--enable_lto",
+        "aarch64-linux-gnu.cmake",
+        "QEMU_CPU=cortex-a72",
+        "GLIBC <= 2.36",
+    ):
         assert text in result.stderr
 
 
@@ -86,21 +106,28 @@ def test_cli_target_without_an_offline_base_image_names_it(orch_env: dict[str, s
 
 
 def test_cli_stock_dry_run_shows_the_pip_download(orch_env: dict[str, str], orch_cli) -> None:
-    result = orch_cli(orch_env, "build", "--target", "rpi5", "--variant", "stock", "--dry-run", "--json", check=True)
+    result = orch_cli(
+        orch_env, "build", "--target", "rpi5", "--variant", "stock", "--dry-run", "--json", check=True
+    )
     argv = json.loads(result.stdout)["download_argv"]
     assert "--only-binary=:all:" in argv and "manylinux_2_28_aarch64" in argv and "3.11" in argv
     assert "manylinux_2_37_aarch64" not in argv  # never newer than the board's glibc 2.36
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--target", "pi9"], "unknown target 'pi9'"),
-    (["--target", "lab", "--variant", "turbo"], "unknown variant 'turbo'"),
-    (["--target", "lab", "--cmake-define", "NOEQUALS", "--dry-run"], "NAME=VALUE"),
-    (["--target", "lab", "--parallel", "0"], "--parallel"),
-    (["--target", "lab", "--ort-source", "/nonexistent/ort", "--dry-run"], "neither"),
-    ([], "needs --target"),
-])
-def test_cli_bad_input_is_a_clear_error(args: list[str], message: str, orch_env: dict[str, str], orch_cli) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--target", "pi9"], "unknown target 'pi9'"),
+        (["--target", "lab", "--variant", "turbo"], "unknown variant 'turbo'"),
+        (["--target", "lab", "--cmake-define", "NOEQUALS", "--dry-run"], "NAME=VALUE"),
+        (["--target", "lab", "--parallel", "0"], "--parallel"),
+        (["--target", "lab", "--ort-source", "/nonexistent/ort", "--dry-run"], "neither"),
+        ([], "needs --target"),
+    ],
+)
+def test_cli_bad_input_is_a_clear_error(
+    args: list[str], message: str, orch_env: dict[str, str], orch_cli
+) -> None:
     result = orch_cli(orch_env, "build", *args)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr

@@ -13,7 +13,9 @@ from orchestrator.errors import UsageError
 @pytest.fixture
 def ssh_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "ssh_config"
-    path.write_text("Host bigbox\n  HostName 10.1.2.3\n  User builder\n  Port 2200\n  IdentityFile ~/.ssh/bigbox\n")
+    path.write_text(
+        "Host bigbox\n  HostName 10.1.2.3\n  User builder\n  Port 2200\n  IdentityFile ~/.ssh/bigbox\n"
+    )
     monkeypatch.setenv("ORCH_SSH_CONFIG", str(path))
     return path
 
@@ -34,13 +36,17 @@ def test_a_host_ssh_config_does_not_name_is_used_as_given(ssh_config: Path) -> N
     assert (board.hostname, board.user, board.port) == ("127.0.0.1", "root", 2022)
 
 
-@pytest.mark.parametrize("url", ["ssh://", "ssh://host/var/run/docker.sock", "tcp://host:2375", "ssh://host:notaport"])
+@pytest.mark.parametrize(
+    "url", ["ssh://", "ssh://host/var/run/docker.sock", "tcp://host:2375", "ssh://host:notaport"]
+)
 def test_malformed_docker_hosts_are_refused_with_the_address(url: str, ssh_config: Path) -> None:
     with pytest.raises(UsageError, match="--docker-host"):
         build_host_board(url)
 
 
 def test_stock_variant_refuses_docker_host(orch_env: dict[str, str], orch_cli) -> None:
-    result = orch_cli(orch_env, "build", "--target", "lab", "--variant", "stock", "--docker-host", "ssh://bigbox")
+    result = orch_cli(
+        orch_env, "build", "--target", "lab", "--variant", "stock", "--docker-host", "ssh://bigbox"
+    )
     assert result.returncode == 2
     assert "--docker-host" in result.stderr and "not built" in result.stderr

@@ -16,28 +16,48 @@ from orchestrator.targets import known_target_names, resolve_target
 
 def test_the_tree_declares_the_real_options(ort_tree: Path) -> None:
     names = known_names(ort_tree)
-    for name in ("onnxruntime_ENABLE_LTO", "onnxruntime_DISABLE_ML_OPS", "onnxruntime_USE_XNNPACK",
-                 "onnxruntime_BUILD_UNIT_TESTS", "onnxruntime_CROSS_COMPILING"):
+    for name in (
+        "onnxruntime_ENABLE_LTO",
+        "onnxruntime_DISABLE_ML_OPS",
+        "onnxruntime_USE_XNNPACK",
+        "onnxruntime_BUILD_UNIT_TESTS",
+        "onnxruntime_CROSS_COMPILING",
+    ):
         assert name in names.cmake
-    for flag in ("--enable_lto", "--disable_ml_ops", "--cmake_extra_defines", "--use_cuda", "--cuda_home",
-                 "--cudnn_home", "--compile_no_warning_as_error", "--skip_submodule_sync"):
+    for flag in (
+        "--enable_lto",
+        "--disable_ml_ops",
+        "--cmake_extra_defines",
+        "--use_cuda",
+        "--cuda_home",
+        "--cudnn_home",
+        "--compile_no_warning_as_error",
+        "--skip_submodule_sync",
+    ):
         assert flag in names.build_py
 
 
-@pytest.mark.parametrize(("wrong", "right"), [
-    ("ONNXRUNTIME_ENABLE_LTO", "onnxruntime_ENABLE_LTO"),
-    ("onnxruntime_USE_XNNPAK", "onnxruntime_USE_XNNPACK"),
-    ("onnxruntime_DISABLE_ML_OP", "onnxruntime_DISABLE_ML_OPS"),
-])
-def test_misspelled_defines_are_rejected_with_the_right_suggestion(ort_tree: Path, wrong: str, right: str) -> None:
+@pytest.mark.parametrize(
+    ("wrong", "right"),
+    [
+        ("ONNXRUNTIME_ENABLE_LTO", "onnxruntime_ENABLE_LTO"),
+        ("onnxruntime_USE_XNNPAK", "onnxruntime_USE_XNNPACK"),
+        ("onnxruntime_DISABLE_ML_OP", "onnxruntime_DISABLE_ML_OPS"),
+    ],
+)
+def test_misspelled_defines_are_rejected_with_the_right_suggestion(
+    ort_tree: Path, wrong: str, right: str
+) -> None:
     (problem,) = check_flags(ort_tree, [wrong], [])
     assert problem.suggestion == right
     assert f"did you mean '{right}'" in problem.sentence()
 
 
 def test_names_that_only_look_right_are_explained(ort_tree: Path) -> None:
-    problems = {p.name: p.sentence() for p in check_flags(ort_tree, ["ONNX_ML", "ONNXRUNTIME_CROSS_COMPILING"],
-                                                         ["--arm64"])}
+    problems = {
+        p.name: p.sentence()
+        for p in check_flags(ort_tree, ["ONNX_ML", "ONNXRUNTIME_CROSS_COMPILING"], ["--arm64"])
+    }
     assert "--disable_ml_ops" in problems["ONNX_ML"]
     assert "wrong case" in problems["ONNXRUNTIME_CROSS_COMPILING"]
     assert "Windows only" in problems["--arm64"]
@@ -49,8 +69,20 @@ def test_misspelled_build_py_flag(ort_tree: Path) -> None:
 
 
 def test_cmake_and_package_variables_are_accepted(ort_tree: Path) -> None:
-    assert check_flags(ort_tree, ["CMAKE_CXX_FLAGS", "FETCHCONTENT_FULLY_DISCONNECTED", "Protobuf_USE_STATIC_LIBS",
-                                  "safeint_SOURCE_DIR", "Eigen3_DIR"], []) == []
+    assert (
+        check_flags(
+            ort_tree,
+            [
+                "CMAKE_CXX_FLAGS",
+                "FETCHCONTENT_FULLY_DISCONNECTED",
+                "Protobuf_USE_STATIC_LIBS",
+                "safeint_SOURCE_DIR",
+                "Eigen3_DIR",
+            ],
+            [],
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize("target", known_target_names())
@@ -70,18 +102,43 @@ def test_unknown_names_stop_the_build_unless_forced(ort_tree: Path) -> None:
 
 
 def test_cli_dry_run_validates_a_local_tree(ort_tree: Path, orch_env: dict[str, str], orch_cli) -> None:
-    bad = orch_cli(orch_env, "build", "--target", "lab", "--variant", "tuned", "--ort-source", str(ort_tree),
-                   "--cmake-define", "ONNXRUNTIME_ENABLE_LTO=ON", "--dry-run", "--json")
+    bad = orch_cli(
+        orch_env,
+        "build",
+        "--target",
+        "lab",
+        "--variant",
+        "tuned",
+        "--ort-source",
+        str(ort_tree),
+        "--cmake-define",
+        "ONNXRUNTIME_ENABLE_LTO=ON",
+        "--dry-run",
+        "--json",
+    )
     assert bad.returncode == 0
     import json
+
     problems = json.loads(bad.stdout)["flag_validation"]["problems"]
     assert problems and "did you mean 'onnxruntime_ENABLE_LTO'" in problems[0]
 
 
-def test_cli_build_refuses_unknown_define_before_building(ort_tree: Path, orch_env: dict[str, str],
-                                                         orch_cli) -> None:
-    result = orch_cli(orch_env, "build", "--target", "lab", "--variant", "tuned", "--ort-source", str(ort_tree),
-                      "--cmake-define", "ONNXRUNTIME_ENABLE_LTO=ON", timeout=300)
+def test_cli_build_refuses_unknown_define_before_building(
+    ort_tree: Path, orch_env: dict[str, str], orch_cli
+) -> None:
+    result = orch_cli(
+        orch_env,
+        "build",
+        "--target",
+        "lab",
+        "--variant",
+        "tuned",
+        "--ort-source",
+        str(ort_tree),
+        "--cmake-define",
+        "ONNXRUNTIME_ENABLE_LTO=ON",
+        timeout=300,
+    )
     assert result.returncode == 2, result.stderr
     assert "did you mean 'onnxruntime_ENABLE_LTO'" in result.stderr
     assert "--force-flags" in result.stderr

@@ -35,15 +35,21 @@ def test_every_plan_runs_build_py_with_the_fixed_arguments(target: str, variant:
     plan = plan_for(target, variant, cpus=2, memory_bytes=24 << 30)
     argv = plan.build_argv
     assert argv[:2] == ["python3", "/src/tools/ci_build/build.py"]
-    for flag in ("--build_wheel", "--skip_tests", "--allow_running_as_root", "--skip_submodule_sync", "--update",
-                 "--build"):
+    for flag in (
+        "--build_wheel",
+        "--skip_tests",
+        "--allow_running_as_root",
+        "--skip_submodule_sync",
+        "--update",
+        "--build",
+    ):
         assert flag in argv
     assert argv[argv.index("--config") + 1] == "Release"
     assert argv[argv.index("--parallel") + 1] == "2"
     assert argv[argv.index("--cmake_generator") + 1] == "Ninja"
     assert argv[argv.index("--path_to_protoc_exe") + 1] == "/usr/bin/protoc"
     # The defines are the tail of the argv, after --cmake_extra_defines, exactly as planned.
-    tail = argv[argv.index("--cmake_extra_defines") + 1:]
+    tail = argv[argv.index("--cmake_extra_defines") + 1 :]
     assert tail == [f"{k}={v}" for k, v in plan.defines]
     d = defines(plan)
     assert d["CMAKE_TOOLCHAIN_FILE"] == "/orch/toolchains/aarch64-linux-gnu.cmake"
@@ -65,7 +71,9 @@ def test_tuned_plan_carries_the_boards_cpu_and_lto(target: str) -> None:
     for flag in ("--enable_lto", "--disable_ml_ops", "--compile_no_warning_as_error"):
         assert plan.build_argv.count(flag) == 1
     # Nothing that only looks like an ORT option.
-    assert not any(k in defines(plan) for k in ("ONNXRUNTIME_ENABLE_LTO", "ONNX_ML", "ONNXRUNTIME_CROSS_COMPILING"))
+    assert not any(
+        k in defines(plan) for k in ("ONNXRUNTIME_ENABLE_LTO", "ONNX_ML", "ONNXRUNTIME_CROSS_COMPILING")
+    )
 
 
 def test_default_and_lto_differ_only_in_lto() -> None:
@@ -138,7 +146,9 @@ def test_mlas_test_scope_builds_the_ort_mlas_unit_test() -> None:
     assert defines(plan)["onnxruntime_BUILD_UNIT_TESTS"] == "ON"
 
 
-@pytest.mark.parametrize(("cpus", "gib", "jobs"), [(2, 24, 2), (16, 8, 4), (8, 1, 1), (1, 64, 1), (32, 64, 32)])
+@pytest.mark.parametrize(
+    ("cpus", "gib", "jobs"), [(2, 24, 2), (16, 8, 4), (8, 1, 1), (1, 64, 1), (32, 64, 32)]
+)
 def test_parallel_jobs_follow_cores_and_memory(cpus: int, gib: int, jobs: int) -> None:
     assert choose_parallel(cpus, gib << 30) == jobs
 
@@ -157,8 +167,12 @@ def test_malformed_define_is_rejected(bad: str) -> None:
 
 def test_toolchain_file_cross_compiles_with_multiarch_and_gcc_ar() -> None:
     text = plan_for("lab", "lto").toolchain_file.read_text()
-    for line in ("set(CMAKE_SYSTEM_PROCESSOR aarch64)", "set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)",
-                 "set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)", 'set(CMAKE_C_COMPILER "${ORCH_CROSS_PREFIX}gcc")'):
+    for line in (
+        "set(CMAKE_SYSTEM_PROCESSOR aarch64)",
+        "set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)",
+        "set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)",
+        'set(CMAKE_C_COMPILER "${ORCH_CROSS_PREFIX}gcc")',
+    ):
         assert line in text
     assert "gcc-ar" in text and "gcc-ranlib" in text
 
@@ -168,21 +182,26 @@ def test_shipped_variants_and_a_user_variant(tmp_path: Path, monkeypatch: pytest
     assert {"stock", "default", "lto", "tuned"} <= set(load_variants())
     assert resolve_variant("stock").build is False
     (tmp_path / "variants.yaml").write_text(
-        "small:\n  description: size first\n  config: MinSizeRel\n  build_args: [--disable_contrib_ops]\n")
+        "small:\n  description: size first\n  config: MinSizeRel\n  build_args: [--disable_contrib_ops]\n"
+    )
     plan = plan_for("lab", "small")
     assert plan.build_argv[plan.build_argv.index("--config") + 1] == "MinSizeRel"
     assert "--disable_contrib_ops" in plan.build_argv
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("x:\n  lto: yes-please\n", "'lto' must be a bool"),
-    ("x:\n  ltto: true\n", "did you mean 'lto'"),
-    ("x:\n  config: Fast\n", "not one of"),
-    ("x:\n  build_args: [disable_ml_ops]\n", "build.py flags"),
-    ("- a\n- b\n", "maps variant names"),
-])
-def test_malformed_user_variants_are_clear_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str,
-                                                  message: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("x:\n  lto: yes-please\n", "'lto' must be a bool"),
+        ("x:\n  ltto: true\n", "did you mean 'lto'"),
+        ("x:\n  config: Fast\n", "not one of"),
+        ("x:\n  build_args: [disable_ml_ops]\n", "build.py flags"),
+        ("- a\n- b\n", "maps variant names"),
+    ],
+)
+def test_malformed_user_variants_are_clear_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
+) -> None:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path))
     (tmp_path / "variants.yaml").write_text(text)
     with pytest.raises(TargetError, match=message):
@@ -199,7 +218,11 @@ def test_source_routes(tmp_path: Path) -> None:
     upstream = parse_source(None, version="1.22.0", suite="trixie")
     assert (upstream.kind, upstream.ref) == ("git", "v1.22.0")
     pinned = parse_source("https://example.invalid/onnxruntime.git@main", version=None, suite=None)
-    assert (pinned.kind, pinned.location, pinned.ref) == ("git", "https://example.invalid/onnxruntime.git", "main")
+    assert (pinned.kind, pinned.location, pinned.ref) == (
+        "git",
+        "https://example.invalid/onnxruntime.git",
+        "main",
+    )
     tarball = tmp_path / "ort.tar.gz"
     tarball.write_bytes(b"")
     assert parse_source(str(tarball), version="1.21.0", suite=None).kind == "tarball"

@@ -30,10 +30,21 @@ SHARDS, SHARD = 40, 0
 
 
 @pytest.mark.timeout(MLAS_TIMEOUT + 1800)  # the build, then the emulated test shard
-def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(tmp_path: Path, build_env: dict[str, str],
-                                                                       orch_cli, engine) -> None:
-    result = orch_cli(build_env, "build", "--target", "lab", "--variant", "tuned", "--scope", "mlas-test", "--json",
-                      timeout=MLAS_TIMEOUT)
+def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(
+    tmp_path: Path, build_env: dict[str, str], orch_cli, engine
+) -> None:
+    result = orch_cli(
+        build_env,
+        "build",
+        "--target",
+        "lab",
+        "--variant",
+        "tuned",
+        "--scope",
+        "mlas-test",
+        "--json",
+        timeout=MLAS_TIMEOUT,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
     build_dir = Path(document["build_dir"])
@@ -44,17 +55,26 @@ def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(tmp_path:
     assert exe.read_bytes()[18:20] == (183).to_bytes(2, "little"), "EM_AARCH64 executable expected"
     commands = json.loads((build_dir / "orch-report" / "compile_commands.json").read_text())
     # C and C++ sources get the tuned flags; MLAS's hand-written .S kernels name their own architecture.
-    mlas = [c for c in commands if "/core/mlas/lib/" in c["file"] and c["file"].endswith((".c", ".cpp", ".cc"))]
+    mlas = [
+        c for c in commands if "/core/mlas/lib/" in c["file"] and c["file"].endswith((".c", ".cpp", ".cc"))
+    ]
     assert mlas and all("-mcpu=cortex-a72" in c["command"] for c in mlas)
     print(f"MLAS build: {document['duration_s']} s, ccache {document['ccache']}")
 
     # A shard of ORT's own MLAS tests on an emulated Cortex-A72.
     output: list[str] = []
     code = engine.run(
-        board_image(engine, resolve_target("lab")), ["sh", "-c", "cd /t && ./onnxruntime_mlas_test"],
-        environment={"QEMU_CPU": "cortex-a72", "LD_LIBRARY_PATH": "/t", "GTEST_TOTAL_SHARDS": str(SHARDS),
-                     "GTEST_SHARD_INDEX": str(SHARD)},
-        volumes={str(bundle): {"bind": "/t", "mode": "ro"}}, network="none", on_log=output.append,
+        board_image(engine, resolve_target("lab")),
+        ["sh", "-c", "cd /t && ./onnxruntime_mlas_test"],
+        environment={
+            "QEMU_CPU": "cortex-a72",
+            "LD_LIBRARY_PATH": "/t",
+            "GTEST_TOTAL_SHARDS": str(SHARDS),
+            "GTEST_SHARD_INDEX": str(SHARD),
+        },
+        volumes={str(bundle): {"bind": "/t", "mode": "ro"}},
+        network="none",
+        on_log=output.append,
     )
     text = "\n".join(output)
     passed = re.search(r"\[  PASSED  \] (\d+) test", text)
@@ -65,8 +85,9 @@ def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(tmp_path:
 
 
 @pytest.mark.timeout(FULL_TIMEOUT + 1800)  # the build, pre-flight, deploy and one inference
-def test_full_tuned_lab_wheel_builds_preflights_deploys_and_matches_x86(lab, tmp_path: Path,
-                                                                        seed_ort_source) -> None:
+def test_full_tuned_lab_wheel_builds_preflights_deploys_and_matches_x86(
+    lab, tmp_path: Path, seed_ort_source
+) -> None:
     seed_ort_source(lab.home)
     result = lab.orch("build", "--target", "lab", "--variant", "tuned", "--json", timeout=FULL_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -88,20 +109,32 @@ def test_full_tuned_lab_wheel_builds_preflights_deploys_and_matches_x86(lab, tmp
 
     # Deploy to a lab board and compare one inference with the x86 stock onnxruntime.
     model = write_model(tiny_convnet(), tmp_path / "tiny.onnx")
-    deploy = lab.orch("deploy", "--host", "lab1", "--variant", "tuned", "--model", str(model), "--json",
-                      timeout=1800)
+    deploy = lab.orch(
+        "deploy", "--host", "lab1", "--variant", "tuned", "--model", str(model), "--json", timeout=1800
+    )
     assert deploy.returncode == 0, deploy.stderr[-3000:]
     board = lab.board("lab1")
     inputs = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    code = ("import sys, json, numpy as np, onnxruntime as ort\n"
-            "x = np.array(json.loads(sys.stdin.read()), dtype=np.float32)\n"
-            "s = ort.InferenceSession(sys.argv[1])\n"
-            "print(ort.__version__, json.dumps(s.run(None, {'input': x})[0].tolist()))")
+    code = (
+        "import sys, json, numpy as np, onnxruntime as ort\n"
+        "x = np.array(json.loads(sys.stdin.read()), dtype=np.float32)\n"
+        "s = ort.InferenceSession(sys.argv[1])\n"
+        "print(ort.__version__, json.dumps(s.run(None, {'input': x})[0].tolist()))"
+    )
     with remote.connect(board) as session:
-        out = session.run([f"{board.workdir}/current/venv/bin/python", "-c", code,
-                           f"{board.workdir}/current/models/tiny.onnx"],
-                          stdin=json.dumps(inputs.tolist()).encode(), timeout=900).stdout
+        out = session.run(
+            [
+                f"{board.workdir}/current/venv/bin/python",
+                "-c",
+                code,
+                f"{board.workdir}/current/models/tiny.onnx",
+            ],
+            stdin=json.dumps(inputs.tolist()).encode(),
+            timeout=900,
+        ).stdout
     version, _, values = out.strip().splitlines()[-1].partition(" ")
     assert version == "1.21.0"
     reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
-    np.testing.assert_allclose(np.array(json.loads(values), dtype=np.float32), reference, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        np.array(json.loads(values), dtype=np.float32), reference, rtol=1e-4, atol=1e-5
+    )

@@ -77,7 +77,9 @@ def build_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuildBox]:
             pytest.fail(f"the remote-engine test needs `{tool}` (scripts/setup installs it)", pytrace=False)
     sshd = Path("/usr/sbin/sshd")
     if not sshd.is_file():
-        pytest.fail("the remote-engine test needs /usr/sbin/sshd (apt-get install openssh-server)", pytrace=False)
+        pytest.fail(
+            "the remote-engine test needs /usr/sbin/sshd (apt-get install openssh-server)", pytrace=False
+        )
     work = tmp_path_factory.mktemp("buildbox")
     # The engine's own files must stay visible inside its namespace: not under /tmp.
     state = Path(f"/var/tmp/orch-buildbox-{os.getpid()}")
@@ -88,17 +90,32 @@ def build_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuildBox]:
     candidates = {p.resolve() for p in (Path("/tmp"), Path.home(), PROJECT_ROOT, work) if p.is_dir()}
     # Only the outermost: once /tmp is covered, a directory under it no longer exists to be covered.
     hidden = sorted(str(p) for p in candidates if not any(p != q and p.is_relative_to(q) for q in candidates))
-    dockerd_argv = ["dockerd", "--data-root", str(state / "data"), "--exec-root", str(run_dir / "exec"),
-                    "--pidfile", str(run_dir / "docker.pid"), "-H", f"unix://{socket_path}", "--iptables=false"]
-    script = 'set -e; for d in "$@"; do mount -t tmpfs -o size=1m,mode=0755 orch-hidden "$d"; done; exec ' + \
-        shlex.join(dockerd_argv)
+    dockerd_argv = [
+        "dockerd",
+        "--data-root",
+        str(state / "data"),
+        "--exec-root",
+        str(run_dir / "exec"),
+        "--pidfile",
+        str(run_dir / "docker.pid"),
+        "-H",
+        f"unix://{socket_path}",
+        "--iptables=false",
+    ]
+    script = (
+        'set -e; for d in "$@"; do mount -t tmpfs -o size=1m,mode=0755 orch-hidden "$d"; done; exec '
+        + shlex.join(dockerd_argv)
+    )
     engine_log = work / "dockerd.log"
     # Its own network namespace too: its bridge and containers never touch the workstation's network.
-    daemon = subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", script, "sh",
-                               *hidden],
-                              stdout=engine_log.open("w"), stderr=subprocess.STDOUT)
+    daemon = subprocess.Popen(
+        ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c", script, "sh", *hidden],
+        stdout=engine_log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
     sshd_process: subprocess.Popen | None = None
     try:
+
         def engine_ready() -> bool:
             try:
                 return Engine(f"unix://{socket_path}").ping()
@@ -109,7 +126,9 @@ def build_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuildBox]:
         engine = Engine(f"unix://{socket_path}")
 
         for name in ("host_key", "client_key"):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / name)], check=True)
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / name)], check=True
+            )
         (work / "authorized_keys").write_text((work / "client_key.pub").read_text())
         port = _free_port()
         (work / "sshd_config").write_text(
@@ -120,8 +139,11 @@ def build_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuildBox]:
         )
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
         sshd_log = work / "sshd.log"
-        sshd_process = subprocess.Popen([str(sshd), "-D", "-e", "-f", str(work / "sshd_config")],
-                                        stdout=sshd_log.open("w"), stderr=subprocess.STDOUT)
+        sshd_process = subprocess.Popen(
+            [str(sshd), "-D", "-e", "-f", str(work / "sshd_config")],
+            stdout=sshd_log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
 
         def sshd_ready() -> bool:
             with socket.socket() as probe:
@@ -129,10 +151,16 @@ def build_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuildBox]:
 
         _wait("sshd", sshd_ready, sshd_process, sshd_log)
         ssh_config = work / "ssh_config"
-        ssh_config.write_text(f"Host buildbox\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
-                              f"  IdentityFile {work / 'client_key'}\n")
-        yield BuildBox(engine=engine, ssh_config=ssh_config, port=port,
-                       host_public_key=(work / "host_key.pub").read_text().split()[1])
+        ssh_config.write_text(
+            f"Host buildbox\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
+            f"  IdentityFile {work / 'client_key'}\n"
+        )
+        yield BuildBox(
+            engine=engine,
+            ssh_config=ssh_config,
+            port=port,
+            host_public_key=(work / "host_key.pub").read_text().split()[1],
+        )
     finally:
         if sshd_process is not None:
             _stop(sshd_process)
@@ -142,7 +170,8 @@ def build_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuildBox]:
 
 
 def test_a_changed_build_box_host_key_is_refused_before_anything_is_sent(
-        build_box: BuildBox, build_env: dict[str, str], orch_cli) -> None:
+    build_box: BuildBox, build_env: dict[str, str], orch_cli
+) -> None:
     env = {**build_env, "ORCH_SSH_CONFIG": str(build_box.ssh_config)}
     home = Path(env["ORCH_HOME"])
     home.mkdir(parents=True, exist_ok=True)
@@ -150,19 +179,45 @@ def test_a_changed_build_box_host_key_is_refused_before_anything_is_sent(
     other = home / "other_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     (home / "known_hosts").write_text(f"[127.0.0.1]:{build_box.port} {other.with_suffix('.pub').read_text()}")
-    result = orch_cli(env, "build", "--target", "lab", "--variant", "tuned", "--scope", "mlas-test",
-                      "--docker-host", "ssh://buildbox", timeout=300)
+    result = orch_cli(
+        env,
+        "build",
+        "--target",
+        "lab",
+        "--variant",
+        "tuned",
+        "--scope",
+        "mlas-test",
+        "--docker-host",
+        "ssh://buildbox",
+        timeout=300,
+    )
     assert result.returncode == 4, result.stderr[-2000:]
     assert "HOST KEY CHANGED" in result.stderr and "buildbox" in result.stderr
-    assert build_box.engine.volumes({"orch.role": None}) == {}, "nothing may reach a host that failed its key check"
+    assert build_box.engine.volumes({"orch.role": None}) == {}, (
+        "nothing may reach a host that failed its key check"
+    )
 
 
 @pytest.mark.timeout(BUILD_TIMEOUT + 600)
 def test_build_on_another_engine_over_ssh_ships_everything_and_brings_the_result_back(
-        build_box: BuildBox, build_env: dict[str, str], orch_cli, tmp_path: Path) -> None:
+    build_box: BuildBox, build_env: dict[str, str], orch_cli, tmp_path: Path
+) -> None:
     env = {**build_env, "ORCH_SSH_CONFIG": str(build_box.ssh_config)}
-    result = orch_cli(env, "build", "--target", "lab", "--variant", "tuned", "--scope", "mlas-test",
-                      "--docker-host", "ssh://buildbox", "--json", timeout=BUILD_TIMEOUT)
+    result = orch_cli(
+        env,
+        "build",
+        "--target",
+        "lab",
+        "--variant",
+        "tuned",
+        "--scope",
+        "mlas-test",
+        "--docker-host",
+        "ssh://buildbox",
+        "--json",
+        timeout=BUILD_TIMEOUT,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
     assert document["engine"] == "ssh://buildbox"
@@ -173,22 +228,40 @@ def test_build_on_another_engine_over_ssh_ships_everything_and_brings_the_result
 
     # The work happened over there: the build image was sent, the source, build and cache volumes are there,
     # and the workstation's engine holds no build directory of this home.
-    plan = json.loads(orch_cli(env, "build", "--target", "lab", "--variant", "tuned", "--scope", "mlas-test",
-                               "--dry-run", "--json", check=True).stdout)
+    plan = json.loads(
+        orch_cli(
+            env,
+            "build",
+            "--target",
+            "lab",
+            "--variant",
+            "tuned",
+            "--scope",
+            "mlas-test",
+            "--dry-run",
+            "--json",
+            check=True,
+        ).stdout
+    )
     assert build_box.engine.image_id(plan["image"]["tag"]), "the build image was not sent to the build box"
     assert "sending image" in result.stderr and "MB sent" in result.stderr  # with its progress
     home = Path(env["ORCH_HOME"])
     assert build_volumes_under(build_box.engine, home), "no build volume on the build box"
-    assert build_box.engine.volumes({"orch.role": "source"}) and plan["ccache_volume"] in build_box.engine.volumes(
-        {"orch.role": "ccache"})
+    assert build_box.engine.volumes({"orch.role": "source"}) and plan[
+        "ccache_volume"
+    ] in build_box.engine.volumes({"orch.role": "ccache"})
     local = Engine()
     assert build_volumes_under(local, home) == []
 
     # The build box really could not see the workstation: this repository is empty there.
     seen: list[str] = []
-    code = build_box.engine.run(plan["image"]["tag"], ["sh", "-c", "ls -A /repo | wc -l"],
-                                volumes={str(PROJECT_ROOT): {"bind": "/repo", "mode": "ro"}}, network="none",
-                                on_log=seen.append)
+    code = build_box.engine.run(
+        plan["image"]["tag"],
+        ["sh", "-c", "ls -A /repo | wc -l"],
+        volumes={str(PROJECT_ROOT): {"bind": "/repo", "mode": "ro"}},
+        network="none",
+        on_log=seen.append,
+    )
     assert code == 0 and seen == ["0"], seen
 
     # What came back: the tuned test executable and its libraries, runnable on an emulated Cortex-A72.
@@ -200,10 +273,14 @@ def test_build_on_another_engine_over_ssh_ships_everything_and_brings_the_result
     mlas = [c for c in commands if "/core/mlas/lib/" in c["file"] and c["file"].endswith(".cpp")]
     assert mlas and all("-mcpu=cortex-a72" in c["command"] for c in mlas)
     listed: list[str] = []
-    code = local.run(board_image(local, resolve_target("lab")),
-                     ["sh", "-c", "cd /t && ./onnxruntime_mlas_test --gtest_list_tests"],
-                     environment={"QEMU_CPU": "cortex-a72", "LD_LIBRARY_PATH": "/t"},
-                     volumes={str(bundle): {"bind": "/t", "mode": "ro"}}, network="none", on_log=listed.append)
+    code = local.run(
+        board_image(local, resolve_target("lab")),
+        ["sh", "-c", "cd /t && ./onnxruntime_mlas_test --gtest_list_tests"],
+        environment={"QEMU_CPU": "cortex-a72", "LD_LIBRARY_PATH": "/t"},
+        volumes={str(bundle): {"bind": "/t", "mode": "ro"}},
+        network="none",
+        on_log=listed.append,
+    )
     assert code == 0, "\n".join(listed[-20:])
     assert sum(1 for line in listed if line.startswith("  ")) > 1000, "the MLAS test list looks truncated"
     print(f"remote MLAS build: {document['duration_s']} s, ccache {document['ccache']}")

@@ -20,7 +20,9 @@ from orchestrator.targets import resolve_target
 
 PLAIN = "int orch_answer(void) { return 42; }\n"
 # strlcpy appeared in glibc 2.38: the object needs GLIBC_2.38, more than Debian 12 (2.36) has.
-NEW_GLIBC = "#include <string.h>\nsize_t orch_copy(char *d, const char *s, size_t n) { return strlcpy(d, s, n); }\n"
+NEW_GLIBC = (
+    "#include <string.h>\nsize_t orch_copy(char *d, const char *s, size_t n) { return strlcpy(d, s, n); }\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,19 +30,30 @@ def elves(tmp_path_factory: pytest.TempPathFactory, engine, build_image: str) ->
     work = tmp_path_factory.mktemp("elves")
     (work / "plain.c").write_text(PLAIN)
     (work / "newglibc.c").write_text(NEW_GLIBC)
-    script = ("aarch64-linux-gnu-gcc -shared -fPIC -O2 -o /w/plain_aarch64.so /w/plain.c && "
-              "aarch64-linux-gnu-gcc -shared -fPIC -O2 -o /w/newglibc_aarch64.so /w/newglibc.c")
+    script = (
+        "aarch64-linux-gnu-gcc -shared -fPIC -O2 -o /w/plain_aarch64.so /w/plain.c && "
+        "aarch64-linux-gnu-gcc -shared -fPIC -O2 -o /w/newglibc_aarch64.so /w/newglibc.c"
+    )
     lines: list[str] = []
-    code = engine.run(build_image, ["sh", "-c", script], volumes={str(work): {"bind": "/w", "mode": "rw"}},
-                      network="none", on_log=lines.append)
+    code = engine.run(
+        build_image,
+        ["sh", "-c", script],
+        volumes={str(work): {"bind": "/w", "mode": "rw"}},
+        network="none",
+        on_log=lines.append,
+    )
     assert code == 0, "\n".join(lines)
     gcc = shutil.which("gcc") or shutil.which("cc")
     assert gcc, "the workstation needs gcc (apt-get install gcc) to make an x86-64 test object"
-    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(work / "plain_x86_64.so"), str(work / "plain.c")], check=True)
+    subprocess.run(
+        [gcc, "-shared", "-fPIC", "-o", str(work / "plain_x86_64.so"), str(work / "plain.c")], check=True
+    )
     return {p.stem: p for p in work.glob("*.so")}
 
 
-def make_wheel(directory: Path, shared_object: Path, *, python: str = "cp313", platform: str = "linux_aarch64") -> Path:
+def make_wheel(
+    directory: Path, shared_object: Path, *, python: str = "cp313", platform: str = "linux_aarch64"
+) -> Path:
     """A minimal valid wheel holding one shared object in onnxruntime/capi/."""
     name = f"onnxruntime-1.21.0-{python}-{python}-{platform}.whl"
     files = {
@@ -48,7 +61,7 @@ def make_wheel(directory: Path, shared_object: Path, *, python: str = "cp313", p
         f"onnxruntime/capi/{shared_object.name}": shared_object.read_bytes(),
         "onnxruntime-1.21.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: onnxruntime\nVersion: 1.21.0\n",
         "onnxruntime-1.21.0.dist-info/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {python}-{python}-"
-                                              f"{platform}\n".encode(),
+        f"{platform}\n".encode(),
     }
     record = []
     for path, data in files.items():
@@ -65,9 +78,18 @@ def make_wheel(directory: Path, shared_object: Path, *, python: str = "cp313", p
 
 
 def check(tmp_path: Path, engine, target: str, wheel: Path):
-    return finish_artifact(resolve_target(target), "tuned", "1.21.0", wheel, {"target": target, "variant": "tuned",
-                           "ort_version": "1.21.0"}, log_path=None, root=tmp_path / "artifacts", engine=engine,
-                           log=lambda line: None, preflight=False)
+    return finish_artifact(
+        resolve_target(target),
+        "tuned",
+        "1.21.0",
+        wheel,
+        {"target": target, "variant": "tuned", "ort_version": "1.21.0"},
+        log_path=None,
+        root=tmp_path / "artifacts",
+        engine=engine,
+        log=lambda line: None,
+        preflight=False,
+    )
 
 
 def test_aarch64_wheel_passes_and_records_what_it_needs(tmp_path: Path, engine, elves) -> None:

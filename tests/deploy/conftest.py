@@ -31,14 +31,35 @@ def _download_stock(dest: Path) -> Path:
     if found:
         return found[-1]
     dest.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
-            "--only-binary=:all:", "--platform", LAB_PLATFORM, "--python-version", LAB_PYTHON,
-            "--implementation", "cp", "--abi", "cp313", "-d", str(dest), "onnxruntime"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--platform",
+        LAB_PLATFORM,
+        "--python-version",
+        LAB_PYTHON,
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp313",
+        "-d",
+        str(dest),
+        "onnxruntime",
+    ]
     result = subprocess.run(argv, capture_output=True, text=True, check=False)
     found = sorted(dest.glob("onnxruntime-*-cp313-cp313-*aarch64*.whl"))
     if result.returncode != 0 or not found:
-        pytest.fail("could not download the official aarch64 onnxruntime wheel (pip needs the package index):\n"
-                    + result.stdout[-2000:] + result.stderr[-2000:], pytrace=False)
+        pytest.fail(
+            "could not download the official aarch64 onnxruntime wheel (pip needs the package index):\n"
+            + result.stdout[-2000:]
+            + result.stderr[-2000:],
+            pytrace=False,
+        )
     return found[-1]
 
 
@@ -52,8 +73,9 @@ def wheel_version(wheel: Path) -> str:
     return wheel.name.split("-")[1]
 
 
-def make_artifact(root: Path, wheel: Path, *, target: str = "lab", variant: str = "stock",
-                  name: str | None = None) -> Artifact:
+def make_artifact(
+    root: Path, wheel: Path, *, target: str = "lab", variant: str = "stock", name: str | None = None
+) -> Artifact:
     """An artifact directory holding ``wheel`` (renamed to ``name``) and a manifest per artifacts.py."""
     version = wheel_version(wheel)
     directory = artifact_dir(target, variant, version, root=root)
@@ -62,8 +84,12 @@ def make_artifact(root: Path, wheel: Path, *, target: str = "lab", variant: str 
     if not dest.exists():
         shutil.copyfile(wheel, dest)
     manifest = {
-        "target": target, "variant": variant, "ort_version": version, "wheel": dest.name,
-        "wheel_sha256": hashlib.sha256(dest.read_bytes()).hexdigest(), "wheel_size": dest.stat().st_size,
+        "target": target,
+        "variant": variant,
+        "ort_version": version,
+        "wheel": dest.name,
+        "wheel_sha256": hashlib.sha256(dest.read_bytes()).hexdigest(),
+        "wheel_size": dest.stat().st_size,
         "created": datetime.now(timezone.utc).isoformat(),
         # Set by this fixture: the official wheel is trusted as built upstream, not pre-flighted by orch.
         "preflight": {"ok": True, "by": "tests/deploy fixture (official wheel, not built by orch)"},
@@ -78,8 +104,13 @@ def artifact_maker() -> Callable[..., Artifact]:
     return make_artifact
 
 
-def rewrite_wheel(source: Path, dest: Path, patch: dict[bytes, bytes] | None = None,
-                  extra: dict[str, bytes] | None = None, only_shared_objects: bool = False) -> Path:
+def rewrite_wheel(
+    source: Path,
+    dest: Path,
+    patch: dict[bytes, bytes] | None = None,
+    extra: dict[str, bytes] | None = None,
+    only_shared_objects: bool = False,
+) -> Path:
     """Copy a wheel under a new name, byte-patching its shared objects (same-length patches keep ELF offsets)."""
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_STORED) as out:
         for item in src.infolist():
@@ -110,11 +141,17 @@ def bad_wheels(stock_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     version = wheel_version(stock_wheel)
     made = {}
     (root / "glibc").mkdir()
-    made["glibc"] = rewrite_wheel(stock_wheel, root / "glibc" / stock_wheel.name,
-                                  patch={b"GLIBC_2.28\0": b"GLIBC_2.99\0", b"GLIBC_2.27\0": b"GLIBC_2.99\0"})
+    made["glibc"] = rewrite_wheel(
+        stock_wheel,
+        root / "glibc" / stock_wheel.name,
+        patch={b"GLIBC_2.28\0": b"GLIBC_2.99\0", b"GLIBC_2.27\0": b"GLIBC_2.99\0"},
+    )
     (root / "python").mkdir()
-    made["python"] = rewrite_wheel(stock_wheel, root / "python" / f"onnxruntime-{version}-cp310-cp310-{LAB_PLATFORM}.whl",
-                                   only_shared_objects=True)
+    made["python"] = rewrite_wheel(
+        stock_wheel,
+        root / "python" / f"onnxruntime-{version}-cp310-cp310-{LAB_PLATFORM}.whl",
+        only_shared_objects=True,
+    )
     import onnxruntime
 
     capi = Path(onnxruntime.__file__).parent / "capi"

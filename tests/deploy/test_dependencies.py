@@ -18,14 +18,25 @@ def test_platform_tags_cover_every_older_manylinux() -> None:
 
 
 def test_pip_output_is_parsed_for_file_names() -> None:
-    output = ("Saved ./cache/numpy-2.5.5-cp313-cp313-manylinux_2_28_aarch64.whl\n"
-              "File was already downloaded /c/pip-26.3-py3-none-any.whl\nSuccessfully downloaded numpy pip\n")
-    assert parse_saved(output) == ["numpy-2.5.5-cp313-cp313-manylinux_2_28_aarch64.whl", "pip-26.3-py3-none-any.whl"]
+    output = (
+        "Saved ./cache/numpy-2.5.5-cp313-cp313-manylinux_2_28_aarch64.whl\n"
+        "File was already downloaded /c/pip-26.3-py3-none-any.whl\nSuccessfully downloaded numpy pip\n"
+    )
+    assert parse_saved(output) == [
+        "numpy-2.5.5-cp313-cp313-manylinux_2_28_aarch64.whl",
+        "pip-26.3-py3-none-any.whl",
+    ]
 
 
 def test_stock_wheel_dependencies_for_a_lab_board(stock_wheel: Path, tmp_path: Path) -> None:
     sha = hashlib.sha256(stock_wheel.read_bytes()).hexdigest()
-    kwargs = {"wheel_sha256": sha, "arch": "aarch64", "glibc": "2.41", "python_version": "3.13", "cache": tmp_path}
+    kwargs = {
+        "wheel_sha256": sha,
+        "arch": "aarch64",
+        "glibc": "2.41",
+        "python_version": "3.13",
+        "cache": tmp_path,
+    }
     deps = resolve_dependencies(stock_wheel, **kwargs)
     names = [p.name for p in deps]
     assert any(n.startswith("numpy-") and "cp313" in n and "aarch64" in n for n in names), names

@@ -21,8 +21,11 @@ def closed_port() -> int:
 
 @pytest.fixture
 def env(orch_env: dict[str, str]) -> dict[str, str]:
-    Path(orch_env["ORCH_INVENTORY"]).write_text(json.dumps(
-        {"all": {"hosts": {"ghost": {"hostname": "127.0.0.1", "port": closed_port(), "target": "lab"}}}}))
+    Path(orch_env["ORCH_INVENTORY"]).write_text(
+        json.dumps(
+            {"all": {"hosts": {"ghost": {"hostname": "127.0.0.1", "port": closed_port(), "target": "lab"}}}}
+        )
+    )
     write_tiny_convnet(Path(orch_env["ORCH_TEST_CWD"]) / "models" / "tiny.onnx")
     return orch_env
 
@@ -39,15 +42,18 @@ def env(orch_env: dict[str, str]) -> dict[str, str]:
         (["--host", "nano99"], "nano99"),
     ],
 )
-def test_bad_arguments_are_refused_clearly(env: dict[str, str], orch_cli: Callable[..., Any], args: list[str],
-                                          message: str) -> None:
+def test_bad_arguments_are_refused_clearly(
+    env: dict[str, str], orch_cli: Callable[..., Any], args: list[str], message: str
+) -> None:
     selection = [] if "--host" in args else ["--host", "ghost"]
     result = orch_cli(env, "deploy", *selection, *args)
     assert result.returncode in (2, 6), result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
-def test_no_artifact_for_the_board_target_names_the_fix(env: dict[str, str], orch_cli: Callable[..., Any]) -> None:
+def test_no_artifact_for_the_board_target_names_the_fix(
+    env: dict[str, str], orch_cli: Callable[..., Any]
+) -> None:
     result = orch_cli(env, "deploy", "--host", "ghost", "--json")
     assert result.returncode == 2, result.stderr
     doc = json.loads(result.stdout)
@@ -55,8 +61,9 @@ def test_no_artifact_for_the_board_target_names_the_fix(env: dict[str, str], orc
     assert "orch build --target lab" in result.stderr
 
 
-def test_artifact_changed_after_build_is_refused(env: dict[str, str], orch_cli: Callable[..., Any],
-                                                 stock_wheel: Path, artifact_maker: Callable[..., Any]) -> None:
+def test_artifact_changed_after_build_is_refused(
+    env: dict[str, str], orch_cli: Callable[..., Any], stock_wheel: Path, artifact_maker: Callable[..., Any]
+) -> None:
     artifact = artifact_maker(Path(env["ORCH_ARTIFACTS"]), stock_wheel)
     manifest = json.loads((artifact.directory / "manifest.json").read_text())
     manifest["wheel_sha256"] = "0" * 64

@@ -44,8 +44,9 @@ class State:
 
 
 @pytest.fixture(scope="module")
-def world(lab: Any, stock_wheel: Path, artifact_maker: Callable[..., Any],
-          tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def world(
+    lab: Any, stock_wheel: Path, artifact_maker: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("deploy-lab")
     artifacts = root / "artifacts"
     stock = artifact_maker(artifacts, stock_wheel)
@@ -56,8 +57,17 @@ def world(lab: Any, stock_wheel: Path, artifact_maker: Callable[..., Any],
     big = write_model(wide_matmul(features=2500, outputs=4000), root / "big" / "big.onnx")
     inventory = root / "inventory.yaml"
     env = {**lab.env, "ORCH_ARTIFACTS": str(artifacts), "ORCH_INVENTORY": str(inventory)}
-    world = {"root": root, "env": env, "inventory": inventory, "stock": stock, "tiny": tiny, "tiny2": tiny2,
-             "big": big, "lab": lab, "make_artifact": artifact_maker}
+    world = {
+        "root": root,
+        "env": env,
+        "inventory": inventory,
+        "stock": stock,
+        "tiny": tiny,
+        "tiny2": tiny2,
+        "big": big,
+        "lab": lab,
+        "make_artifact": artifact_maker,
+    }
     write_inventory(world)
     return world
 
@@ -76,12 +86,23 @@ def write_inventory(world: dict[str, Any]) -> None:
     lab.refresh()
     hosts = {}
     for name, board in (("d1", lab.board("lab1")), ("d2", lab.board("lab2"))):
-        hosts[name] = {"hostname": "127.0.0.1", "port": board.port, "user": board.user,
-                       "identity_file": str(board.identity_file), "target": "lab", "workdir": HOSTILE_WORKDIR,
-                       "tags": HOSTILE_TAGS}
+        hosts[name] = {
+            "hostname": "127.0.0.1",
+            "port": board.port,
+            "user": board.user,
+            "identity_file": str(board.identity_file),
+            "target": "lab",
+            "workdir": HOSTILE_WORKDIR,
+            "tags": HOSTILE_TAGS,
+        }
     ghost = lab.board("lab1")
-    hosts["ghost"] = {"hostname": "127.0.0.1", "port": closed_port(), "user": ghost.user,
-                      "identity_file": str(ghost.identity_file), "target": "lab"}
+    hosts["ghost"] = {
+        "hostname": "127.0.0.1",
+        "port": closed_port(),
+        "user": ghost.user,
+        "identity_file": str(ghost.identity_file),
+        "target": "lab",
+    }
     # JSON is YAML: every odd character arrives exactly as written.
     world["inventory"].write_text(json.dumps({"all": {"hosts": hosts}}, indent=2))
 
@@ -92,9 +113,18 @@ def board(world: dict[str, Any], name: str) -> Board:
     return load_inventory(world["inventory"]).board(name)
 
 
-def orch(world: dict[str, Any], *args: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess[str], dict]:
-    result = subprocess.run([sys.executable, "-m", "orchestrator", *args], env=world["env"], cwd=world["root"],
-                            capture_output=True, text=True, timeout=timeout, check=False)
+def orch(
+    world: dict[str, Any], *args: str, timeout: float = 900
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        env=world["env"],
+        cwd=world["root"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     try:
         document = json.loads(result.stdout) if result.stdout.strip() else {}
     except json.JSONDecodeError:
@@ -103,11 +133,14 @@ def orch(world: dict[str, Any], *args: str, timeout: float = 900) -> tuple[subpr
 
 
 def explain(result: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {result.returncode}\n--- stdout\n{result.stdout[-4000:]}\n--- stderr\n{result.stderr[-4000:]}"
+    return (
+        f"exit {result.returncode}\n--- stdout\n{result.stdout[-4000:]}\n--- stderr\n{result.stderr[-4000:]}"
+    )
 
 
-def test_incompatible_wheels_are_refused_before_any_byte_is_sent(world: dict[str, Any],
-                                                                  bad_wheels: dict[str, Path]) -> None:
+def test_incompatible_wheels_are_refused_before_any_byte_is_sent(
+    world: dict[str, Any], bad_wheels: dict[str, Path]
+) -> None:
     expected = {
         "glibc": "wheel needs GLIBC_2.99, d1 has 2.41",
         "python": "wheel is for Python cp310 (ABI cp310), d1 runs cp313",
@@ -115,24 +148,47 @@ def test_incompatible_wheels_are_refused_before_any_byte_is_sent(world: dict[str
     }
     shas = set()
     for kind, sentence in expected.items():
-        artifact = world["make_artifact"](world["root"] / "bad-artifacts", bad_wheels[kind], variant=f"bad-{kind}")
+        artifact = world["make_artifact"](
+            world["root"] / "bad-artifacts", bad_wheels[kind], variant=f"bad-{kind}"
+        )
         shas.add(sha256_file(artifact.wheel_path))
-        result, doc = orch(world, "deploy", "--host", "d1", "--artifact", str(artifact.directory),
-                           "--model", str(world["tiny"]), "--json")
+        result, doc = orch(
+            world,
+            "deploy",
+            "--host",
+            "d1",
+            "--artifact",
+            str(artifact.directory),
+            "--model",
+            str(world["tiny"]),
+            "--json",
+        )
         assert result.returncode == 6, explain(result)
         error = doc["boards"]["d1"]["error"]
         assert "refused, nothing was sent" in error and sentence in error, error
         assert sentence in result.stderr
     with remote.connect(board(world, "d1")) as session:
         layout = Layout(workdir=HOSTILE_WORKDIR)
-        found = session.run(["sh", "-c", 'ls -a -- "$1" 2>/dev/null || true', "sh", layout.store]).stdout.split()
+        found = session.run(
+            ["sh", "-c", 'ls -a -- "$1" 2>/dev/null || true', "sh", layout.store]
+        ).stdout.split()
     assert not shas & set(found), "a refused wheel reached the board's store"
     assert not [name for name in found if name.startswith(".upload-")], found
 
 
 def test_first_deploy_installs_and_runs_a_model_on_both_boards(world: dict[str, Any]) -> None:
-    result, doc = orch(world, "deploy", "--host", "d1", "--host", "d2", "--model", str(world["tiny"]), "--json",
-                       timeout=FULL_DEPLOY_TIMEOUT)
+    result, doc = orch(
+        world,
+        "deploy",
+        "--host",
+        "d1",
+        "--host",
+        "d2",
+        "--model",
+        str(world["tiny"]),
+        "--json",
+        timeout=FULL_DEPLOY_TIMEOUT,
+    )
     assert result.returncode == 0, explain(result)
     version = world["stock"].ort_version
     releases = set()
@@ -142,8 +198,12 @@ def test_first_deploy_installs_and_runs_a_model_on_both_boards(world: dict[str, 
         assert report["bytes_sent"] > 30_000_000 and report["files_sent"] >= 5
         verification = report["verification"]
         assert verification["version"] == version
-        assert verification["models"]["tiny.onnx"]["ok"] and verification["models"]["tiny.onnx"]["outputs"] == [[1, 10]]
-        assert report["python"].endswith(f"/{HOSTILE_WORKDIR}/releases/{report['release_id']}/venv/bin/python")
+        assert verification["models"]["tiny.onnx"]["ok"] and verification["models"]["tiny.onnx"][
+            "outputs"
+        ] == [[1, 10]]
+        assert report["python"].endswith(
+            f"/{HOSTILE_WORKDIR}/releases/{report['release_id']}/venv/bin/python"
+        )
         releases.add(report["release_id"])
     assert len(releases) == 1, "same content, same Python: both boards get the same release id"
     State.first.update(doc)
@@ -161,7 +221,9 @@ def test_first_deploy_installs_and_runs_a_model_on_both_boards(world: dict[str, 
 
 def test_unchanged_redeploy_sends_no_bytes_and_is_much_faster(world: dict[str, Any]) -> None:
     assert State.first, "needs the first deploy"
-    result, doc = orch(world, "deploy", "--host", "d1", "--host", "d2", "--model", str(world["tiny"]), "--json")
+    result, doc = orch(
+        world, "deploy", "--host", "d1", "--host", "d2", "--model", str(world["tiny"]), "--json"
+    )
     assert result.returncode == 0, explain(result)
     for name in ("d1", "d2"):
         report = doc["boards"][name]
@@ -173,10 +235,22 @@ def test_unchanged_redeploy_sends_no_bytes_and_is_much_faster(world: dict[str, A
         print(f"{name}: first {first:.0f} s, unchanged re-deploy {report['seconds']:.0f} s")
 
 
-def test_new_model_sends_only_the_model_then_rollback_restores_the_previous_release(world: dict[str, Any]) -> None:
+def test_new_model_sends_only_the_model_then_rollback_restores_the_previous_release(
+    world: dict[str, Any],
+) -> None:
     assert State.first_release, "needs the first deploy"
-    result, doc = orch(world, "deploy", "--host", "d1", "--model", str(world["tiny"]), "--model", str(world["tiny2"]),
-                       "--json", timeout=FULL_DEPLOY_TIMEOUT)
+    result, doc = orch(
+        world,
+        "deploy",
+        "--host",
+        "d1",
+        "--model",
+        str(world["tiny"]),
+        "--model",
+        str(world["tiny2"]),
+        "--json",
+        timeout=FULL_DEPLOY_TIMEOUT,
+    )
     assert result.returncode == 0, explain(result)
     report = doc["boards"]["d1"]
     assert report["action"] == "deployed" and report["release_id"] != State.first_release
@@ -187,7 +261,11 @@ def test_new_model_sends_only_the_model_then_rollback_restores_the_previous_rele
     result, doc = orch(world, "deploy", "--host", "d1", "--rollback", "--json")
     assert result.returncode == 0, explain(result)
     back = doc["boards"]["d1"]
-    assert (back["action"], back["previous"], back["release_id"]) == ("rolled back", second, State.first_release)
+    assert (back["action"], back["previous"], back["release_id"]) == (
+        "rolled back",
+        second,
+        State.first_release,
+    )
     assert back["verification"]["models"]["tiny.onnx"]["ok"] and back["verification"]["version"]
     with remote.connect(board(world, "d1")) as session:
         current = [r.id for r in list_releases(session, board(world, "d1")) if r.current]
@@ -196,12 +274,16 @@ def test_new_model_sends_only_the_model_then_rollback_restores_the_previous_rele
 
 def _run_python(session: remote.RemoteSession, code: str) -> str:
     python = f"{HOSTILE_WORKDIR}/current/venv/bin/python"
-    return session.run([python, "-c", code, f"{HOSTILE_WORKDIR}/current/models/tiny.onnx"], timeout=600).stdout
+    return session.run(
+        [python, "-c", code, f"{HOSTILE_WORKDIR}/current/models/tiny.onnx"], timeout=600
+    ).stdout
 
 
-PREVIOUS_RUNS = ("import sys, numpy as np, onnxruntime as ort\n"
-                 "s = ort.InferenceSession(sys.argv[1])\n"
-                 "print(ort.__version__, s.run(None, {'input': np.ones((1, 3, 32, 32), np.float32)})[0].shape)")
+PREVIOUS_RUNS = (
+    "import sys, numpy as np, onnxruntime as ort\n"
+    "s = ort.InferenceSession(sys.argv[1])\n"
+    "print(ort.__version__, s.run(None, {'input': np.ones((1, 3, 32, 32), np.float32)})[0].shape)"
+)
 
 
 def _partial_uploads(session: remote.RemoteSession, sha: str) -> list[int]:
@@ -213,9 +295,24 @@ def _partial_uploads(session: remote.RemoteSession, sha: str) -> list[int]:
 
 def _start_deploy(world: dict[str, Any], host: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "deploy", "--host", host, "--model", str(world["tiny"]),
-         "--model", str(world["big"]), "--json"],
-        env=world["env"], cwd=world["root"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "deploy",
+            "--host",
+            host,
+            "--model",
+            str(world["tiny"]),
+            "--model",
+            str(world["big"]),
+            "--json",
+        ],
+        env=world["env"],
+        cwd=world["root"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -282,8 +379,18 @@ def test_board_killed_mid_upload_keeps_the_previous_release(world: dict[str, Any
     assert len(partial) == 1 and 0 < partial[0] < big_size, f"the kill should land mid-transfer: {partial}"
 
     # The next deploy finishes the job: only the big model travels again.
-    result, doc = orch(world, "deploy", "--host", "d2", "--model", str(world["tiny"]), "--model", str(world["big"]),
-                       "--json", timeout=FULL_DEPLOY_TIMEOUT)
+    result, doc = orch(
+        world,
+        "deploy",
+        "--host",
+        "d2",
+        "--model",
+        str(world["tiny"]),
+        "--model",
+        str(world["big"]),
+        "--json",
+        timeout=FULL_DEPLOY_TIMEOUT,
+    )
     assert result.returncode == 0, explain(result)
     report = doc["boards"]["d2"]
     assert report["bytes_sent"] == world["big"].stat().st_size and report["files_sent"] == 1
@@ -308,7 +415,9 @@ def test_deploy_process_killed_mid_upload_keeps_the_previous_release(world: dict
 
 def test_a_dead_board_is_named_and_the_other_board_still_deploys(world: dict[str, Any]) -> None:
     assert State.first_release, "needs the first deploy"
-    result, doc = orch(world, "deploy", "--host", "d1", "--host", "ghost", "--model", str(world["tiny"]), "--json")
+    result, doc = orch(
+        world, "deploy", "--host", "d1", "--host", "ghost", "--model", str(world["tiny"]), "--json"
+    )
     assert result.returncode == 8, explain(result)  # partial failure
     assert doc["boards"]["d1"]["ok"] and doc["boards"]["d1"]["release_id"] == State.first_release
     ghost = doc["boards"]["ghost"]
@@ -328,7 +437,9 @@ def test_hostile_inventory_values_execute_nothing(world: dict[str, Any]) -> None
     assert listing.workdir_abs.endswith("/" + HOSTILE_WORKDIR)
     # A hostile board *name* is refused by the inventory with a clear error, before anything runs.
     bad = world["root"] / "hostile-name.yaml"
-    bad.write_text(json.dumps({"all": {"hosts": {f"x; touch {MARKER}-name $(id)": {"hostname": "127.0.0.1"}}}}))
+    bad.write_text(
+        json.dumps({"all": {"hosts": {f"x; touch {MARKER}-name $(id)": {"hostname": "127.0.0.1"}}}})
+    )
     result, _ = orch(world, "deploy", "-i", str(bad), "--all-devices", "--model", str(world["tiny"]))
     assert result.returncode == 2, explain(result)
     assert "is not valid" in result.stderr and "Traceback" not in result.stderr

@@ -15,8 +15,15 @@ from orchestrator.errors import UsageError
 from orchestrator.lab.sample_models import write_tiny_convnet
 
 BOARD = Board(name="nano01", hostname="127.0.0.1", port=2222, python="python3")
-FACTS = BoardFacts(board="nano01", home="/root", arch="aarch64", kernel="k", glibc="2.41",
-                   python_version="3.13.5", free_bytes=10**9)
+FACTS = BoardFacts(
+    board="nano01",
+    home="/root",
+    arch="aarch64",
+    kernel="k",
+    glibc="2.41",
+    python_version="3.13.5",
+    free_bytes=10**9,
+)
 
 
 @pytest.fixture
@@ -28,31 +35,66 @@ def files(tmp_path: Path) -> dict[str, object]:
     numpy = tmp_path / "numpy-2.5.5-cp313-cp313-manylinux_2_28_aarch64.whl"
     numpy.write_bytes(b"n" * 500)
     models = [write_tiny_convnet(tmp_path / "models" / "tiny.onnx")]
-    artifact = Artifact(directory=tmp_path, manifest={"target": "lab", "variant": "tuned", "ort_version": "1.32.0",
-                                                      "wheel": wheel.name})
-    return {"artifact": artifact, "wheels": wheel_files(wheel, [pip, numpy]), "models": model_files(models),
-            "agent": agent_files(), "tmp": tmp_path}
+    artifact = Artifact(
+        directory=tmp_path,
+        manifest={"target": "lab", "variant": "tuned", "ort_version": "1.32.0", "wheel": wheel.name},
+    )
+    return {
+        "artifact": artifact,
+        "wheels": wheel_files(wheel, [pip, numpy]),
+        "models": model_files(models),
+        "agent": agent_files(),
+        "tmp": tmp_path,
+    }
 
 
-def plan(files: dict[str, object], *, store: set[str] = frozenset(), listing: str = "workdir\t/root/orch\n",
-         keep: int = 3, models: list | None = None) -> BoardPlan:
-    return plan_board(board=BOARD, facts=FACTS, layout=Layout(workdir="orch"), artifact=files["artifact"],
-                      wheels=files["wheels"], models=files["models"] if models is None else models,
-                      agent=files["agent"], store=store, listing=parse_listing(listing), keep=keep, created="now")
+def plan(
+    files: dict[str, object],
+    *,
+    store: set[str] = frozenset(),
+    listing: str = "workdir\t/root/orch\n",
+    keep: int = 3,
+    models: list | None = None,
+) -> BoardPlan:
+    return plan_board(
+        board=BOARD,
+        facts=FACTS,
+        layout=Layout(workdir="orch"),
+        artifact=files["artifact"],
+        wheels=files["wheels"],
+        models=files["models"] if models is None else models,
+        agent=files["agent"],
+        store=store,
+        listing=parse_listing(listing),
+        keep=keep,
+        created="now",
+    )
 
 
 def test_first_deploy_sends_everything_once(files: dict[str, object]) -> None:
     p = plan(files)
-    assert {f.name for f in p.to_send} >= {"wheels/onnxruntime-1.32.0-cp313-cp313-manylinux_2_28_aarch64.whl",
-                                            "wheels/pip-26.3-py3-none-any.whl", "models/tiny.onnx",
-                                            "agent/bench_agent.py"}
+    assert {f.name for f in p.to_send} >= {
+        "wheels/onnxruntime-1.32.0-cp313-cp313-manylinux_2_28_aarch64.whl",
+        "wheels/pip-26.3-py3-none-any.whl",
+        "models/tiny.onnx",
+        "agent/bench_agent.py",
+    }
     assert p.already_there == () and not p.release_exists and p.reuse_from is None
     assert p.release_id.startswith("tuned-1.32.0-")
     assert p.python == f"orch/releases/{p.release_id}/venv/bin/python"
     # pip runs from its own wheel inside the release dir; everything comes from wheels/, never an index.
-    assert p.install_argv[:10] == ("sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", p.release_dir,
-                                   "venv/bin/python", "wheels/pip-26.3-py3-none-any.whl/pip", "install",
-                                   "--no-index", "--find-links")
+    assert p.install_argv[:10] == (
+        "sh",
+        "-c",
+        'cd -- "$1" && shift && exec "$@"',
+        "sh",
+        p.release_dir,
+        "venv/bin/python",
+        "wheels/pip-26.3-py3-none-any.whl/pip",
+        "install",
+        "--no-index",
+        "--find-links",
+    )
     assert p.install_argv[10] == "wheels"
     assert p.install_argv[-1] == "wheels/onnxruntime-1.32.0-cp313-cp313-manylinux_2_28_aarch64.whl"
     assert p.venv_argv == ("python3", "-m", "venv", "--without-pip", f"{p.release_dir}/venv")
@@ -86,8 +128,10 @@ def test_existing_release_and_package_reuse(files: dict[str, object]) -> None:
     doc = first.release_document
     import json
 
-    listing = (f"workdir\t/root/orch\ncurrent\treleases/{first.release_id}\n"
-               f"release\t{first.release_id}\t{json.dumps(doc)}\n")
+    listing = (
+        f"workdir\t/root/orch\ncurrent\treleases/{first.release_id}\n"
+        f"release\t{first.release_id}\t{json.dumps(doc)}\n"
+    )
     again = plan(files, listing=listing, store={f.sha256 for f in first.files})
     assert again.release_exists and again.unchanged and again.space_needed == 0
     other = model_files([write_tiny_convnet(files["tmp"] / "more" / "other.onnx", seed=3)])

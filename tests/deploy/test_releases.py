@@ -18,33 +18,44 @@ from orchestrator.errors import DeployError
 
 
 def release_line(release_id: str, created: str, variant: str = "stock") -> str:
-    doc = {"id": release_id, "variant": variant, "target": "lab", "ort_version": "1.32.0", "created": created,
-           "models": {"tiny.onnx": "ab" * 32}}
+    doc = {
+        "id": release_id,
+        "variant": variant,
+        "target": "lab",
+        "ort_version": "1.32.0",
+        "created": created,
+        "models": {"tiny.onnx": "ab" * 32},
+    }
     return f"release\t{release_id}\t{json.dumps(doc)}"
 
 
-LISTING = "\n".join([
-    "workdir\t/root/my orch",
-    "current\treleases/tuned-1.21.0-bbbbbbbb",
-    "history\t2026-11-29T10:00:00Z stock-1.32.0-aaaaaaaa",
-    "history\t2026-11-29T11:00:00Z tuned-1.21.0-bbbbbbbb",
-    "history\t2026-11-29T12:00:00Z stock-1.32.0-aaaaaaaa",
-    "history\t2026-11-29T13:00:00Z tuned-1.21.0-bbbbbbbb",
-    release_line("stock-1.32.0-aaaaaaaa", "2026-11-29T10:00:00Z"),
-    release_line("tuned-1.21.0-bbbbbbbb", "2026-11-29T11:00:00Z", "tuned"),
-    release_line("old-1.20.0-cccccccc", "2026-11-28T09:00:00Z", "old"),
-    "release\tbroken-1-dddddddd\t{not json",
-    "incomplete\tstock-1.32.0-eeeeeeee",
-    "blob\t" + "a" * 64,
-    "blob\t.upload-aaaa-1234",
-])
+LISTING = "\n".join(
+    [
+        "workdir\t/root/my orch",
+        "current\treleases/tuned-1.21.0-bbbbbbbb",
+        "history\t2026-11-29T10:00:00Z stock-1.32.0-aaaaaaaa",
+        "history\t2026-11-29T11:00:00Z tuned-1.21.0-bbbbbbbb",
+        "history\t2026-11-29T12:00:00Z stock-1.32.0-aaaaaaaa",
+        "history\t2026-11-29T13:00:00Z tuned-1.21.0-bbbbbbbb",
+        release_line("stock-1.32.0-aaaaaaaa", "2026-11-29T10:00:00Z"),
+        release_line("tuned-1.21.0-bbbbbbbb", "2026-11-29T11:00:00Z", "tuned"),
+        release_line("old-1.20.0-cccccccc", "2026-11-28T09:00:00Z", "old"),
+        "release\tbroken-1-dddddddd\t{not json",
+        "incomplete\tstock-1.32.0-eeeeeeee",
+        "blob\t" + "a" * 64,
+        "blob\t.upload-aaaa-1234",
+    ]
+)
 
 
 def test_listing_marks_current_and_orders_by_last_use() -> None:
     listing = parse_listing(LISTING)
     assert listing.current == "tuned-1.21.0-bbbbbbbb"
-    assert [r.id for r in listing.releases] == ["old-1.20.0-cccccccc", "stock-1.32.0-aaaaaaaa",
-                                                "tuned-1.21.0-bbbbbbbb"]
+    assert [r.id for r in listing.releases] == [
+        "old-1.20.0-cccccccc",
+        "stock-1.32.0-aaaaaaaa",
+        "tuned-1.21.0-bbbbbbbb",
+    ]
     tuned = listing.get("tuned-1.21.0-bbbbbbbb")
     assert tuned is not None and tuned.current and tuned.variant == "tuned"
     assert tuned.python == "/root/my orch/releases/tuned-1.21.0-bbbbbbbb/venv/bin/python"
@@ -60,7 +71,9 @@ def test_rollback_goes_to_the_most_recently_used_other_release() -> None:
 
 def test_rollback_without_a_previous_release_says_so() -> None:
     only = "workdir\t/root/orch\ncurrent\treleases/a-1-aaaaaaaa\n" + release_line("a-1-aaaaaaaa", "t")
-    with pytest.raises(DeployError, match="nano01: nothing to roll back to: a-1-aaaaaaaa is the only release"):
+    with pytest.raises(
+        DeployError, match="nano01: nothing to roll back to: a-1-aaaaaaaa is the only release"
+    ):
         choose_rollback(parse_listing(only), board="nano01")
     with pytest.raises(DeployError, match="no release is current"):
         choose_rollback(parse_listing("workdir\t/root/orch\n"), board="nano01")
@@ -68,10 +81,17 @@ def test_rollback_without_a_previous_release_says_so() -> None:
 
 def test_prune_keeps_current_and_newest_and_drops_leftovers() -> None:
     listing = parse_listing(LISTING)
-    assert releases_to_prune(listing, keep=2) == ["old-1.20.0-cccccccc", "broken-1-dddddddd",
-                                                  "stock-1.32.0-eeeeeeee"]
-    assert releases_to_prune(listing, keep=1) == ["old-1.20.0-cccccccc", "stock-1.32.0-aaaaaaaa",
-                                                  "broken-1-dddddddd", "stock-1.32.0-eeeeeeee"]
+    assert releases_to_prune(listing, keep=2) == [
+        "old-1.20.0-cccccccc",
+        "broken-1-dddddddd",
+        "stock-1.32.0-eeeeeeee",
+    ]
+    assert releases_to_prune(listing, keep=1) == [
+        "old-1.20.0-cccccccc",
+        "stock-1.32.0-aaaaaaaa",
+        "broken-1-dddddddd",
+        "stock-1.32.0-eeeeeeee",
+    ]
     assert releases_to_prune(listing, keep=5)[:1] == ["broken-1-dddddddd"]
     with pytest.raises(DeployError, match="--keep must be at least 1"):
         releases_to_prune(listing, keep=0)

@@ -181,13 +181,19 @@ def test_a_user_board_may_not_take_a_lab_boards_name(env: Path) -> None:
 
 def _cli_env(env: Path) -> dict[str, str]:
     # A wide terminal: table cells stay on one line.
-    return {**os.environ, "ORCH_HOME": str(env / "home"), "ORCH_SSH_CONFIG": str(env / "ssh_config"),
-            "COLUMNS": "250"}
+    return {
+        **os.environ,
+        "ORCH_HOME": str(env / "home"),
+        "ORCH_SSH_CONFIG": str(env / "ssh_config"),
+        "COLUMNS": "250",
+    }
 
 
 def test_cli_list_and_show(env: Path, orch_cli) -> None:
     path = write(env, PRECEDENCE)
-    listed = orch_cli(_cli_env(env), "inventory", "list", "-i", str(path), "--group", "rpis", "--json", timeout=60)
+    listed = orch_cli(
+        _cli_env(env), "inventory", "list", "-i", str(path), "--group", "rpis", "--json", timeout=60
+    )
     assert listed.returncode == 0, listed.stderr
     document = json.loads(listed.stdout)
     assert [board["name"] for board in document["boards"]] == ["pi01", "pi02"]

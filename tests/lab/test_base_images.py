@@ -27,8 +27,7 @@ def test_tag_names_suite_arch_and_package_set() -> None:
 def test_mirror_comes_from_the_machines_debian_source_not_security_or_others(tmp_path: Path) -> None:
     (tmp_path / "sources.list.d").mkdir()
     (tmp_path / "sources.list").write_text(
-        "deb http://ports.example.invalid/ubuntu jammy main\n"
-        f"deb {ARCHIVE}-security bookworm-security main\n"
+        f"deb http://ports.example.invalid/ubuntu jammy main\ndeb {ARCHIVE}-security bookworm-security main\n"
     )
     (tmp_path / "sources.list.d" / "debian.sources").write_text(
         f"Types: deb-src\nURIs: {ARCHIVE}-src\nSuites: bookworm\n\n"
@@ -41,9 +40,18 @@ def test_mirror_comes_from_the_machines_debian_source_not_security_or_others(tmp
 
 
 def test_debootstrap_argv() -> None:
-    argv = base_images.debootstrap_argv("trixie", "aarch64", Path("/t/rootfs"), ["python3", "ca-certificates"], ARCHIVE)
-    assert argv == ["debootstrap", "--variant=minbase", "--arch=arm64", "--include=ca-certificates,python3",
-                    "trixie", "/t/rootfs", ARCHIVE]
+    argv = base_images.debootstrap_argv(
+        "trixie", "aarch64", Path("/t/rootfs"), ["python3", "ca-certificates"], ARCHIVE
+    )
+    assert argv == [
+        "debootstrap",
+        "--variant=minbase",
+        "--arch=arm64",
+        "--include=ca-certificates,python3",
+        "trixie",
+        "/t/rootfs",
+        ARCHIVE,
+    ]
     assert base_images.debootstrap_argv("trixie", "amd64", Path("/t"), [], None)[-2:] == ["trixie", "/t"]
 
 

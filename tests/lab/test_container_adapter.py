@@ -25,9 +25,13 @@ def test_run_streams_lines_returns_the_exit_code_and_leaves_nothing(image: str, 
     (tmp_path / "in.txt").write_text("from the host\n")
     lines: list[str] = []
     code = engine.run(
-        image, ["sh", "-c", "uname -m; cat /data/in.txt; echo $GREETING; echo out > /data/out.txt; exit 3"],
-        name=name, environment={"GREETING": "hello"}, labels={"orch.test": "adapter"},
-        volumes={str(tmp_path): {"bind": "/data", "mode": "rw"}}, on_log=lines.append,
+        image,
+        ["sh", "-c", "uname -m; cat /data/in.txt; echo $GREETING; echo out > /data/out.txt; exit 3"],
+        name=name,
+        environment={"GREETING": "hello"},
+        labels={"orch.test": "adapter"},
+        volumes={str(tmp_path): {"bind": "/data", "mode": "rw"}},
+        on_log=lines.append,
     )
     assert code == 3
     assert lines == ["aarch64", "from the host", "hello"]
@@ -38,8 +42,14 @@ def test_run_streams_lines_returns_the_exit_code_and_leaves_nothing(image: str, 
 def test_start_exec_copy_kill_remove(image: str, tmp_path: Path) -> None:
     engine = Engine()
     name = f"orch-test-{uuid.uuid4().hex[:8]}"
-    engine.start(image, ["sleep", "300"], name=name, environment={"X": "1"}, ports={22: ("127.0.0.1", None)},
-                 labels={"orch.test": "adapter"})
+    engine.start(
+        image,
+        ["sleep", "300"],
+        name=name,
+        environment={"X": "1"},
+        ports={22: ("127.0.0.1", None)},
+        labels={"orch.test": "adapter"},
+    )
     try:
         assert engine.status(name) == "running"
         assert [item["name"] for item in engine.containers({"orch.test": "adapter"})] == [name]
@@ -49,7 +59,9 @@ def test_start_exec_copy_kill_remove(image: str, tmp_path: Path) -> None:
         source = tmp_path / "payload.txt"
         source.write_text("payload\n")
         engine.copy_into(name, source, "/tmp", mode=0o600)
-        code, output = engine.exec(name, ["sh", "-c", "stat -c '%a %U' /tmp/payload.txt; cat /tmp/payload.txt; echo $X"])
+        code, output = engine.exec(
+            name, ["sh", "-c", "stat -c '%a %U' /tmp/payload.txt; cat /tmp/payload.txt; echo $X"]
+        )
         assert (code, output) == (0, "600 root\npayload\n1\n")
         code, output = engine.exec(name, ["sh", "-c", "echo oops >&2; exit 5"])
         assert code == 5 and "oops" in output

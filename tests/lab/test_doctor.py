@@ -7,14 +7,24 @@ from pathlib import Path
 
 from orchestrator.doctor import parse_binfmt_entry, parse_qemu_version
 
-EXPECTED = ["docker engine", "binfmt_misc", "aarch64 emulation", "qemu version", "ssh key",
-            "free disk (docker data)", "free disk (working dir)", "debootstrap"]
+EXPECTED = [
+    "docker engine",
+    "binfmt_misc",
+    "aarch64 emulation",
+    "qemu version",
+    "ssh key",
+    "free disk (docker data)",
+    "free disk (working dir)",
+    "debootstrap",
+]
 
 
 def test_doctor_passes_on_this_machine_and_json_is_one_document(lab) -> None:
     result = lab.orch("doctor", "--json")
     document = json.loads(result.stdout)
-    failed = {check["name"]: (check["detail"], check["fix"]) for check in document["checks"] if not check["ok"]}
+    failed = {
+        check["name"]: (check["detail"], check["fix"]) for check in document["checks"] if not check["ok"]
+    }
     assert result.returncode == 0 and document["ok"] is True, f"doctor failed: {failed}\n{result.stderr}"
     assert [check["name"] for check in document["checks"]] == EXPECTED
     by_name = {check["name"]: check for check in document["checks"]}

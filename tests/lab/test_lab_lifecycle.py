@@ -44,14 +44,19 @@ def test_known_hosts_holds_each_boards_key_and_the_board_presents_it(lab) -> Non
     keyscan = shutil.which("ssh-keyscan")
     assert keyscan, "ssh-keyscan is missing: apt-get install openssh-client (or sudo scripts/setup)"
     for board in lab.boards:
-        public = (lab.home / "lab" / "hostkeys" / board.name / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+        public = (
+            (lab.home / "lab" / "hostkeys" / board.name / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+        )
         expected = f"[127.0.0.1]:{board.port} {' '.join(public)}"
         assert [line for line in lines if line.startswith(f"[127.0.0.1]:{board.port} ")] == [
             f"{expected} orch-lab-{lab_module.lab_id(lab.home)}"
         ]
         scanned = subprocess.run(
             [keyscan, "-T", "30", "-t", "ed25519", "-p", str(board.port), "127.0.0.1"],
-            check=False, capture_output=True, text=True, timeout=60,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
         ).stdout.split()
         assert scanned[1:3] == public, f"{board.name} presents a host key orch did not record"
 
@@ -60,7 +65,9 @@ def test_lab_status_json_shows_healthy_boards(lab) -> None:
     result = lab.orch("lab", "status", "--json", check=True)
     document = json.loads(result.stdout)
     assert document["healthy"] is True
-    assert {board["name"]: board["port"] for board in document["boards"]} == {b.name: b.port for b in lab.boards}
+    assert {board["name"]: board["port"] for board in document["boards"]} == {
+        b.name: b.port for b in lab.boards
+    }
     for board in document["boards"]:
         assert board["state"] == "running"
         assert board["host"] == "127.0.0.1"
@@ -93,8 +100,10 @@ def test_a_second_lab_grows_heals_and_goes_down_without_touching_the_first(lab, 
     try:
         # Two `lab up` at once in one ORCH_HOME: both succeed, one board exists, not two or a name clash.
         command = [sys.executable, "-m", "orchestrator", "lab", "up", "--boards", "1"]
-        racers = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                  for _ in range(2)]
+        racers = [
+            subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
         outputs = [racer.communicate(timeout=600) for racer in racers]
         assert [racer.returncode for racer in racers] == [0, 0], outputs
         assert [name for name, _ in lab_boards_of(home)] == ["lab1"]
@@ -112,13 +121,17 @@ def test_a_second_lab_grows_heals_and_goes_down_without_touching_the_first(lab, 
         healed = json.loads(orch_cli(env, "lab", "status", "--json", check=True).stdout)
         assert healed["healthy"] is True and len(healed["boards"]) == 2
         port2 = lab_boards_of(home)[1][1]
-        assert any(line.startswith(f"[127.0.0.1]:{port2} ssh-ed25519 ")
-                   for line in (home / "known_hosts").read_text().splitlines())
+        assert any(
+            line.startswith(f"[127.0.0.1]:{port2} ssh-ed25519 ")
+            for line in (home / "known_hosts").read_text().splitlines()
+        )
     finally:
         down = orch_cli(env, "lab", "down", "--json")
     assert down.returncode == 0, down.stderr
     assert sorted(json.loads(down.stdout)["removed"]) == [
-        f"orch-lab-{lab_module.lab_id(home)}-lab1", f"orch-lab-{lab_module.lab_id(home)}-lab2"]
+        f"orch-lab-{lab_module.lab_id(home)}-lab1",
+        f"orch-lab-{lab_module.lab_id(home)}-lab2",
+    ]
     assert _lab_containers(home) == []
     assert not (home / "lab" / "state.json").exists()
     assert "orch-lab-" not in (home / "known_hosts").read_text()

@@ -17,7 +17,11 @@ KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
 
 def _digest(directory: Path) -> dict[str, str]:
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _derive(apt_root: Path) -> subprocess.CompletedProcess[str]:
@@ -25,7 +29,10 @@ def _derive(apt_root: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["bash", "-c", f"source {SETUP} && ensure_backports_source bookworm"],
         env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "ORCH_SETUP_APT_ROOT": str(apt_root)},
-        capture_output=True, text=True, timeout=30, check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
     )
 
 
@@ -39,7 +46,9 @@ def test_setup_only_verifies_a_ready_machine(tmp_path: Path) -> None:
     # Nothing was run, installed or written: no "$ command" lines, apt sources untouched, no daemon block left.
     assert "    $ " not in result.stdout, result.stdout
     assert _digest(Path("/etc/apt")) == before
-    assert not Path("/usr/sbin/policy-rc.d").exists() or "orch" not in Path("/usr/sbin/policy-rc.d").read_text()
+    assert (
+        not Path("/usr/sbin/policy-rc.d").exists() or "orch" not in Path("/usr/sbin/policy-rc.d").read_text()
+    )
 
 
 def test_setup_without_root_and_engine_access_says_what_to_install() -> None:
@@ -48,7 +57,10 @@ def test_setup_without_root_and_engine_access_says_what_to_install() -> None:
     result = subprocess.run(
         [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "bash", str(SETUP)],
         env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/tmp"},
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 1
     assert "a running Docker engine" in result.stderr  # nobody cannot reach the engine's socket

@@ -17,8 +17,9 @@ def test_keypair_is_made_once_private_and_readable_by_openssh(tmp_path: Path) ->
     assert key.public_line.startswith("ssh-ed25519 ") and key.public_line.endswith(" orch-test")
     assert key.public_path.read_text().strip() == key.public_line
     # OpenSSH itself derives the same public key from the private file.
-    derived = subprocess.run(["ssh-keygen", "-y", "-f", str(key.private_path)], capture_output=True, text=True,
-                             check=True).stdout.split()[:2]
+    derived = subprocess.run(
+        ["ssh-keygen", "-y", "-f", str(key.private_path)], capture_output=True, text=True, check=True
+    ).stdout.split()[:2]
     assert derived == key.public_line.split()[:2]
     again = sshkeys.ensure_keypair(key.private_path, comment="orch-test")
     assert again.public_line == key.public_line, "an existing key is reused, never replaced"
@@ -36,13 +37,18 @@ def test_a_broken_key_file_is_reported_not_overwritten(tmp_path: Path) -> None:
 def test_known_hosts_lines_are_replaced_by_marker_only(tmp_path: Path) -> None:
     key = sshkeys.ensure_keypair(tmp_path / "host_key", comment="h")
     known_hosts = tmp_path / "known_hosts"
-    known_hosts.write_text("nano01 ssh-ed25519 AAAAuser\n[127.0.0.1]:2201 ssh-ed25519 AAAAother orch-lab-other\n")
+    known_hosts.write_text(
+        "nano01 ssh-ed25519 AAAAuser\n[127.0.0.1]:2201 ssh-ed25519 AAAAother orch-lab-other\n"
+    )
     line = sshkeys.known_hosts_line("127.0.0.1", 32768, key, "orch-lab-abc")
     assert line == f"[127.0.0.1]:32768 {key.key_type_and_blob} orch-lab-abc"
     assert sshkeys.known_hosts_line("nano01", 22, key, "m").startswith("nano01 ssh-ed25519 ")
     sshkeys.replace_known_hosts_lines(known_hosts, "orch-lab-abc", [line])
     sshkeys.replace_known_hosts_lines(known_hosts, "orch-lab-abc", [line])
     assert known_hosts.read_text().splitlines() == [
-        "nano01 ssh-ed25519 AAAAuser", "[127.0.0.1]:2201 ssh-ed25519 AAAAother orch-lab-other", line]
+        "nano01 ssh-ed25519 AAAAuser",
+        "[127.0.0.1]:2201 ssh-ed25519 AAAAother orch-lab-other",
+        line,
+    ]
     sshkeys.replace_known_hosts_lines(known_hosts, "orch-lab-abc", [])
     assert line not in known_hosts.read_text() and "AAAAuser" in known_hosts.read_text()
