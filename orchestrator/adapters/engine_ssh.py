@@ -25,6 +25,7 @@ from typing import Any
 from orchestrator.adapters import ssh as remote
 from orchestrator.board import Board
 from orchestrator.errors import RemoteError, UsageError
+from orchestrator.fleet.ssh_config import load_ssh_config
 
 DIAL_STDIO = ["docker", "system", "dial-stdio"]
 _CHUNK = 1 << 16
@@ -32,7 +33,6 @@ _CHUNK = 1 << 16
 
 def build_host_board(url: str) -> Board:
     """``ssh://[user@]host[:port]`` -> the Board to connect to (values from the URL win over ssh_config)."""
-    from orchestrator.fleet.ssh_config import load_ssh_config
 
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme != "ssh" or not parsed.hostname or parsed.path not in ("", "/"):

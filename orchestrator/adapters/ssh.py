@@ -40,6 +40,7 @@ from paramiko.config import SSHConfig
 from paramiko.ssh_exception import NoValidConnectionsError
 from rich.markup import escape
 
+from orchestrator.board import Board
 from orchestrator.console import console
 from orchestrator.errors import HostKeyError, RemoteError
 from orchestrator.paths import known_hosts_path
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-    from orchestrator.board import Board
 
 # paramiko logs transport noise through logging's last-resort handler; orch reports
 # errors itself (``--debug`` can still attach a handler).

@@ -26,7 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from orchestrator.artifacts.store import Artifact, artifact_dir, write_manifest
+from orchestrator.artifacts.wheel import compatibility_problems, inspect_wheel
 from orchestrator.build import flags as flag_check
+from orchestrator.build import preflight as preflight_module
+from orchestrator.build.base_images import ensure_base_image, registry_override
 from orchestrator.build.plan import BUILD, CCACHE, OUT, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
 from orchestrator.build.sources import SourceTree, file_sha256, prepare_source
 from orchestrator.build.workspace import ensure_build_volume, ensure_source_volume, local_build_dir
@@ -184,7 +187,6 @@ def ensure_build_image(engine: Engine, plan: BuildPlan, log: Log, *, local: Engi
 def ensure_base_image_on(engine: Engine, plan: BuildPlan, log: Log, *, local: Engine | None = None) -> str:
     """The base image of the build image on ``engine``: bootstrapped offline, sent from ``local``, or
     (registry images) already there; a clear error when it cannot be had."""
-    from orchestrator.build.base_images import ensure_base_image, registry_override
 
     image = plan.image
     if engine.image_id(image.base_image) or _sent_from(local, engine, image.base_image, log):
@@ -433,8 +435,6 @@ def finish_artifact(
     preflight: bool = True,
 ) -> Artifact:
     """Wheel check + pre-flight, then the wheel, log and manifest into the artifact directory."""
-    from orchestrator.artifacts.wheel import compatibility_problems, inspect_wheel
-    from orchestrator.build import preflight as preflight_module
 
     info = inspect_wheel(wheel)
     problems = compatibility_problems(

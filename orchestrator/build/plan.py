@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.build.base_images import base_image_tag, registry_override
 from orchestrator.build.sources import SourceSpec
 from orchestrator.build.variants import Variant
 from orchestrator.errors import UsageError
@@ -220,7 +221,6 @@ def read_packages(codename: str, system_deps: bool) -> tuple[list[str], list[str
 
 
 def _image_plan(profile: TargetProfile, system_deps: bool, build_arch: str = "amd64") -> ImagePlan:
-    from orchestrator.build.base_images import base_image_tag, registry_override
 
     suite = profile.bootstrap_suite
     if suite:

@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from orchestrator.artifacts.dependencies import resolve_dependencies
+from orchestrator.build.base_images import ensure_base_image
+from orchestrator.build.sources import file_sha256
 from orchestrator.errors import BuildError, DeployError
+from orchestrator.lab.boards import LAB_PACKAGES  # the lab board's package set: one offline image serves both
+from orchestrator.lab.sample_models import tiny_convnet, write_model
 from orchestrator.targets import TargetProfile
 
 if TYPE_CHECKING:
@@ -56,10 +61,6 @@ exec /venv/bin/python /pf/check.py
 
 def board_image(engine: Engine, profile: TargetProfile) -> str:
     """An arm64 image of the board's OS with python3 (offline bootstrap, or a registry base)."""
-    from orchestrator.build.base_images import ensure_base_image
-    from orchestrator.lab.boards import (
-        LAB_PACKAGES,  # the lab board's package set: one offline image serves both
-    )
 
     if not profile.bootstrap_suite:
         raise BuildError(
@@ -97,9 +98,6 @@ def exit_reason(code: int) -> str:
 
 def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: Any = print) -> dict[str, Any]:
     """Install ``wheel`` on an emulated ``profile.qemu_cpu`` board, run a model, compare with x86 ORT."""
-    from orchestrator.artifacts.dependencies import resolve_dependencies
-    from orchestrator.build.sources import file_sha256
-    from orchestrator.lab.sample_models import tiny_convnet, write_model
 
     started = time.monotonic()
     image = board_image(engine, profile)

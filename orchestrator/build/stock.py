@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.artifacts.dependencies import pip_platforms
+from orchestrator.build.execute import finish_artifact
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile
 
@@ -75,7 +76,6 @@ def fetch_stock(
     log: Any,
     preflight: bool = True,
 ) -> Artifact:
-    from orchestrator.build.execute import finish_artifact
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="orch-stock-") as tmp:

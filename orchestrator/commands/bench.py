@@ -10,7 +10,10 @@ from rich.markup import escape
 
 from orchestrator.bench import plan as bench_plan
 from orchestrator.bench import results
+from orchestrator.bench.execute import run_bench
 from orchestrator.bench.plan import AgentOptions
+from orchestrator.bench.report.tables import run_tables
+from orchestrator.bench.series import pairings_within
 from orchestrator.commands import options
 from orchestrator.console import console, emit_json
 from orchestrator.errors import BenchError, PartialFailure
@@ -162,8 +165,6 @@ def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.bench import report
-    from orchestrator.bench.execute import run_bench
 
     plan = plan_from_args(args)
     if args.dry_run:
@@ -187,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     done = run_bench(plan, run_id=run_id, command=command, store=store)
     record = store.load(run_id)
     series = record.series()
-    pairings = results.pairings_within(series, threshold=plan.threshold)
+    pairings = pairings_within(series, threshold=plan.threshold)
     if args.json:
         emit_json(
             {
@@ -202,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
                 "comparisons": [p.as_dict() for p in pairings],
             }
         )
-    for table in report.run_tables(series, pairings, record.failed):
+    for table in run_tables(series, pairings, record.failed):
         console.print(table)
     console.print(f"results stored in [bold]{escape(str(done.path))}[/] ({done.outcome.summary()})")
     console.print(f"report: orch report {run_id} --html report.html")

@@ -16,9 +16,18 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from orchestrator.artifacts.store import list_artifacts
+from orchestrator.build import flags as flag_check
+from orchestrator.build.execute import execute
+from orchestrator.build.plan import BuildOptions, machine_resources, make_plan, parse_define
+from orchestrator.build.sources import parse_source
+from orchestrator.build.stock import fetch_stock, plan_dict
+from orchestrator.build.variants import resolve_variant
+from orchestrator.build.workspace import volumes_to_clean
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.console import console, emit_json
-from orchestrator.errors import UsageError
+from orchestrator.errors import BuildError, UsageError
+from orchestrator.targets import resolve_target
 
 NAME = "build"
 HELP = "cross-compile ONNX Runtime for a target in a Docker build container"
@@ -92,8 +101,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("orch build needs --target", hint="e.g. orch build --target lab --variant tuned")
     if args.parallel is not None and args.parallel < 1:
         raise UsageError("--parallel must be at least 1")
-    from orchestrator.build.variants import resolve_variant
-    from orchestrator.targets import resolve_target
 
     profile = resolve_target(args.target)
     variant = resolve_variant(args.variant)
@@ -112,8 +119,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace, profile: Any, variant: Any, engine: Any) -> Any:
-    from orchestrator.build.plan import BuildOptions, machine_resources, make_plan, parse_define
-    from orchestrator.build.sources import parse_source
 
     source = parse_source(args.ort_source, version=args.ort_version, suite=profile.bootstrap_suite)
     cpus, memory = machine_resources()
@@ -134,7 +139,6 @@ def _plan(args: argparse.Namespace, profile: Any, variant: Any, engine: Any) -> 
 
 
 def _show_plan(plan: Any, args: argparse.Namespace) -> None:
-    from orchestrator.build import flags as flag_check
 
     document = plan.as_dict()
     document["toolchain_file_text"] = plan.toolchain_file.read_text()
@@ -189,8 +193,6 @@ def _show_plan(plan: Any, args: argparse.Namespace) -> None:
 
 def _execute(args: argparse.Namespace, plan: Any, engine: Any) -> int:
     from orchestrator.adapters.engine import Engine
-    from orchestrator.build.execute import execute
-    from orchestrator.errors import BuildError
 
     if plan.refused:
         raise BuildError(
@@ -256,7 +258,6 @@ def _execute(args: argparse.Namespace, plan: Any, engine: Any) -> int:
 
 
 def _stock(args: argparse.Namespace, profile: Any) -> int:
-    from orchestrator.build.stock import fetch_stock, plan_dict
 
     if args.cmake_define or args.ort_source or args.docker_host:
         raise UsageError(
@@ -302,8 +303,6 @@ def _stock(args: argparse.Namespace, profile: Any) -> int:
 
 def _clean(args: argparse.Namespace) -> int:
     from orchestrator.adapters.engine import Engine
-    from orchestrator.build.workspace import volumes_to_clean
-    from orchestrator.targets import resolve_target
 
     target = resolve_target(args.target).name if args.target else None
     engine = Engine(args.docker_host)
@@ -323,7 +322,6 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from orchestrator.artifacts.store import list_artifacts
 
     artifacts = list_artifacts()
     if args.json:

@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from orchestrator.cli import main
 from orchestrator.console import console
 from orchestrator.errors import OrchError
+from orchestrator.lab.sample_models import write_tiny_convnet
 
 NAME = "demo"
 HELP = "the whole job on the lab: lab up, build, deploy stock+tuned, bench A/B, report"
@@ -46,7 +48,6 @@ def steps(args: argparse.Namespace) -> list[list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.cli import main
 
     plan = steps(args)
     console.rule("orch demo: the whole job on the lab")
@@ -67,7 +68,6 @@ def run(args: argparse.Namespace) -> int:
 def _ensure_demo_model(path: Path) -> None:
     if path.exists():
         return
-    from orchestrator.lab.sample_models import write_tiny_convnet
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_tiny_convnet(path)

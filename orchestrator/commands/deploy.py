@@ -16,7 +16,10 @@ from orchestrator.commands.options import (
     selected_boards,
 )
 from orchestrator.console import console, emit_json
+from orchestrator.deploy.execute import DeployRequest, load_artifact_dir, run_deploy
+from orchestrator.deploy.plan import agent_files, default_model_paths, model_files
 from orchestrator.errors import UsageError
+from orchestrator.fleet.parallel import print_failures
 
 NAME = "deploy"
 HELP = "push a wheel and models to boards over SSH and install them"
@@ -80,9 +83,6 @@ def _size(n: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.deploy.execute import DeployRequest, load_artifact_dir, run_deploy
-    from orchestrator.deploy.plan import agent_files, default_model_paths, model_files
-    from orchestrator.fleet.parallel import print_failures
 
     if args.parallel < 1:
         raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")

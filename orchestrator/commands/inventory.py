@@ -17,6 +17,7 @@ from orchestrator.commands.options import (
     inventory_path,
 )
 from orchestrator.console import console, emit_json
+from orchestrator.fleet.inventory import load_inventory
 
 NAME = "inventory"
 HELP = "list the boards of the inventory or show one board's resolved variables"
@@ -51,7 +52,6 @@ def board_document(board: Board) -> dict[str, Any]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from orchestrator.fleet.inventory import load_inventory
 
     inventory = load_inventory(inventory_path(args))
     hosts, groups, limit = getattr(args, "host", []), getattr(args, "group", []), getattr(args, "limit", None)
@@ -96,7 +96,6 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from orchestrator.fleet.inventory import load_inventory
 
     board = load_inventory(inventory_path(args)).board(args.name)
     document = board_document(board)

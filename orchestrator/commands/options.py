@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from orchestrator.board import Board
+from orchestrator.fleet.inventory import load_inventory
 from orchestrator.paths import default_inventory_path
 
 
@@ -51,7 +52,6 @@ def inventory_path(args: argparse.Namespace) -> Path:
 
 def selected_boards(args: argparse.Namespace) -> list[Board]:
     """Load the inventory and apply --host/--group/--all-devices/--limit; selecting nothing is an error."""
-    from orchestrator.fleet.inventory import load_inventory
 
     inventory = load_inventory(inventory_path(args))
     return inventory.select(

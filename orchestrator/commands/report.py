@@ -7,6 +7,9 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from orchestrator.bench.report.html import write_html
+from orchestrator.bench.results import ResultStore
+from orchestrator.bench.series import pairings_within
 from orchestrator.console import console, emit_json
 
 NAME = "report"
@@ -33,13 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from orchestrator.bench import report
-    from orchestrator.bench.results import ResultStore, pairings_within
 
     store = ResultStore()
     record = store.load(args.run)
     pairings = pairings_within(record.series(), threshold=args.threshold)
-    written = report.write_html(record, pairings, args.html)
+    written = write_html(record, pairings, args.html)
     if args.json:
         emit_json({"run_id": record.run_id, **{key: str(path) for key, path in written.items()}})
     console.print(

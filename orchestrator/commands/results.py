@@ -9,8 +9,10 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.bench import report
-from orchestrator.bench.results import ResultStore, flatten_series, pairings_between, pairings_within
+from orchestrator.bench.report.export import export_rows, to_csv
+from orchestrator.bench.report.tables import board_state_table, comparison_table, run_tables
+from orchestrator.bench.results import ResultStore, flatten_series
+from orchestrator.bench.series import pairings_between, pairings_within
 from orchestrator.commands import options
 from orchestrator.console import console, emit_json
 from orchestrator.errors import UsageError
@@ -86,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
             )
             return 0
         console.print(f"run [bold]{record.run_id}[/]: {escape(str(record.meta.get('command', '')))}")
-        console.print(report.board_state_table(record))
-        for table in report.run_tables(series, pairings, record.failed):
+        console.print(board_state_table(record))
+        for table in run_tables(series, pairings, record.failed):
             console.print(table)
         return 0
     if args.action == "compare":
@@ -98,14 +100,14 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if not pairings:
             raise UsageError(f"{a.run_id} and {b.run_id} have no board and measurement in common")
-        console.print(report.comparison_table(pairings, title=f"{b.run_id} (B) vs {a.run_id} (A)"))
+        console.print(comparison_table(pairings, title=f"{b.run_id} (B) vs {a.run_id} (A)"))
         return 0
     # export
     refs = args.runs or [run_["run_id"] for run_ in store.list_runs()]
     records = [store.load(ref) for ref in refs]
-    rows = report.export_rows(records, samples=args.samples)
+    rows = export_rows(records, samples=args.samples)
     if args.csv:
-        text = report.to_csv(rows)
+        text = to_csv(rows)
     else:
         import json
 

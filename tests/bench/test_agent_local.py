@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from bench_models import conv_model
 
-AGENT = Path(__file__).resolve().parents[2] / "orchestrator" / "agent" / "bench_agent.py"
+AGENT = Path(__file__).resolve().parents[2] / "orchestrator" / "board_side" / "bench_agent.py"
 
 
 def run_agent(*args: str) -> tuple[int, dict]:

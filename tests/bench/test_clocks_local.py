@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from orchestrator.adapters.ssh import CommandResult
-from orchestrator.bench.execute import pin_clocks, restore_clocks
+from orchestrator.bench.clocks import pin_clocks, restore_clocks
 
 
 class LocalShell:

@@ -15,11 +15,14 @@ from pathlib import Path
 import pytest
 from bench_models import conv_model
 
-from orchestrator.bench import report, results, stats
+from orchestrator.bench import results, stats
+from orchestrator.bench import series as series_module
+from orchestrator.bench.report import html as report_html
+from orchestrator.bench.report import plots
 from orchestrator.bench.results import ResultStore
 from orchestrator.errors import UsageError
 
-AGENT = Path(__file__).resolve().parents[2] / "orchestrator" / "agent" / "bench_agent.py"
+AGENT = Path(__file__).resolve().parents[2] / "orchestrator" / "board_side" / "bench_agent.py"
 
 
 def agent_doc(model: Path, opt_level: str) -> dict:
@@ -124,7 +127,7 @@ def test_series_comparisons_and_index(stored):
         ("labB", "disable", 120, 2),
         ("labB", "all", 120, 2),
     ]
-    pairings = results.pairings_within(series)
+    pairings = series_module.pairings_within(series)
     assert [(p.board, p.dimension, p.a.key.opt_level, p.b.key.opt_level) for p in pairings] == [
         ("labA", "opt_level", "disable", "all"),
         ("labB", "opt_level", "disable", "all"),
@@ -166,7 +169,7 @@ def test_results_are_never_overwritten_and_the_index_can_be_rebuilt(stored):
 def test_compare_two_runs_matches_boards_and_settings(stored):
     store, _ = stored
     series = store.load("latest").series()
-    pairs = results.pairings_between(series, series)
+    pairs = series_module.pairings_between(series, series)
     assert len(pairs) == 4
     assert all(
         p.comparison.ratio == pytest.approx(1.0) and p.comparison.verdict == stats.NO_CHANGE for p in pairs
@@ -182,8 +185,8 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_html_report_with_plots_of_the_expected_size(stored, tmp_path):
     store, run_id = stored
     record = store.load(run_id)
-    written = report.write_html(
-        record, results.pairings_within(record.series()), tmp_path / "out" / "report.html"
+    written = report_html.write_html(
+        record, series_module.pairings_within(record.series()), tmp_path / "out" / "report.html"
     )
     page = written["html"].read_text()
     assert f"Benchmark run {run_id}" in page and "faster" in page and "labC: connection refused" in page
@@ -191,7 +194,7 @@ def test_html_report_with_plots_of_the_expected_size(stored, tmp_path):
         png = tmp_path / "out" / "report_files" / name
         assert f"report_files/{name}" in page
         assert png.stat().st_size > 10_000, "a plot with data is not a tiny PNG"
-        assert _png_size(png) == report.PLOT_PIXELS == (1000, 500)
+        assert _png_size(png) == plots.PLOT_PIXELS == (1000, 500)
     samples = list(csv.DictReader(io.StringIO(written["samples_csv"].read_text())))
     assert len(samples) == 480 and {"board", "opt_level", "round", "latency_ms"} <= set(samples[0])
 

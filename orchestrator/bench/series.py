@@ -1,0 +1,180 @@
+"""Series and comparisons: what tables, plots and verdicts work on.
+
+A *series* is every timed latency of one (board, release, model, quantisation, setting) over all
+rounds of a run. A *pairing* compares two series of one board that differ in exactly one dimension."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.bench import stats
+
+
+@dataclass(frozen=True, kw_only=True, order=True)
+class SeriesKey:
+    """What was measured: release (variant), model, quantisation and session setting."""
+
+    variant: str
+    release: str
+    model: str
+    quant: str = "fp32"
+    ep: str = "cpu"
+    opt_level: str = "all"
+    intra_threads: int = 0
+    inter_threads: int = 0
+
+    DIMENSIONS = ("variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SeriesKey:
+        return cls(**{name: data[name] for name in (*cls.DIMENSIONS, "release") if name in data})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in (*self.DIMENSIONS, "release")}
+
+    def label(self) -> str:
+        threads = "default" if self.intra_threads == 0 else str(self.intra_threads)
+        parts = [
+            self.variant,
+            self.model,
+            self.quant,
+            f"{self.ep}",
+            f"opt={self.opt_level}",
+            f"threads={threads}",
+        ]
+        if self.inter_threads:
+            parts.append(f"inter={self.inter_threads}")
+        return " · ".join(parts)
+
+    def without(self, dimension: str) -> tuple[Any, ...]:
+        """The key with one dimension left out (release follows variant)."""
+        skip = {dimension, "release"}
+        return tuple(getattr(self, name) for name in self.DIMENSIONS if name not in skip)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Series:
+    board: str
+    key: SeriesKey
+    latencies_ms: tuple[float, ...]
+    # Per round: (round index, latencies) so the report can plot drift over the run.
+    rounds: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    agents: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+
+    @property
+    def label(self) -> str:
+        return self.key.label()
+
+    def summary(self) -> stats.Summary:
+        return stats.summarize(self.latencies_ms)
+
+
+def series_of(board_doc: dict[str, Any]) -> list[Series]:
+    """Series of one stored board document, in first-measured order."""
+    grouped: dict[SeriesKey, list[dict[str, Any]]] = {}
+    for measurement in board_doc.get("measurements", []):
+        key = SeriesKey.from_dict(measurement["key"])
+        grouped.setdefault(key, []).append(measurement)
+    result = []
+    for key, items in grouped.items():
+        latencies: list[float] = []
+        rounds = []
+        for item in items:
+            values = tuple(float(v) for v in item["agent"]["timing"]["latencies_ms"])
+            latencies.extend(values)
+            rounds.append((int(item.get("round", 0)), values))
+        result.append(
+            Series(
+                board=board_doc["board"],
+                key=key,
+                latencies_ms=tuple(latencies),
+                rounds=tuple(rounds),
+                agents=tuple(item["agent"] for item in items),
+            )
+        )
+    return result
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pairing:
+    """Baseline A and candidate B of one board that differ in exactly one dimension."""
+
+    board: str
+    dimension: str
+    a: Series
+    b: Series
+    comparison: stats.Comparison
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "board": self.board,
+            "dimension": self.dimension,
+            "a": self.a.key.as_dict(),
+            "b": self.b.key.as_dict(),
+            **self.comparison.as_dict(),
+        }
+
+
+def pairings_within(series: Sequence[Series], *, threshold: float = stats.DEFAULT_THRESHOLD) -> list[Pairing]:
+    """Comparisons inside one run: per board and dimension, every value against the first one measured
+    (the first ``--variant``, ``--threads`` or ``--opt-level`` value given is the baseline)."""
+    pairings = []
+    boards = list(dict.fromkeys(s.board for s in series))
+    for board in boards:
+        mine = [s for s in series if s.board == board]
+        for dimension in SeriesKey.DIMENSIONS:
+            values = list(dict.fromkeys(getattr(s.key, dimension) for s in mine))
+            if len(values) < 2 or dimension == "model":
+                continue
+            baseline_value = values[0]
+            for candidate in mine:
+                if getattr(candidate.key, dimension) == baseline_value:
+                    continue
+                baseline = next(
+                    (
+                        s
+                        for s in mine
+                        if getattr(s.key, dimension) == baseline_value
+                        and s.key.without(dimension) == candidate.key.without(dimension)
+                    ),
+                    None,
+                )
+                if baseline is not None:
+                    pairings.append(_pair(board, dimension, baseline, candidate, threshold))
+    return pairings
+
+
+def pairings_between(
+    run_a: Sequence[Series], run_b: Sequence[Series], *, threshold: float = stats.DEFAULT_THRESHOLD
+) -> list[Pairing]:
+    """Comparisons across two runs: the same board and measurement in both (run A is the baseline).
+
+    Matched on every dimension except the release id; when a board has exactly one series per
+    model in each run, those are matched even if their variant or setting differs.
+    """
+    pairings = []
+    for b_series in run_b:
+        match = [
+            a
+            for a in run_a
+            if a.board == b_series.board and a.key.without("release") == b_series.key.without("release")
+        ]
+        if not match:
+            same_model_a = [
+                a for a in run_a if a.board == b_series.board and a.key.model == b_series.key.model
+            ]
+            same_model_b = [
+                b for b in run_b if b.board == b_series.board and b.key.model == b_series.key.model
+            ]
+            if len(same_model_a) == 1 and len(same_model_b) == 1:
+                match = same_model_a
+        if match:
+            pairings.append(_pair(b_series.board, "run", match[0], b_series, threshold))
+    return pairings
+
+
+def _pair(board: str, dimension: str, a: Series, b: Series, threshold: float) -> Pairing:
+    comparison = stats.compare(a.latencies_ms, b.latencies_ms, threshold=threshold)
+    return Pairing(board=board, dimension=dimension, a=a, b=b, comparison=comparison)
