@@ -40,6 +40,7 @@ from paramiko.config import SSHConfig
 from paramiko.ssh_exception import NoValidConnectionsError
 from rich.markup import escape
 
+from orchestrator.adapters.session import CommandResult
 from orchestrator.board import Board
 from orchestrator.console import console
 from orchestrator.errors import HostKeyError, RemoteError
@@ -62,18 +63,6 @@ _CHUNK = 65536
 
 # Appends to orch's known_hosts come from many fleet threads at once.
 _known_hosts_lock = threading.Lock()
-
-
-@dataclass(frozen=True, kw_only=True)
-class CommandResult:
-    exit_code: int
-    stdout: str
-    stderr: str
-    duration: float
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
 
 
 class CommandFailed(RemoteError):
@@ -349,7 +338,7 @@ def _sftp_path(path: str) -> str:
 
 
 class RemoteSession:
-    """An open SSH connection to one board: commands, scripts and file transfer."""
+    """An open SSH connection to one board: commands, scripts and file transfer (a ``BoardSession``)."""
 
     def __init__(self, board: Board, conn: Connection, gateways: Sequence[Connection] = ()) -> None:
         self.board = board

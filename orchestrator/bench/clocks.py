@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.adapters.session import BoardSession
+
 #
 # $1 = sysfs root, $2 = governor to set. Prints "saved<TAB>path<TAB>old" per core, then
 # "set<TAB>path<TAB>ok|denied". The sysfs root is a parameter because tests need a writable fake
@@ -76,7 +78,7 @@ class ClockState:
         }
 
 
-def pin_clocks(session: Any, sysfs_root: str) -> ClockState:
+def pin_clocks(session: BoardSession, sysfs_root: str) -> ClockState:
     state = ClockState()
     result = session.run_script(PIN_SCRIPT, (sysfs_root, "performance"), timeout=120, check=False)
     denied = []
@@ -101,7 +103,7 @@ def pin_clocks(session: Any, sysfs_root: str) -> ClockState:
     return state
 
 
-def restore_clocks(session: Any, state: ClockState) -> None:
+def restore_clocks(session: BoardSession, state: ClockState) -> None:
     args: list[str] = []
     for path, governor in state.previous.items():
         args += [path, governor]

@@ -20,6 +20,7 @@ from typing import Any
 from rich.markup import escape
 
 from orchestrator.adapters import ssh as remote
+from orchestrator.adapters.session import CommandResult
 from orchestrator.bench import plan as bench_plan
 from orchestrator.bench.clocks import ClockState, pin_clocks, restore_clocks
 from orchestrator.bench.plan import BenchPlan, ReleaseRef, Step
@@ -34,7 +35,7 @@ from orchestrator.fleet import parallel as fleet
 Progress = Callable[[str, str], None]
 
 
-def parse_agent(board: str, step: Step, result: Any) -> dict[str, Any]:
+def parse_agent(board: str, step: Step, result: CommandResult) -> dict[str, Any]:
     """The agent's JSON document, or a BenchError naming the board, the step and the cause."""
     where = f"{board}: {step.release.id} {step.model_file} ({step.setting.opt_level}, threads {step.setting.intra_threads})"
     try:

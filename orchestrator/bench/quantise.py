@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from typing import Any
 
+from orchestrator.adapters.session import BoardSession
 from orchestrator.bench import plan as bench_plan
 from orchestrator.bench.plan import ReleaseRef
 from orchestrator.errors import BenchError
@@ -15,7 +15,7 @@ from orchestrator.paths import orch_home
 _quantize_lock = threading.Lock()
 
 
-def quantized_copy(session: Any, release: ReleaseRef, model_file: str) -> str:
+def quantized_copy(session: BoardSession, release: ReleaseRef, model_file: str) -> str:
     """Make ``<model>.int8.onnx`` next to the fp32 model in the release (quantised on the workstation,
     cached by the fp32 model's hash); returns the int8 file name."""
     int8 = bench_plan.int8_name(model_file)

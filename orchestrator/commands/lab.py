@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
@@ -12,6 +13,9 @@ from orchestrator import lab_state
 from orchestrator.console import console, emit_json
 from orchestrator.errors import UsageError
 from orchestrator.lab import boards as lab
+
+if TYPE_CHECKING:
+    from orchestrator.adapters.engine import Engine
 
 NAME = "lab"
 HELP = "start, inspect and stop the lab of emulated aarch64 boards"
@@ -48,13 +52,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "say what to do with the lab: `orch lab up [--boards N]`, `orch lab status`, `orch lab down`"
         )
-    from orchestrator.adapters.engine import Engine
+    from orchestrator.adapters.engine import Engine  # the docker SDK costs start-up time: loaded when used
 
     engine = Engine()
     return {"up": _up, "status": _status, "down": _down}[args.lab_command](engine, args)
 
 
-def _up(engine: object, args: argparse.Namespace) -> int:
+def _up(engine: Engine, args: argparse.Namespace) -> int:
     started = time.monotonic()
     with console.status("[bold]orch lab up[/]: checking the lab", spinner="dots") as status:
 
@@ -68,8 +72,8 @@ def _up(engine: object, args: argparse.Namespace) -> int:
                 f"[green]✓[/] {board}: sshd answers ({escape(banner)}) after {time.monotonic() - started:.1f} s"
             )
 
-        state = lab.lab_up(engine, args.boards, timeout=args.timeout, on_log=on_log, on_progress=on_progress)  # type: ignore[arg-type]
-    statuses = lab.lab_status(engine)  # type: ignore[arg-type]
+        state = lab.lab_up(engine, args.boards, timeout=args.timeout, on_log=on_log, on_progress=on_progress)
+    statuses = lab.lab_status(engine)
     _print_table(statuses)
     if args.boards is not None and len(state.boards) > args.boards:
         console.print(
@@ -85,8 +89,8 @@ def _up(engine: object, args: argparse.Namespace) -> int:
     return 0 if all(item.healthy for item in statuses) else 1
 
 
-def _status(engine: object, args: argparse.Namespace) -> int:
-    statuses = lab.lab_status(engine)  # type: ignore[arg-type]
+def _status(engine: Engine, args: argparse.Namespace) -> int:
+    statuses = lab.lab_status(engine)
     if args.json:
         emit_json(_document(statuses))
     if not statuses:
@@ -97,9 +101,9 @@ def _status(engine: object, args: argparse.Namespace) -> int:
     return 0 if all(item.healthy for item in statuses) else 1
 
 
-def _down(engine: object, args: argparse.Namespace) -> int:
-    removed = lab.lab_down(engine)  # type: ignore[arg-type]
-    left = lab.remaining_containers(engine)  # type: ignore[arg-type]
+def _down(engine: Engine, args: argparse.Namespace) -> int:
+    removed = lab.lab_down(engine)
+    left = lab.remaining_containers(engine)
     if args.json:
         emit_json({"lab": lab.lab_id(), "removed": removed, "remaining": [item["name"] for item in left]})
     if removed:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from orchestrator.adapters.session import BoardSession
 from orchestrator.errors import RemoteError
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ def parse_facts(text: str, *, board: str, python: str = "python3") -> BoardFacts
     )
 
 
-def read_facts(session: object, board: Board, workdir: str) -> BoardFacts:
+def read_facts(session: BoardSession, board: Board, workdir: str) -> BoardFacts:
     """Run FACTS_SCRIPT through a ``remote`` session and parse it."""
-    result = session.run_script(FACTS_SCRIPT, (board.python, workdir), timeout=120)  # type: ignore[attr-defined]
+    result = session.run_script(FACTS_SCRIPT, (board.python, workdir), timeout=120)
     return parse_facts(result.stdout, board=board.name, python=board.python)

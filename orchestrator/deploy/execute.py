@@ -38,6 +38,7 @@ from rich.progress import (
 )
 
 from orchestrator.adapters import ssh as remote
+from orchestrator.adapters.session import BoardSession
 from orchestrator.artifacts.dependencies import resolve_dependencies
 from orchestrator.artifacts.store import Artifact, find_artifact
 from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, inspect_wheel
@@ -310,7 +311,7 @@ def check_compatible(info: WheelInfo, facts: BoardFacts) -> None:
         )
 
 
-def _upload(session: Any, plan: BoardPlan, layout: Layout, view: TransferView) -> tuple[int, float]:
+def _upload(session: BoardSession, plan: BoardPlan, layout: Layout, view: TransferView) -> tuple[int, float]:
     """Send every missing content to a temporary name, check its size, rename it into the store."""
     total = plan.bytes_to_send
     if not plan.to_send:
@@ -340,7 +341,7 @@ def _upload(session: Any, plan: BoardPlan, layout: Layout, view: TransferView) -
 
 
 def verify_release(
-    session: Any,
+    session: BoardSession,
     layout: Layout,
     *,
     release_id: str,
@@ -534,7 +535,7 @@ def deploy_board(
 
 
 def _switch_and_verify(
-    session: Any,
+    session: BoardSession,
     layout: Layout,
     *,
     board: str,

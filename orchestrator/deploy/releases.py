@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.adapters.session import BoardSession
 from orchestrator.errors import DeployError
 
 if TYPE_CHECKING:
@@ -219,11 +220,11 @@ def parse_listing(text: str) -> Listing:
     )
 
 
-def read_listing(session: Any, layout: Layout) -> Listing:
+def read_listing(session: BoardSession, layout: Layout) -> Listing:
     return parse_listing(session.run_script(LIST_SCRIPT, (layout.workdir,), timeout=120).stdout)
 
 
-def list_releases(session: Any, board: Board) -> list[ReleaseInfo]:
+def list_releases(session: BoardSession, board: Board) -> list[ReleaseInfo]:
     """Complete releases on a board, least recently used first; ``current`` marks the live one."""
     return list(read_listing(session, layout_for(board)).releases)
 
@@ -273,7 +274,7 @@ printf '%s %s\n' "$3" "$2" >> "$1/history"
 """
 
 
-def switch_current(session: Any, layout: Layout, release_id: str) -> None:
+def switch_current(session: BoardSession, layout: Layout, release_id: str) -> None:
     """Point ``current`` at a complete release atomically, and record the switch for rollback."""
     tmp_name = f".current.{secrets.token_hex(4)}"
     result = session.run_script(
@@ -300,5 +301,5 @@ fi
 """
 
 
-def prune(session: Any, layout: Layout, release_ids: Iterable[str]) -> None:
+def prune(session: BoardSession, layout: Layout, release_ids: Iterable[str]) -> None:
     session.run_script(PRUNE_SCRIPT, (layout.workdir, *release_ids), timeout=600)
