@@ -27,5 +27,11 @@ RUN dpkg --add-architecture "${TARGET_ARCH}" \
  && rm -rf /var/lib/apt/lists/*
 
 COPY build/ /opt/orch/
+# ORT's unit-test configure imports onnx/onnx-ml.proto; Debian ships the same schema as
+# onnx.proto. The link lives in the image (it points into the image), passed as onnx_SOURCE_DIR.
+RUN if [ -f /usr/include/onnx/onnx.proto ]; then \
+      mkdir -p /opt/orch/onnx-proto/onnx \
+      && ln -s /usr/include/onnx/onnx.proto /opt/orch/onnx-proto/onnx/onnx-ml.proto; \
+    fi
 ENV CCACHE_DIR=/ccache CCACHE_COMPILERCHECK=content
 WORKDIR /work

@@ -9,12 +9,29 @@ current directory so a project carries its own builds and measurements.
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
-# The repository root: data files (toolchains/, docker/) ship next to the package.
+# In a checkout: the repository root, where toolchains/, docker/ and inventory.yaml live.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-TOOLCHAINS_DIR = PROJECT_ROOT / "toolchains"
-DOCKER_DIR = PROJECT_ROOT / "docker"
+
+
+def data_root() -> Path:
+    """Where toolchains/, docker/ and the example inventory.yaml are.
+
+    An installed wheel carries them as the package's ``data/`` folder (see setup.py); a checkout
+    (an editable install included) has them at the repository root. Docker needs real folders as
+    build contexts, so a zipped install is not supported.
+    """
+    packaged = resources.files("orchestrator").joinpath("data")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return PROJECT_ROOT
+
+
+DATA_ROOT = data_root()
+TOOLCHAINS_DIR = DATA_ROOT / "toolchains"
+DOCKER_DIR = DATA_ROOT / "docker"
 
 
 def orch_home() -> Path:

@@ -22,6 +22,22 @@ import pytest
 
 from orchestrator.board import Board
 
+# Tests come in two kinds. `integration` tests use real outside parts: a Docker engine, lab
+# boards, an sshd, or the package index (pip download). `unit` tests use none of them: no engine,
+# no boards, no network (`pytest -m unit`). A test is integration when it uses one of these
+# fixtures (directly or through another fixture) or says so with @pytest.mark.integration.
+INTEGRATION_FIXTURES = frozenset(
+    {
+        "lab",  # emulated boards: Docker + qemu + sshd
+        "engine",  # a Docker engine
+        "build_image",
+        "ort_tarball",
+        "stock_wheel",  # pip download from the package index
+        "make_server",  # a real sshd on 127.0.0.1
+        "ssh_server",
+    }
+)
+
 LAB_BOARDS = 2
 # Generous: on a machine that has never made the board image, `lab up` debootstraps one (minutes).
 LAB_UP_TIMEOUT = 1500
@@ -162,9 +178,13 @@ def orch_cli_fixture() -> Callable[..., subprocess.CompletedProcess[str]]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _remove_test_build_volumes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def _remove_test_build_volumes(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
     """Build directories live in Docker volumes (several GB for a wheel): the test homes' go at the end."""
     yield
+    if not any(item.get_closest_marker("integration") for item in request.session.items):
+        return  # a unit run never touches an engine
     from orchestrator.adapters.engine import Engine
     from orchestrator.build.workspace import build_volumes_under
     from orchestrator.errors import OrchError
@@ -175,3 +195,14 @@ def _remove_test_build_volumes(tmp_path_factory: pytest.TempPathFactory) -> Iter
             engine.remove_volume(name)
     except OrchError as error:
         sys.stderr.write(f"warning: could not remove the tests' build volumes: {error}\n")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test `unit` or `integration` (see INTEGRATION_FIXTURES)."""
+    for item in items:
+        uses = INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if uses or item.get_closest_marker("integration"):
+            if not item.get_closest_marker("integration"):
+                item.add_marker(pytest.mark.integration)
+        else:
+            item.add_marker(pytest.mark.unit)

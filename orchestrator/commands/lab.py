@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "say what to do with the lab: `orch lab up [--boards N]`, `orch lab status`, `orch lab down`"
         )
+    if args.lab_command == "up":
+        lab.wanted_board_count(args.boards, 0)  # a bad --boards is refused before the engine is asked
     from orchestrator.adapters.engine import Engine  # the docker SDK costs start-up time: loaded when used
 
     engine = Engine()

@@ -6,6 +6,8 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
+
 from orchestrator.adapters.engine import Engine
 
 
@@ -16,6 +18,7 @@ def _build_volume(engine: Engine, home: Path, target: str) -> str:
     )
 
 
+@pytest.mark.integration  # a real Docker engine
 def test_clean_removes_only_this_homes_build_directories(
     orch_env: dict[str, str], orch_cli, tmp_path: Path
 ) -> None:

@@ -89,6 +89,7 @@ def test_cli_dry_run_human_output_shows_image_flags_and_command(orch_env: dict[s
         assert text in result.stderr
 
 
+@pytest.mark.integration  # a real Docker engine
 def test_cli_jetson_cuda_plan_and_refusal(orch_env: dict[str, str], orch_cli) -> None:
     dry = orch_cli(orch_env, "build", "--target", "jetson", "--ep", "cuda", "--dry-run", check=True)
     assert "--use_cuda --cuda_home /usr/local/cuda --cudnn_home" in dry.stderr
@@ -98,6 +99,7 @@ def test_cli_jetson_cuda_plan_and_refusal(orch_env: dict[str, str], orch_cli) ->
     assert "L4T CUDA cross toolkit" in real.stderr and "Traceback" not in real.stderr
 
 
+@pytest.mark.integration  # a real Docker engine
 def test_cli_target_without_an_offline_base_image_names_it(orch_env: dict[str, str], orch_cli) -> None:
     env = {k: v for k, v in orch_env.items() if k != "ORCH_BASE_IMAGE_JAMMY"}
     result = orch_cli(env, "build", "--target", "jetson", "--variant", "default", timeout=120)

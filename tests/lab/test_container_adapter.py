@@ -75,6 +75,7 @@ def test_start_exec_copy_kill_remove(image: str, tmp_path: Path) -> None:
     engine.remove(name)  # removing what is gone is not an error
 
 
+@pytest.mark.integration  # a real Docker engine
 def test_engine_errors_say_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(ContainerError) as error:
         Engine(f"unix://{tmp_path}/nothing.sock").ping()

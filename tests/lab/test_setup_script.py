@@ -8,6 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from orchestrator.paths import PROJECT_ROOT
 
 SETUP = PROJECT_ROOT / "scripts" / "setup"
@@ -36,6 +38,7 @@ def _derive(apt_root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.integration  # a machine that is set up: engine running, qemu registered
 def test_setup_only_verifies_a_ready_machine(tmp_path: Path) -> None:
     before = _digest(Path("/etc/apt"))
     result = subprocess.run([str(SETUP)], capture_output=True, text=True, timeout=300, check=False)
