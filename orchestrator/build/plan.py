@@ -313,7 +313,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
             ("CMAKE_PROJECT_INCLUDE", f"{SHIMS}/eigen-compat.cmake"),
         ]
         if options.scope == "mlas-test":
-            defines.append(("onnx_SOURCE_DIR", f"{SHIMS}/onnx-proto"))
+            defines.append(("onnx_SOURCE_DIR", "/opt/orch/onnx-proto"))  # made by build.Dockerfile
     if flags:
         joined = " ".join(flags)
         defines += [("CMAKE_C_FLAGS", joined), ("CMAKE_CXX_FLAGS", joined)]
