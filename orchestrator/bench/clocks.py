@@ -1,6 +1,7 @@
 """--pin-clocks: set the cpufreq governor (and jetson_clocks) for a run, and put it back afterwards.
 
-Runs on the board through its session; what was done is recorded in the run's results."""
+Runs on the board through its session (orchestrator/board_side/pin_clocks.sh and restore_clocks.sh);
+what was done is recorded in the run's results."""
 
 from __future__ import annotations
 
@@ -8,52 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.adapters.session import BoardSession
-
-#
-# $1 = sysfs root, $2 = governor to set. Prints "saved<TAB>path<TAB>old" per core, then
-# "set<TAB>path<TAB>ok|denied". The sysfs root is a parameter because tests need a writable fake
-# tree: the emulated lab boards have no cpufreq at all.
-PIN_SCRIPT = r"""
-root="$1"; want="$2"; found=0
-for f in "$root"/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor; do
-  [ -f "$f" ] || continue
-  found=1
-  printf 'saved\t%s\t%s\n' "$f" "$(cat "$f")"
-done
-[ "$found" = 1 ] || { printf 'none\n'; exit 0; }
-for f in "$root"/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor; do
-  [ -f "$f" ] || continue
-  if (printf '%s\n' "$want" > "$f") 2>/dev/null && [ "$(cat "$f")" = "$want" ]; then
-    printf 'set\t%s\tok\n' "$f"
-  else
-    printf 'set\t%s\tdenied\n' "$f"
-  fi
-done
-if [ "$root" = /sys ] && command -v jetson_clocks >/dev/null 2>&1; then
-  state="${HOME:-/tmp}/.orch-jetson-clocks.state"
-  if jetson_clocks --store "$state" >/dev/null 2>&1 && jetson_clocks >/dev/null 2>&1; then
-    printf 'jetson\t%s\tok\n' "$state"
-  else
-    printf 'jetson\t%s\tdenied\n' "$state"
-  fi
-fi
-"""
-
-# Pairs of args: path governor path governor ... ; then optionally "--jetson STATEFILE".
-RESTORE_SCRIPT = r"""
-status=0
-while [ "$#" -ge 2 ]; do
-  if [ "$1" = --jetson ]; then
-    jetson_clocks --restore "$2" >/dev/null 2>&1 || { printf 'failed\tjetson_clocks\n'; status=1; }
-  elif (printf '%s\n' "$2" > "$1") 2>/dev/null && [ "$(cat "$1")" = "$2" ]; then
-    printf 'restored\t%s\t%s\n' "$1" "$2"
-  else
-    printf 'failed\t%s\n' "$1"; status=1
-  fi
-  shift 2
-done
-exit "$status"
-"""
+from orchestrator.board_side import read_text
 
 
 @dataclass(kw_only=True)
@@ -80,7 +36,8 @@ class ClockState:
 
 def pin_clocks(session: BoardSession, sysfs_root: str) -> ClockState:
     state = ClockState()
-    result = session.run_script(PIN_SCRIPT, (sysfs_root, "performance"), timeout=120, check=False)
+    script = read_text("pin_clocks.sh")
+    result = session.run_script(script, (sysfs_root, "performance"), timeout=120, check=False)
     denied = []
     for line in result.stdout.splitlines():
         parts = line.split("\t")
@@ -112,7 +69,7 @@ def restore_clocks(session: BoardSession, state: ClockState) -> None:
     if not args:
         state.restored = None
         return
-    result = session.run_script(RESTORE_SCRIPT, args, timeout=120, check=False)
+    result = session.run_script(read_text("restore_clocks.sh"), args, timeout=120, check=False)
     state.restored = result.exit_code == 0
     if not state.restored:
         state.messages.append("restoring the clocks failed: " + " ".join(result.stdout.split()))

@@ -5,7 +5,8 @@ container of the board's OS and runs one inference there under qemu-user with
 ``QEMU_CPU=<the board's CPU>`` (cortex-a57, cortex-a72, cortex-a76...). qemu's default CPU
 has every ARMv8.x feature and hides code that a Pi 4 or a Jetson Nano cannot run (ORT 1.21's
 fp16 constants in a global constructor: SIGILL at import). The outputs are compared with the
-workstation's x86 onnxruntime on the same model and inputs.
+workstation's x86 onnxruntime on the same model and inputs. What runs in the container is
+``orchestrator/board_side/preflight_install.sh`` and ``preflight_check.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from orchestrator.artifacts.dependencies import resolve_dependencies
+from orchestrator.board_side import read_text
 from orchestrator.build.base_images import ensure_base_image
 from orchestrator.build.sources import file_sha256
 from orchestrator.errors import BuildError, DeployError
@@ -33,30 +35,6 @@ if TYPE_CHECKING:
 RTOL = 1e-4
 ATOL = 1e-5
 _SIGNALS = {132: "SIGILL (illegal instruction)", 134: "SIGABRT", 135: "SIGBUS", 139: "SIGSEGV"}
-
-# Runs on the emulated board: stdlib + numpy + the wheel under test. Prints one JSON line.
-_SCRIPT = r"""
-import json, sys, time
-t0 = time.time()
-import numpy as np
-import onnxruntime as ort
-t1 = time.time()
-session = ort.InferenceSession("/pf/model.onnx", providers=["CPUExecutionProvider"])
-feed = {"input": np.load("/pf/input.npy")}
-output = session.run(None, feed)[0]
-np.save("/pf/output.npy", output)
-print("ORCH-PREFLIGHT " + json.dumps({"ort_version": ort.__version__, "providers": ort.get_available_providers(),
-      "import_s": round(t1 - t0, 2), "run_s": round(time.time() - t1, 2), "shape": list(output.shape)}), flush=True)
-"""
-
-_INSTALL = r"""
-set -e
-python3 -m venv --without-pip /venv
-PIP=$(ls /pf/wheels/pip-*.whl | head -n 1)
-/venv/bin/python "$PIP/pip" install --quiet --no-index --no-cache-dir --disable-pip-version-check \
-  --find-links /pf/wheels "/pf/wheels/$ORCH_WHEEL"
-exec /venv/bin/python /pf/check.py
-"""
 
 
 def board_image(engine: Engine, profile: TargetProfile) -> str:
@@ -120,11 +98,11 @@ def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: A
         model = write_model(tiny_convnet(size=16, channels=4), work / "model.onnx")
         inputs = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
         np.save(work / "input.npy", inputs)
-        (work / "check.py").write_text(_SCRIPT)
+        (work / "check.py").write_text(read_text("preflight_check.py"))
         lines: list[str] = []
         code = engine.run(
             image,
-            ["sh", "-c", _INSTALL],
+            ["sh", "-c", read_text("preflight_install.sh")],
             environment={"QEMU_CPU": profile.qemu_cpu, "ORCH_WHEEL": wheel.name},
             copy_in=[(work, "/pf")],
             copy_out=[("/pf/output.npy", work)],

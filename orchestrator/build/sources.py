@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import BuildError, UsageError
-from orchestrator.paths import TOOLCHAINS_DIR, orch_home
+from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR, orch_home
 
 if TYPE_CHECKING:
     from orchestrator.adapters.engine import Engine
@@ -41,24 +41,10 @@ DEFAULT_ORT_VERSION = "1.21.0"
 DEBIAN_ORT_VERSIONS = {"trixie": "1.21.0"}
 _TARBALL = re.compile(r"\.(tar|tar\.gz|tgz|tar\.xz|txz|tar\.bz2|tbz2|tar\.zst)$")
 
-# Run inside a container of the suite: add deb-src twins of the image's own binary sources,
-# then download (not unpack: no dpkg-dev needed) the source package into /out.
-_APT_SOURCE_SCRIPT = r"""
-set -eu
-for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-  [ -f "$f" ] || continue
-  sed -n 's/^deb \(.*\)$/deb-src \1/p' "$f"
-done > /etc/apt/sources.list.d/orch-deb-src.list
-for f in /etc/apt/sources.list.d/*.sources; do
-  [ -f "$f" ] || continue
-  sed 's/^Types:.*$/Types: deb-src/' "$f" > "/etc/apt/sources.list.d/orch-deb-src-$(basename "$f")"
-done
-apt-get update -q
-mkdir -p /out && cd /out
-# Only the upstream (orig) tarball is needed; a mirror that lacks the .dsc/.debian parts is fine.
-apt-get source --download-only "onnxruntime=$ORT_DEBIAN_VERSION" || true
-ls onnxruntime_*.orig.tar.* >/dev/null
-"""
+# Run inside a container of the suite (see its header): a file of docker/build, copied in where
+# the build's scripts go (orchestrator.build.plan.SCRIPTS) and run with the image's `sh`.
+_FETCH_SCRIPT = DOCKER_DIR / "build" / "fetch_debian_source.sh"
+_FETCH_IN_CONTAINER = "/opt/orch/fetch_debian_source.sh"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,9 +175,10 @@ def fetch_debian_tarball(
     with tempfile.TemporaryDirectory(dir=out) as staging:
         code = engine.run(
             base_image,
-            ["sh", "-c", _APT_SOURCE_SCRIPT],
+            ["sh", _FETCH_IN_CONTAINER],
             environment={"ORT_DEBIAN_VERSION": f"{version}+dfsg-1"},
             on_log=log,
+            copy_in=[(_FETCH_SCRIPT, _FETCH_IN_CONTAINER)],
             copy_out=[("/out", Path(staging))],
         )
         # Moved in only when complete: an interrupted download leaves nothing that looks finished.

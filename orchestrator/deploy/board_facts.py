@@ -1,7 +1,7 @@
 """Facts about a board that decide whether a wheel fits it: a command plus a pure parser.
 
-``FACTS_SCRIPT`` is a POSIX sh script sent to the board (values reach it only as quoted
-positional arguments); it prints ``key=value`` lines. ``parse_facts`` turns that text into
+``board_side/board_facts.sh`` is a POSIX sh script sent to the board (values reach it only as
+quoted positional arguments); it prints ``key=value`` lines. ``parse_facts`` turns that text into
 ``BoardFacts`` and is tested from sample outputs, without a board. ``read_facts`` glues
 the two through an ``orchestrator.adapters.ssh`` session.
 """
@@ -13,38 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from orchestrator.adapters.session import BoardSession
+from orchestrator.board_side import read_text
 from orchestrator.errors import RemoteError
 
 if TYPE_CHECKING:
     from orchestrator.board import Board
-
-# $1 = the board's python, $2 = orch's working directory on the board.
-# `python -V` answers before the interpreter initialises: much faster than `-c` under emulation.
-FACTS_SCRIPT = r"""
-py="$1"; workdir="$2"
-echo "home=$(pwd)"
-echo "arch=$(uname -m)"
-echo "kernel=$(uname -r)"
-g=$(getconf GNU_LIBC_VERSION 2>/dev/null) || g=""
-if [ -z "$g" ]; then g=$(ldd --version 2>&1 | head -n 1); fi
-echo "glibc_raw=$g"
-v=$("$py" -V 2>&1) || v="missing: $v"
-echo "python_raw=$v"
-if [ -f /etc/os-release ]; then
-  . /etc/os-release
-  echo "os_id=${ID:-}"
-  echo "os_version=${VERSION_ID:-}"
-  echo "os_name=${PRETTY_NAME:-}"
-fi
-dir="$workdir"
-while [ ! -d "$dir" ]; do
-  parent=$(dirname -- "$dir")
-  if [ "$parent" = "$dir" ]; then break; fi
-  dir="$parent"
-done
-echo "disk_dir=$dir"
-df -Pk -- "$dir" 2>/dev/null | awk 'NR==2 {print "free_kib=" $4}'
-"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +64,7 @@ _PYTHON = re.compile(r"^Python (\d+\.\d+(?:\.\d+)?)")
 
 
 def parse_facts(text: str, *, board: str, python: str = "python3") -> BoardFacts:
-    """Parse FACTS_SCRIPT's output; anything the deploy cannot do without is a clear error."""
+    """Parse board_facts.sh's output; anything the deploy cannot do without is a clear error."""
     values: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
@@ -128,6 +101,6 @@ def parse_facts(text: str, *, board: str, python: str = "python3") -> BoardFacts
 
 
 def read_facts(session: BoardSession, board: Board, workdir: str) -> BoardFacts:
-    """Run FACTS_SCRIPT through a ``remote`` session and parse it."""
-    result = session.run_script(FACTS_SCRIPT, (board.python, workdir), timeout=120)
+    """Run board_facts.sh through a ``remote`` session and parse it."""
+    result = session.run_script(read_text("board_facts.sh"), (board.python, workdir), timeout=120)
     return parse_facts(result.stdout, board=board.name, python=board.python)

@@ -43,6 +43,7 @@ from orchestrator.artifacts.dependencies import resolve_dependencies
 from orchestrator.artifacts.store import Artifact, find_artifact
 from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, inspect_wheel
 from orchestrator.board import Board
+from orchestrator.board_side import read_text
 from orchestrator.console import console
 from orchestrator.deploy.board_facts import BoardFacts, read_facts
 from orchestrator.deploy.plan import BoardPlan, LocalFile, plan_board, sha256_file, stage_pairs, wheel_files
@@ -165,87 +166,6 @@ class TransferView:
         self.progress.update(self.tasks[board], completed=done)
 
 
-# Runs on the board with the release's interpreter: import, version, build info, one inference
-# per model with zeros-free deterministic input; one JSON document on stdout.
-VERIFY_CODE = r"""
-import json, os, sys, time
-out = {"ok": True, "models": {}}
-try:
-    import numpy as np
-    import onnxruntime as ort
-except Exception as error:
-    print(json.dumps({"ok": False, "error": "import failed: %s: %s" % (type(error).__name__, error)}))
-    sys.exit(1)
-out["version"] = ort.__version__
-out["file"] = os.path.realpath(ort.__file__)
-out["build_info"] = ort.get_build_info() if hasattr(ort, "get_build_info") else ""
-out["providers"] = ort.get_available_providers()
-types = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
-         "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
-         "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
-rng = np.random.default_rng(0)
-for path in sys.argv[1:]:
-    name = os.path.basename(path)
-    try:
-        start = time.perf_counter()
-        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-        loaded = time.perf_counter()
-        feeds = {}
-        for item in session.get_inputs():
-            shape = [d if isinstance(d, int) and d > 0 else 1 for d in item.shape]
-            feeds[item.name] = rng.random(shape).astype(types.get(item.type, np.float32))
-        outputs = session.run(None, feeds)
-        done = time.perf_counter()
-        finite = all(bool(np.isfinite(o).all()) for o in outputs
-                     if isinstance(o, np.ndarray) and o.dtype.kind == "f")
-        out["models"][name] = {"ok": finite, "load_ms": round((loaded - start) * 1000, 2),
-                               "run_ms": round((done - loaded) * 1000, 2),
-                               "outputs": [list(getattr(o, "shape", ())) for o in outputs]}
-        if not finite:
-            out["models"][name]["error"] = "output is not finite"
-            out["ok"] = False
-    except Exception as error:
-        out["models"][name] = {"ok": False, "error": "%s: %s" % (type(error).__name__, error)}
-        out["ok"] = False
-print(json.dumps(out))
-sys.exit(0 if out["ok"] else 1)
-"""
-
-# $1 = workdir, $2 = release id, then pairs: name-in-release sha256. Hard links cost no space and
-# keep a release whole even if the store is cleaned; cp is the fallback where links fail.
-STAGE_SCRIPT = r"""
-w="$1"; id="$2"; shift 2
-r="$w/releases/$id"
-rm -rf -- "$r"
-mkdir -p -- "$r"
-while [ $# -ge 2 ]; do
-  dest="$r/$1"; blob="$w/store/sha256/$2"; shift 2
-  mkdir -p -- "$(dirname -- "$dest")"
-  ln -- "$blob" "$dest" 2>/dev/null || cp -- "$blob" "$dest" || exit 4
-done
-"""
-
-# $1 = release dir, $2 = release.json content. Written last, by rename: the release is complete.
-SEAL_SCRIPT = r"""
-printf '%s\n' "$2" > "$1/release.json.tmp" && mv -f -- "$1/release.json.tmp" "$1/release.json"
-"""
-
-# $1 = the release whose packages are reused, $2 = the new release (its venv just created).
-# Hard links: the same files, no space, no pip run; cp -a where links are impossible.
-REUSE_SCRIPT = r"""
-src="$1/venv/lib"; dst="$2/venv/lib"
-found=0
-for sp in "$src"/python*/site-packages; do
-  [ -d "$sp" ] || continue
-  rel=${sp#"$src"/}
-  rm -rf -- "$dst/$rel"
-  mkdir -p -- "$(dirname -- "$dst/$rel")"
-  cp -al -- "$sp" "$dst/$rel" 2>/dev/null || cp -a -- "$sp" "$dst/$rel" || exit 4
-  found=1
-done
-[ "$found" = 1 ] || { echo "no site-packages in $1" >&2; exit 5; }
-"""
-
 INSTALL_TIMEOUT = 1800.0
 VERIFY_TIMEOUT = 600.0
 
@@ -351,10 +271,11 @@ def verify_release(
     manifest: dict[str, Any] | None = None,
     board: str,
 ) -> dict[str, Any]:
-    """Run VERIFY_CODE with the current release's interpreter; raise DeployError on any mismatch."""
+    """Run board_side/verify_release.py with the current release's python; DeployError on any mismatch."""
     python = posixpath.join(layout.current, "venv", "bin", "python")
     paths = [posixpath.join(layout.current, "models", name) for name in models]
-    result = session.run([python, "-c", VERIFY_CODE, *paths], timeout=VERIFY_TIMEOUT, check=False)
+    code = read_text("verify_release.py")
+    result = session.run([python, "-c", code, *paths], timeout=VERIFY_TIMEOUT, check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if not lines:
         tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-4:])
@@ -481,18 +402,22 @@ def deploy_board(
                 log=True,
             )
             session.run_script(
-                STAGE_SCRIPT, (layout.workdir, plan.release_id, *stage_pairs(plan)), timeout=600
+                read_text("stage_release.sh"),
+                (layout.workdir, plan.release_id, *stage_pairs(plan)),
+                timeout=600,
             )
             session.run(list(plan.venv_argv), timeout=INSTALL_TIMEOUT)
             if plan.reuse_from:
                 view.status(board.name, f"reusing the packages of {plan.reuse_from} (same wheels)", log=True)
                 session.run_script(
-                    REUSE_SCRIPT, (layout.release(plan.reuse_from), plan.release_dir), timeout=INSTALL_TIMEOUT
+                    read_text("reuse_packages.sh"),
+                    (layout.release(plan.reuse_from), plan.release_dir),
+                    timeout=INSTALL_TIMEOUT,
                 )
             else:
                 session.run(list(plan.install_argv), timeout=INSTALL_TIMEOUT)
             session.run_script(
-                SEAL_SCRIPT,
+                read_text("seal_release.sh"),
                 (plan.release_dir, json.dumps(plan.release_document, sort_keys=True, default=str)),
                 timeout=120,
             )

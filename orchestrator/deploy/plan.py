@@ -24,6 +24,10 @@ from orchestrator.deploy.releases import Layout, Listing, ReleaseInfo, make_rele
 from orchestrator.errors import UsageError
 
 AGENT_DIR = Path(__file__).resolve().parent.parent / "board_side"
+# What a release carries of board_side/ (under <release>/agent/): the benchmark agent and the
+# folder's README. The other files there are sent for each use (on stdin, as `python -c`) and
+# stay out, so adding one does not change what a release holds.
+AGENT_FILES = ("bench_agent.py", "README.md")
 
 # Installing unpacks wheels (and compiles .pyc): the venv needs a few times the wheels' size.
 INSTALL_SPACE_FACTOR = 4
@@ -115,13 +119,9 @@ def model_files(paths: Sequence[Path]) -> list[LocalFile]:
     return list(files.values())
 
 
-def agent_files(directory: Path = AGENT_DIR) -> list[LocalFile]:
-    """Every file of the on-device agent directory (caches excluded), as ``agent/<relative path>``."""
-    files = []
-    for path in sorted(directory.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            files.append(local_file("agent", path, "agent/" + path.relative_to(directory).as_posix()))
-    return files
+def agent_files(directory: Path = AGENT_DIR, names: Sequence[str] = AGENT_FILES) -> list[LocalFile]:
+    """The release's agent files (``AGENT_FILES`` of ``directory``), as ``agent/<name>``."""
+    return [local_file("agent", directory / name, f"agent/{name}") for name in names]
 
 
 def wheel_files(wheel: Path, dependencies: Iterable[Path]) -> list[LocalFile]:

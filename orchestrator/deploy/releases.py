@@ -14,7 +14,8 @@ Layout under the board's working directory (relative paths are relative to the l
       history                     "<utc time> <release-id>" per switch, newest last (rollback order)
 
 The parsers and choices are pure; the functions taking a ``session`` talk to the board
-through ``orchestrator.adapters.ssh`` with fixed scripts whose values are quoted positional args.
+through ``orchestrator.adapters.ssh`` with fixed scripts (``orchestrator/board_side/*.sh``) whose
+values are quoted positional args.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters.session import BoardSession
+from orchestrator.board_side import read_text
 from orchestrator.errors import DeployError
 
 if TYPE_CHECKING:
@@ -138,34 +140,13 @@ class Listing:
         return next((r for r in self.releases if r.id == release_id), None)
 
 
-# $1 = workdir. One line per fact, tab-separated, so a release.json (one line) passes untouched.
-LIST_SCRIPT = r"""
-w="$1"
-if [ -d "$w" ]; then printf 'workdir\t%s\n' "$(cd -- "$w" && pwd)"; else printf 'workdir\t\n'; fi
-if [ -L "$w/current" ]; then printf 'current\t%s\n' "$(readlink -- "$w/current")"; fi
-if [ -f "$w/history" ]; then tail -n 200 -- "$w/history" | while IFS= read -r line; do printf 'history\t%s\n' "$line"; done; fi
-if [ -d "$w/store/sha256" ]; then
-  for f in "$w"/store/sha256/*; do [ -f "$f" ] && printf 'blob\t%s\n' "$(basename -- "$f")"; done
-fi
-for d in "$w"/releases/*/; do
-  [ -d "$d" ] || continue
-  id=$(basename -- "$d")
-  if [ -f "$d/release.json" ]; then
-    printf 'release\t%s\t' "$id"; tr -d '\n' < "$d/release.json"; printf '\n'
-  else
-    printf 'incomplete\t%s\n' "$id"
-  fi
-done
-"""
-
-
 def recency(release: ReleaseInfo) -> tuple[str, str, str]:
     """Sort key: least recently used first (last switch to it, else its creation time)."""
     return (release.last_used or release.created, release.created, release.id)
 
 
 def parse_listing(text: str) -> Listing:
-    """Pure: LIST_SCRIPT's output -> Listing."""
+    """Pure: list_releases.sh's output -> Listing."""
     workdir_abs = ""
     current: str | None = None
     last_used: dict[str, str] = {}
@@ -221,7 +202,8 @@ def parse_listing(text: str) -> Listing:
 
 
 def read_listing(session: BoardSession, layout: Layout) -> Listing:
-    return parse_listing(session.run_script(LIST_SCRIPT, (layout.workdir,), timeout=120).stdout)
+    result = session.run_script(read_text("list_releases.sh"), (layout.workdir,), timeout=120)
+    return parse_listing(result.stdout)
 
 
 def list_releases(session: BoardSession, board: Board) -> list[ReleaseInfo]:
@@ -258,48 +240,22 @@ def releases_to_prune(listing: Listing, *, keep: int, protect: Iterable[str] = (
     return doomed + [i for i in listing.incomplete if i not in protected]
 
 
-# $1 = workdir, $2 = release id, $3 = temporary link name. The link is made under the temporary
-# name and renamed over `current`: rename(2) replaces it atomically, so a reader sees the old
-# release or the new one, never neither.
-SWITCH_SCRIPT = r"""
-w="$1"; id="$2"; tmp="$w/$3"
-[ -f "$w/releases/$id/release.json" ] || { echo "release $id is not complete on this board" >&2; exit 3; }
-rm -f -- "$tmp"
-ln -s -- "releases/$id" "$tmp"
-"""
-
-# $1 = workdir, $2 = release id, $3 = UTC time.
-HISTORY_SCRIPT = r"""
-printf '%s %s\n' "$3" "$2" >> "$1/history"
-"""
-
-
 def switch_current(session: BoardSession, layout: Layout, release_id: str) -> None:
-    """Point ``current`` at a complete release atomically, and record the switch for rollback."""
+    """Point ``current`` at a complete release atomically, and record the switch for rollback.
+
+    The link is made under a temporary name and renamed over ``current``: rename(2) replaces it
+    atomically, so a reader sees the old release or the new one, never neither."""
     tmp_name = f".current.{secrets.token_hex(4)}"
     result = session.run_script(
-        SWITCH_SCRIPT, (layout.workdir, release_id, tmp_name), timeout=60, check=False
+        read_text("switch_current.sh"), (layout.workdir, release_id, tmp_name), timeout=60, check=False
     )
     if result.exit_code != 0:
         raise DeployError(f"cannot switch to {release_id}: {result.stderr.strip() or result.stdout.strip()}")
     session.rename(posixpath.join(layout.workdir, tmp_name), layout.current)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    session.run_script(HISTORY_SCRIPT, (layout.workdir, release_id, now), timeout=60)
-
-
-# $1 = workdir, then release ids to delete. Store blobs that no release links any more
-# (link count 1: only the store's own name) go too, so the disk does not fill over time.
-PRUNE_SCRIPT = r"""
-w="$1"; shift
-for id in "$@"; do
-  case "$id" in ""|.|..|*/*) continue ;; esac
-  rm -rf -- "$w/releases/$id"
-done
-if [ -d "$w/store/sha256" ]; then
-  find "$w/store/sha256" -type f -links 1 -exec rm -f -- {} + 2>/dev/null || true
-fi
-"""
+    session.run_script(read_text("record_switch.sh"), (layout.workdir, release_id, now), timeout=60)
 
 
 def prune(session: BoardSession, layout: Layout, release_ids: Iterable[str]) -> None:
-    session.run_script(PRUNE_SCRIPT, (layout.workdir, *release_ids), timeout=600)
+    """Delete ``release_ids``, then the store contents that no release links any more."""
+    session.run_script(read_text("prune_releases.sh"), (layout.workdir, *release_ids), timeout=600)

@@ -1,4 +1,4 @@
-"""board_facts: the parser, from sample outputs of FACTS_SCRIPT (a real lab board's and others')."""
+"""board_facts: the parser, from sample outputs of board_side/board_facts.sh (lab boards' and others)."""
 
 from __future__ import annotations
 

@@ -165,7 +165,12 @@ def test_bad_models_are_usage_errors(tmp_path: Path) -> None:
         local_file("model", a, "../escape.onnx")
 
 
-def test_agent_files_are_every_file_of_the_agent_dir() -> None:
-    names = {f.name for f in agent_files()}
-    assert {"agent/README.md", "agent/bench_agent.py"} <= names
-    assert not any("__pycache__" in n for n in names)
+def test_agent_files_are_the_release_list_only() -> None:
+    # The stdin scripts and the loader of board_side/ stay out of releases.
+    assert {f.name for f in agent_files()} == {"agent/README.md", "agent/bench_agent.py"}
+    assert all(f.role == "agent" and f.path.is_file() for f in agent_files())
+
+
+def test_agent_files_refuse_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="agent file not found"):
+        agent_files(tmp_path, ("bench_agent.py",))

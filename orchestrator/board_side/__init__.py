@@ -1,0 +1,24 @@
+"""Files that run on a board (or in an emulated board container), kept as real, linted files.
+
+Two ways a file here reaches a board (see README.md in this folder):
+
+* sent for each use: the ``*.sh`` scripts go to ``sh -s -- ARGS`` on stdin
+  (``BoardSession.run_script``), ``verify_release.py`` to ``python -c``, and the pre-flight
+  files into its container; they are read with ``read_text``;
+* shipped inside each release under ``<release>/agent/`` (``orchestrator.deploy.plan.AGENT_FILES``):
+  the benchmark agent and this folder's README.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+
+@functools.cache
+def read_text(name: str) -> str:
+    """The text of the board-side file ``name`` (e.g. ``"pin_clocks.sh"``), read once per process."""
+    resource = resources.files(__name__).joinpath(name)
+    if not resource.is_file():
+        raise FileNotFoundError(f"{name}: no such file in {__name__} (a packaging error)")
+    return resource.read_text(encoding="utf-8")

@@ -1,0 +1,32 @@
+# shellcheck shell=sh
+# The facts that decide whether a wheel fits a board.
+# Sent to `sh -s -- ARGS` on stdin by orchestrator.deploy.board_facts.read_facts, which parses the output.
+#
+# $1 = the board's python, $2 = orch's working directory on the board.
+# Prints key=value lines: home, arch, kernel, glibc_raw, python_raw, os_id, os_version, os_name
+# (when /etc/os-release exists), disk_dir (the workdir or its closest existing parent) and free_kib.
+# `python -V` answers before the interpreter initialises: much faster than `-c` under emulation.
+py="$1"; workdir="$2"
+echo "home=$(pwd)"
+echo "arch=$(uname -m)"
+echo "kernel=$(uname -r)"
+g=$(getconf GNU_LIBC_VERSION 2>/dev/null) || g=""
+if [ -z "$g" ]; then g=$(ldd --version 2>&1 | head -n 1); fi
+echo "glibc_raw=$g"
+v=$("$py" -V 2>&1) || v="missing: $v"
+echo "python_raw=$v"
+if [ -f /etc/os-release ]; then
+  # shellcheck disable=SC1091 # the board's file, not one of the project's
+  . /etc/os-release
+  echo "os_id=${ID:-}"
+  echo "os_version=${VERSION_ID:-}"
+  echo "os_name=${PRETTY_NAME:-}"
+fi
+dir="$workdir"
+while [ ! -d "$dir" ]; do
+  parent=$(dirname -- "$dir")
+  if [ "$parent" = "$dir" ]; then break; fi
+  dir="$parent"
+done
+echo "disk_dir=$dir"
+df -Pk -- "$dir" 2>/dev/null | awk 'NR==2 {print "free_kib=" $4}'
