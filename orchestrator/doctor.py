@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from orchestrator.adapters import process
 from orchestrator.errors import OrchError
 from orchestrator.paths import orch_home
 
@@ -156,12 +156,10 @@ def check_aarch64_registration(entry: BinfmtEntry | None) -> Check:
 
 def qemu_version_of(interpreter: str) -> tuple[tuple[int, ...] | None, str]:
     binary = os.path.realpath(interpreter)
-    try:
-        output = subprocess.run(
-            [binary, "--version"], capture_output=True, text=True, timeout=10, check=False
-        ).stdout
-    except OSError as error:
-        return None, f"{binary}: {error}"
+    result = process.run([binary, "--version"], timeout=10)
+    if result.exit_code == process.NOT_STARTED:
+        return None, result.stderr
+    output = result.stdout
     first = output.strip().splitlines()[0] if output.strip() else f"{binary}: no version output"
     return parse_qemu_version(output), first
 
@@ -196,8 +194,7 @@ def _agent_has_keys() -> bool:
     ssh_add = shutil.which("ssh-add")
     if not socket_path or not Path(socket_path).exists() or not ssh_add:
         return False
-    result = subprocess.run([ssh_add, "-l"], capture_output=True, text=True, timeout=10, check=False)
-    return result.returncode == 0
+    return process.run([ssh_add, "-l"], timeout=10).ok
 
 
 def check_ssh_key() -> Check:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import subprocess
 import tarfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,6 +22,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.transport import UnixHTTPAdapter
 
+from orchestrator.adapters import process
 from orchestrator.errors import ContainerError
 
 LogSink = Callable[[str], None]
@@ -218,20 +218,12 @@ class Engine:
         if tar is None:
             raise ContainerError("importing a root filesystem needs `tar`", hint="apt-get install tar")
         # --numeric-owner keeps uids as in the rootfs even if this host maps names differently.
-        process = subprocess.Popen(
-            [tar, "--numeric-owner", "-C", str(rootfs), "-c", "."],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        assert process.stdout is not None
-        try:
-            with _translated(f"importing {rootfs} as {tag}"):
-                self._client.api.import_image_from_stream(process.stdout, repository=repository, tag=version)
-        finally:
-            process.stdout.close()
-            _, stderr = process.communicate()
-        if process.returncode != 0:
-            raise ContainerError(f"archiving {rootfs} failed: {stderr.decode(errors='replace').strip()}")
+        archive = process.Producer([tar, "--numeric-owner", "-C", str(rootfs), "-c", "."])
+        with archive, _translated(f"importing {rootfs} as {tag}"):
+            self._client.api.import_image_from_stream(archive.stdout, repository=repository, tag=version)
+        if archive.result is None or not archive.result.ok:
+            reason = archive.result.stderr.strip() if archive.result else "no exit status"
+            raise ContainerError(f"archiving {rootfs} failed: {reason}")
         found = self.image_id(tag)
         if found is None:
             raise ContainerError(f"importing {rootfs} as {tag}: the engine reported no image")

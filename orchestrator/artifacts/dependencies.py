@@ -14,12 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
 import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from orchestrator.adapters import process
 from orchestrator.errors import DeployError
 from orchestrator.paths import orch_home
 
@@ -143,23 +143,19 @@ def resolve_dependencies(
         requirements = [str(wheel.resolve()), *extra]
         output = ""
         for offline in (True, False):
-            result = subprocess.run(
+            result = process.run(
                 download_argv(
                     requirements,
                     dest=cache,
                     platforms=platforms,
                     python_version=python_version,
                     offline=offline,
-                ),
-                capture_output=True,
-                text=True,
-                check=False,
+                )
             )
-            output = result.stdout + result.stderr
-            if result.returncode == 0:
+            if result.ok:
                 break
         else:
-            tail = "\n".join(output.strip().splitlines()[-6:])
+            tail = result.tail(6)
             raise DeployError(
                 f"could not resolve the dependencies of {wheel.name} for {arch} glibc {glibc} Python"
                 f" {python_version}:\n{tail}",

@@ -14,12 +14,12 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.adapters import process
 from orchestrator.errors import ContainerError
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ def _mounts_under(path: Path) -> list[str]:
 def _remove_rootfs(path: Path) -> None:
     """Delete a bootstrap directory, never following a mount left behind by a failed debootstrap."""
     for point in _mounts_under(path):
-        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+        process.run(["umount", "-l", point])
     if _mounts_under(path):
         raise ContainerError(
             f"{path} still has mounts inside; not deleting it", hint=f"umount them, then rm -rf {path}"
@@ -172,19 +172,12 @@ def bootstrap_rootfs(
     argv = debootstrap_argv(suite, arch, target, packages, debian_mirror())
     if on_log:
         on_log("$ " + " ".join(argv))
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert process.stdout is not None
-    tail: list[str] = []
-    for line in process.stdout:
-        line = line.rstrip()
-        tail = (tail + [line])[-15:]
-        if on_log:
-            on_log(line)
-    if process.wait() != 0:
+    result = process.run_streaming(argv, on_log or (lambda line: None), keep=15)
+    if not result.ok:
         log = target / "debootstrap" / "debootstrap.log"
-        detail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else tail
+        detail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else [result.tail(15)]
         raise ContainerError(
-            f"debootstrap {suite} ({arch}) failed with exit code {process.returncode}:\n" + "\n".join(detail),
+            f"debootstrap {suite} ({arch}) failed with exit code {result.exit_code}:\n" + "\n".join(detail),
             hint=_SETUP_HINT,
         )
 

@@ -21,7 +21,6 @@ import hashlib
 import json
 import re
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.adapters import process
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR, orch_home
 
@@ -208,15 +208,9 @@ def _extract(tarball: Path, dest: Path) -> Path:
 def _apply_patches(tree: Path, patches: list[Path], log: Callable[[str], None]) -> None:
     for patch in patches:
         log(f"applying {patch.parent.name}/{patch.name}")
-        result = subprocess.run(
-            ["patch", "-p1", "--forward", "--batch", "-i", str(patch)],
-            cwd=tree,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise BuildError(f"patch {patch.name} does not apply to {tree}:\n{result.stdout}{result.stderr}")
+        result = process.run(["patch", "-p1", "--forward", "--batch", "-i", str(patch)], cwd=tree)
+        if not result.ok:
+            raise BuildError(f"patch {patch.name} does not apply to {tree}:\n{result.tail(20)}")
 
 
 def prepare_source(
@@ -265,7 +259,7 @@ def prepare_source(
     elif spec.kind == "git":
         tree = work / "onnxruntime"
         log(f"cloning {spec.location} @ {spec.ref} with submodules")
-        result = subprocess.run(
+        result = process.run(
             [
                 "git",
                 "clone",
@@ -276,19 +270,14 @@ def prepare_source(
                 str(spec.ref),
                 spec.location,
                 str(tree),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
+            ]
         )
-        if result.returncode != 0:
+        if not result.ok:
             raise BuildError(
-                f"git clone of {spec.location} @ {spec.ref} failed: {result.stderr.strip()[-800:]}",
+                f"git clone of {spec.location} @ {spec.ref} failed: {result.tail()}",
                 hint="offline? use --ort-source debian, a local checkout or a tarball",
             )
-        source_hash = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True, check=False
-        ).stdout.strip()
+        source_hash = process.run(["git", "rev-parse", "HEAD"], cwd=tree).stdout.strip()
     else:
         tree = work / "tree"
         log(f"copying {spec.location} (patches are applied to a copy, never to your checkout)")
@@ -300,10 +289,8 @@ def prepare_source(
 
 def _dir_identity(path: Path) -> str:
     """A git commit when the directory is a checkout, else a hash of its top-level identity."""
-    result = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=False
-    )
-    if result.returncode == 0:
+    result = process.run(["git", "rev-parse", "HEAD"], cwd=path)
+    if result.ok:
         return "git:" + result.stdout.strip()
     marker = path / "VERSION_NUMBER"
     return "dir:" + hashlib.sha256(f"{path}:{marker.stat().st_mtime_ns}".encode()).hexdigest()
