@@ -2,62 +2,403 @@
 
 Layout: ``artifacts/<target>/<variant>/<ort-version>/`` holding one ``*.whl`` and
 ``manifest.json``. ``orch build`` writes it; ``orch deploy`` and ``orch build list`` read
-it. A manifest always has at least::
+it. On disk a manifest is one flat JSON object; it always has at least::
 
     {"target": "lab", "variant": "tuned", "ort_version": "1.21.0",
-     "wheel": "onnxruntime-1.21.0-cp313-cp313-linux_aarch64.whl",
-     "wheel_sha256": "...", "wheel_size": 12345, "created": "2026-11-29T20:00:00+00:00",
-     "preflight": {"ok": true, ...}}
+     "wheel": "onnxruntime-1.21.0-cp313-cp313-linux_aarch64.whl"}
 
-and the build adds everything else it knows (flags, compiler, image id, timings...).
+and normally ``wheel_sha256``, ``wheel_size``, ``created``, ``wheel_check`` and ``preflight``
+(``{"ok": true, ...}``), plus everything the build knows (flags, compiler, image id, timings...).
+
+In orch a manifest is a ``Manifest``: JSON is read and written only here (``Manifest.from_json``,
+``Manifest.to_json``, ``read_manifest``, ``write_manifest``). A key the manifest did not record
+is ``None`` in the dataclass and is not written back. Keys this version of orch does not know
+(a newer orch wrote them) are kept, not dropped: in ``Manifest.extra`` at the top level, in the
+``details`` of the pre-flight, the wheel check and the source, and written back unchanged.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import UsageError
 from orchestrator.paths import artifacts_dir
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+
+class ManifestError(UsageError):
+    """A manifest.json that is not JSON, misses a required key or holds a key of the wrong type."""
+
+
+class _Fields:
+    """Typed reads from one JSON object of a manifest; an error names the file and the key."""
+
+    def __init__(self, document: object, where: str, prefix: str = "") -> None:
+        if not isinstance(document, dict):
+            what = f"key '{prefix.rstrip('.')}'" if prefix else "the manifest"
+            raise ManifestError(
+                f"{where}: {what} must be a JSON object, not {_kind(document)}",
+                hint="rebuild the artifact (orch build) or remove its directory",
+            )
+        self.document: dict[str, Any] = document
+        self.where = where
+        self.prefix = prefix
+        self.used: set[str] = set()
+
+    def _bad(self, key: str, wanted: str, value: object) -> ManifestError:
+        return ManifestError(
+            f"{self.where}: key '{self.prefix}{key}' must be {wanted}, not {_kind(value)}",
+            hint="rebuild the artifact (orch build) or fix the manifest",
+        )
+
+    def _get(self, key: str) -> object:
+        self.used.add(key)
+        return self.document.get(key)
+
+    def _require(self, key: str) -> object:
+        if key not in self.document:
+            raise ManifestError(
+                f"{self.where}: missing key '{self.prefix}{key}'",
+                hint="rebuild the artifact (orch build) or fix the manifest",
+            )
+        return self._get(key)
+
+    def required_text(self, key: str) -> str:
+        value = self._require(key)
+        if not isinstance(value, str) or not value:
+            raise self._bad(key, "a non-empty string", value)
+        return value
+
+    def required_flag(self, key: str) -> bool:
+        value = self._require(key)
+        if not isinstance(value, bool):
+            raise self._bad(key, "true or false", value)
+        return value
+
+    def text(self, key: str) -> str | None:
+        value = self._get(key)
+        if value is not None and not isinstance(value, str):
+            raise self._bad(key, "a string", value)
+        return value
+
+    def integer(self, key: str) -> int | None:
+        value = self._get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise self._bad(key, "an integer", value)
+        return value
+
+    def number(self, key: str) -> float | None:
+        value = self._get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._bad(key, "a number", value)
+        return float(value)
+
+    def texts(self, key: str) -> tuple[str, ...] | None:
+        value = self._get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise self._bad(key, "a list of strings", value)
+        return tuple(value)
+
+    def text_maps(self, key: str) -> tuple[dict[str, str], ...] | None:
+        value = self._get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(
+            isinstance(item, dict) and all(isinstance(v, str) for v in item.values()) for item in value
+        ):
+            raise self._bad(key, "a list of objects of strings", value)
+        return tuple(value)
+
+    def document_value(self, key: str) -> dict[str, Any] | None:
+        """A JSON object kept as a document (a tool's report orch only stores and prints)."""
+        value = self._get(key)
+        if value is not None and not isinstance(value, dict):
+            raise self._bad(key, "a JSON object", value)
+        return value
+
+    def child(self, key: str) -> _Fields | None:
+        value = self._get(key)
+        return None if value is None else _Fields(value, self.where, f"{self.prefix}{key}.")
+
+    def rest(self) -> dict[str, Any]:
+        """The keys no read asked for: kept as they are."""
+        return {k: v for k, v in self.document.items() if k not in self.used}
+
+
+def _kind(value: object) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}
+    return names.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
+def _plain(value: object) -> object:
+    """A field value as JSON: dataclasses by their to_json, tuples as lists."""
+    if isinstance(value, (Preflight, WheelCheck, Source, BuiltFor, BuildRecord)):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _recorded(obj: DataclassInstance, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The dataclass's fields that hold a value (None = not recorded, not written), as JSON."""
+    return {
+        f.name: _plain(getattr(obj, f.name))
+        for f in fields(obj)
+        if f.name not in skip and getattr(obj, f.name) is not None
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preflight:
+    """The pre-flight's verdict: the wheel installed and run once on an emulated board CPU."""
+
+    ok: bool
+    error: str | None = None  # why it failed
+    skipped: str | None = None  # why it did not run ("disabled", "wheel check failed")
+    # The rest of its report, as the pre-flight wrote it: qemu_cpu, image, exit_code, timings,
+    # the board's ORT version and providers, the comparison with x86 onnxruntime.
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.details, **_recorded(self, skip=("details",))}
+
+    @classmethod
+    def read(cls, f: _Fields) -> Preflight:
+        return cls(
+            ok=f.required_flag("ok"), error=f.text("error"), skipped=f.text("skipped"), details=f.rest()
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelCheck:
+    """The wheel check against the target: architecture, glibc, Python tag of every shared object."""
+
+    ok: bool
+    problems: tuple[str, ...] = ()
+    # What inspect_wheel found (WheelInfo.as_dict()): tags, machines, glibc_required, shared objects.
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.details, **_recorded(self, skip=("details",))}
+
+    @classmethod
+    def read(cls, f: _Fields) -> WheelCheck:
+        return cls(ok=f.required_flag("ok"), problems=f.texts("problems") or (), details=f.rest())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """Where the compiled ONNX Runtime sources (or the official wheel) came from."""
+
+    kind: str  # a source kind of the build plan, or "index" for the official wheel
+    description: str | None = None
+    location: str | None = None
+    ref: str | None = None
+    sha256: str | None = None  # of the source tree the build compiled
+    download_argv: tuple[str, ...] | None = None  # stock: how the official wheel was fetched
+    details: Mapping[str, Any] = field(default_factory=dict)  # keys this orch does not know
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.details, **_recorded(self, skip=("details",))}
+
+    @classmethod
+    def read(cls, f: _Fields) -> Source:
+        return cls(
+            kind=f.required_text("kind"),
+            description=f.text("description"),
+            location=f.text("location"),
+            ref=f.text("ref"),
+            sha256=f.text("sha256"),
+            download_argv=f.texts("download_argv"),
+            details=f.rest(),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuiltFor:
+    """The target profile the build compiled for, as it was at build time."""
+
+    cpu: str | None = None
+    mcpu: str | None = None
+    glibc: str | None = None
+    python: str | None = None
+    distro: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return _recorded(self)
+
+    @classmethod
+    def read(cls, f: _Fields) -> BuiltFor:
+        return cls(
+            cpu=f.text("cpu"),
+            mcpu=f.text("mcpu"),
+            glibc=f.text("glibc"),
+            python=f.text("python"),
+            distro=f.text("distro"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildRecord:
+    """How the wheel was made, as far as it is known: everything is optional (the official wheel,
+    or a manifest of an older orch, records less). On disk these are top-level manifest keys."""
+
+    variant_description: str | None = None
+    execution_provider: str | None = None
+    source: Source | None = None
+    patches: tuple[dict[str, str], ...] | None = None  # {"name", "sha256"} per applied patch, in order
+    dependencies: str | None = None  # "system" | "fetch"
+    image: str | None = None  # the build image's tag
+    image_id: str | None = None
+    engine: str | None = None  # the Docker engine that built it
+    build_argv: tuple[str, ...] | None = None
+    defines: tuple[str, ...] | None = None  # "KEY=VALUE" CMake defines
+    compiler_flags: tuple[str, ...] | None = None
+    parallel: int | None = None
+    target_profile: BuiltFor | None = None
+    compiler: str | None = None  # "aarch64-linux-gnu-g++ 14.2.0"
+    compile_commands_readback: dict[str, Any] | None = None  # per key source: the flags it really got
+    bundled_libraries: tuple[str, ...] | None = None
+    ccache: dict[str, Any] | None = None  # hits, misses, hit rate of the build
+    build_duration_s: float | None = None
+    flag_warnings: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return _recorded(self)
+
+    @classmethod
+    def read(cls, f: _Fields) -> BuildRecord:
+        source = f.child("source")
+        target_profile = f.child("target_profile")
+        return cls(
+            variant_description=f.text("variant_description"),
+            execution_provider=f.text("execution_provider"),
+            source=Source.read(source) if source else None,
+            patches=f.text_maps("patches"),
+            dependencies=f.text("dependencies"),
+            image=f.text("image"),
+            image_id=f.text("image_id"),
+            engine=f.text("engine"),
+            build_argv=f.texts("build_argv"),
+            defines=f.texts("defines"),
+            compiler_flags=f.texts("compiler_flags"),
+            parallel=f.integer("parallel"),
+            target_profile=BuiltFor.read(target_profile) if target_profile else None,
+            compiler=f.text("compiler"),
+            compile_commands_readback=f.document_value("compile_commands_readback"),
+            bundled_libraries=f.texts("bundled_libraries"),
+            ccache=f.document_value("ccache"),
+            build_duration_s=f.number("build_duration_s"),
+            flag_warnings=f.texts("flag_warnings"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    """What an artifact is: which wheel, for which target and variant, and how it was checked and made."""
+
+    target: str
+    variant: str
+    ort_version: str
+    wheel: str  # file name, next to manifest.json
+    wheel_sha256: str | None = None
+    wheel_size: int | None = None
+    created: str | None = None  # ISO 8601, UTC
+    wheel_check: WheelCheck | None = None
+    preflight: Preflight | None = None
+    build_info: str | None = None  # onnxruntime.get_build_info() of the wheel, when recorded
+    build: BuildRecord = field(default_factory=BuildRecord)
+    extra: Mapping[str, Any] = field(default_factory=dict)  # top-level keys this orch does not know
+
+    @property
+    def preflight_ok(self) -> bool:
+        """Deploy offers only artifacts whose pre-flight passed."""
+        return self.preflight is not None and self.preflight.ok
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.extra, **_recorded(self, skip=("build", "extra")), **self.build.to_json()}
+
+    @classmethod
+    def from_json(cls, document: object, *, source: str | Path) -> Manifest:
+        """A manifest from its JSON document; ``source`` (its file) is named in every error."""
+        f = _Fields(document, str(source))
+        wheel_check = f.child("wheel_check")
+        preflight = f.child("preflight")
+        manifest = cls(
+            target=f.required_text("target"),
+            variant=f.required_text("variant"),
+            ort_version=f.required_text("ort_version"),
+            wheel=f.required_text("wheel"),
+            wheel_sha256=f.text("wheel_sha256"),
+            wheel_size=f.integer("wheel_size"),
+            created=f.text("created"),
+            wheel_check=WheelCheck.read(wheel_check) if wheel_check else None,
+            preflight=Preflight.read(preflight) if preflight else None,
+            build_info=f.text("build_info"),
+            build=BuildRecord.read(f),
+        )
+        return replace(manifest, extra=f.rest())  # what no read above asked for
 
 
 @dataclass(frozen=True, kw_only=True)
 class Artifact:
     directory: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
 
     @property
     def wheel_path(self) -> Path:
-        return self.directory / self.manifest["wheel"]
+        return self.directory / self.manifest.wheel
 
     @property
     def target(self) -> str:
-        return self.manifest["target"]
+        return self.manifest.target
 
     @property
     def variant(self) -> str:
-        return self.manifest["variant"]
+        return self.manifest.variant
 
     @property
     def ort_version(self) -> str:
-        return self.manifest["ort_version"]
+        return self.manifest.ort_version
 
     @property
     def created(self) -> str:
-        return self.manifest.get("created", "")
+        return self.manifest.created or ""
 
 
 def artifact_dir(target: str, variant: str, ort_version: str, root: Path | None = None) -> Path:
     return (root or artifacts_dir()) / target / variant / ort_version
 
 
-def write_manifest(directory: Path, manifest: dict[str, Any]) -> Path:
+def read_manifest(path: Path) -> Manifest:
+    """``manifest.json`` as a Manifest; a ManifestError naming the file (and the key) when it is not one."""
+    try:
+        document = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ManifestError(
+            f"{path}: not valid JSON: {error}",
+            hint="rebuild the artifact (orch build) or remove its directory",
+        ) from error
+    return Manifest.from_json(document, source=path)
+
+
+def write_manifest(directory: Path, manifest: Manifest) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "manifest.json"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+    tmp.write_text(json.dumps(manifest.to_json(), indent=2, sort_keys=True, default=str))
     tmp.replace(path)
     return path
 
@@ -67,8 +408,7 @@ def list_artifacts(root: Path | None = None) -> list[Artifact]:
     base = root or artifacts_dir()
     found = []
     for manifest_path in sorted(base.glob("*/*/*/manifest.json")):
-        manifest = json.loads(manifest_path.read_text())
-        artifact = Artifact(directory=manifest_path.parent, manifest=manifest)
+        artifact = Artifact(directory=manifest_path.parent, manifest=read_manifest(manifest_path))
         if artifact.wheel_path.exists():
             found.append(artifact)
     return sorted(found, key=lambda a: a.created)
@@ -79,9 +419,7 @@ def find_artifact(target: str, variant: str | None = None, root: Path | None = N
     candidates = [
         a
         for a in list_artifacts(root)
-        if a.target == target
-        and (variant is None or a.variant == variant)
-        and a.manifest.get("preflight", {}).get("ok", False)
+        if a.target == target and (variant is None or a.variant == variant) and a.manifest.preflight_ok
     ]
     if not candidates:
         what = f"target '{target}'" + (f", variant '{variant}'" if variant else "")

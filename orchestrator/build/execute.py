@@ -20,12 +20,22 @@ import shlex
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from orchestrator.artifacts.store import Artifact, artifact_dir, write_manifest
+from orchestrator.artifacts.store import (
+    Artifact,
+    BuildRecord,
+    BuiltFor,
+    Manifest,
+    Preflight,
+    Source,
+    WheelCheck,
+    artifact_dir,
+    write_manifest,
+)
 from orchestrator.artifacts.wheel import compatibility_problems, inspect_wheel
 from orchestrator.build import flags as flag_check
 from orchestrator.build import preflight as preflight_module
@@ -341,25 +351,23 @@ def execute(
     wheel = build_dir / "out" / package["wheel"]
     readback = readback_flags(report / "compile_commands.json", expected_flags(plan))
     _require_flags(readback, log_path)
-    manifest = base_manifest(plan, tree)
-    manifest.update(
-        {
-            "image_id": image_id,
-            "engine": engine.label,
-            "compiler": compiler_version(report),
-            "compile_commands_readback": readback,
-            "bundled_libraries": package["bundled"],
-            "ccache": ccache,
-            "build_duration_s": round(time.monotonic() - started, 1),
-            "flag_warnings": warnings,
-        }
+    record = replace(
+        build_record(plan, tree),
+        image_id=image_id,
+        engine=engine.label,
+        compiler=compiler_version(report),
+        compile_commands_readback=readback,
+        bundled_libraries=tuple(package["bundled"]),
+        ccache=ccache,
+        build_duration_s=round(time.monotonic() - started, 1),
+        flag_warnings=tuple(warnings),
     )
     artifact = finish_artifact(
         plan.target,
         plan.variant.name,
         plan.ort_version,
         wheel,
-        manifest,
+        record,
         log_path=log_path,
         root=artifacts_root,
         engine=local,
@@ -396,29 +404,33 @@ def _require_flags(readback: dict[str, Any], log_path: Path) -> None:
         )
 
 
-def base_manifest(plan: BuildPlan, tree: SourceTree | None) -> dict[str, Any]:
-    return {
-        "target": plan.target.name,
-        "variant": plan.variant.name,
-        "variant_description": plan.variant.description,
-        "ort_version": plan.ort_version,
-        "execution_provider": plan.execution_provider,
-        "source": {**plan.as_dict()["source"], "sha256": tree.source_sha256 if tree else None},
-        "patches": list(tree.patches) if tree else [],
-        "dependencies": plan.dependencies,
-        "image": plan.image.tag,
-        "build_argv": plan.build_argv,
-        "defines": [f"{k}={v}" for k, v in plan.defines],
-        "compiler_flags": list(plan.compiler_flags),
-        "parallel": plan.parallel,
-        "target_profile": {
-            "cpu": plan.target.cpu,
-            "mcpu": plan.target.mcpu,
-            "glibc": plan.target.os.glibc,
-            "python": plan.target.os.python,
-            "distro": f"{plan.target.os.distro} {plan.target.os.release}",
-        },
-    }
+def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
+    """What the plan says about how the wheel is made (the build adds what it measured)."""
+    return BuildRecord(
+        variant_description=plan.variant.description,
+        execution_provider=plan.execution_provider,
+        source=Source(
+            kind=plan.source.kind,
+            location=plan.source.location,
+            ref=plan.source.ref,
+            description=plan.source.describe(),
+            sha256=tree.source_sha256 if tree else None,
+        ),
+        patches=tuple(tree.patches) if tree else (),
+        dependencies=plan.dependencies,
+        image=plan.image.tag,
+        build_argv=tuple(plan.build_argv),
+        defines=tuple(f"{k}={v}" for k, v in plan.defines),
+        compiler_flags=tuple(plan.compiler_flags),
+        parallel=plan.parallel,
+        target_profile=BuiltFor(
+            cpu=plan.target.cpu,
+            mcpu=plan.target.mcpu,
+            glibc=plan.target.os.glibc,
+            python=plan.target.os.python,
+            distro=f"{plan.target.os.distro} {plan.target.os.release}",
+        ),
+    )
 
 
 def finish_artifact(
@@ -426,7 +438,7 @@ def finish_artifact(
     variant: str,
     ort_version: str,
     wheel: Path,
-    manifest: dict[str, Any],
+    record: BuildRecord,
     *,
     log_path: Path | None,
     root: Path | None,
@@ -434,7 +446,8 @@ def finish_artifact(
     log: Log,
     preflight: bool = True,
 ) -> Artifact:
-    """Wheel check + pre-flight, then the wheel, log and manifest into the artifact directory."""
+    """Wheel check + pre-flight, then the wheel, log and manifest (``record`` + what the checks
+    found) into the artifact directory."""
 
     info = inspect_wheel(wheel)
     problems = compatibility_problems(
@@ -444,7 +457,6 @@ def finish_artifact(
         python_tag=profile.os.python_tag,
         board=f"target {profile.name}",
     )
-    manifest["wheel_check"] = {"ok": not problems, "problems": problems, **info.as_dict()}
     directory = artifact_dir(profile.name, variant, ort_version, root)
     staging = directory.with_name(directory.name + ".incoming")
     if staging.exists():
@@ -453,16 +465,19 @@ def finish_artifact(
     shutil.copy2(wheel, staging / wheel.name)
     if log_path and log_path.exists():
         shutil.copy2(log_path, staging / "build.log")
-    manifest.update(
-        {
-            "wheel": wheel.name,
-            "wheel_sha256": file_sha256(wheel),
-            "wheel_size": wheel.stat().st_size,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        }
+    manifest = Manifest(
+        target=profile.name,
+        variant=variant,
+        ort_version=ort_version,
+        wheel=wheel.name,
+        wheel_sha256=file_sha256(wheel),
+        wheel_size=wheel.stat().st_size,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        wheel_check=WheelCheck(ok=not problems, problems=tuple(problems), details=info.as_dict()),
+        build=record,
     )
     if problems:
-        manifest["preflight"] = {"ok": False, "skipped": "wheel check failed"}
+        manifest = replace(manifest, preflight=Preflight(ok=False, skipped="wheel check failed"))
         _publish(staging, directory, manifest)
         raise BuildError(
             f"the wheel does not fit target {profile.name}: " + "; ".join(problems),
@@ -470,20 +485,20 @@ def finish_artifact(
         )
     if preflight:
         log(f"pre-flight: import + one inference under qemu ({profile.qemu_cpu})")
-        result = preflight_module.run_preflight(engine, profile, staging / wheel.name, log=log)
-        manifest["preflight"] = result
+        verdict = preflight_module.run_preflight(engine, profile, staging / wheel.name, log=log)
     else:
-        manifest["preflight"] = {"ok": False, "skipped": "disabled"}
+        verdict = Preflight(ok=False, skipped="disabled")
+    manifest = replace(manifest, preflight=verdict)
     _publish(staging, directory, manifest)
-    if preflight and not manifest["preflight"].get("ok"):
+    if preflight and not verdict.ok:
         raise BuildError(
-            f"pre-flight failed on an emulated {profile.qemu_cpu}: {manifest['preflight'].get('error')}",
+            f"pre-flight failed on an emulated {profile.qemu_cpu}: {verdict.error}",
             hint=f"the artifact is kept but not marked good: {directory}",
         )
     return Artifact(directory=directory, manifest=manifest)
 
 
-def _publish(staging: Path, directory: Path, manifest: dict[str, Any]) -> None:
+def _publish(staging: Path, directory: Path, manifest: Manifest) -> None:
     """Replace the artifact directory in one rename, so deploy never sees a half-written one."""
     write_manifest(staging, manifest)
     if directory.exists():

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from orchestrator.artifacts.dependencies import resolve_dependencies
+from orchestrator.artifacts.store import Preflight
 from orchestrator.board_side import read_text
 from orchestrator.build.base_images import ensure_base_image
 from orchestrator.build.sources import file_sha256
@@ -74,8 +75,11 @@ def exit_reason(code: int) -> str:
     return _SIGNALS.get(code, f"exit status {code}")
 
 
-def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: Any = print) -> dict[str, Any]:
-    """Install ``wheel`` on an emulated ``profile.qemu_cpu`` board, run a model, compare with x86 ORT."""
+def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: Any = print) -> Preflight:
+    """Install ``wheel`` on an emulated ``profile.qemu_cpu`` board, run a model, compare with x86 ORT.
+
+    The verdict's details keep the run (qemu_cpu, image, exit code, duration), the container's
+    report and the comparison."""
 
     started = time.monotonic()
     image = board_image(engine, profile)
@@ -121,22 +125,22 @@ def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: A
         )
         if code != 0 or report is None:
             tail = [x for x in lines if x.strip()][-5:]
-            result.update(
-                ok=False,
-                error=f"{exit_reason(code)} on an emulated {profile.qemu_cpu}"
-                + (": " + " | ".join(tail) if tail else ""),
+            reason = f"{exit_reason(code)} on an emulated {profile.qemu_cpu}" + (
+                ": " + " | ".join(tail) if tail else ""
             )
-            return result
+            return Preflight(ok=False, error=reason, details=result)
         comparison = compare(np.load(work / "output.npy"), reference_run(model, inputs))
         result.update(report)
         result["comparison"] = comparison
-        result["ok"] = comparison["match"]
-        if not comparison["match"]:
-            result["error"] = f"outputs differ from x86 onnxruntime: {comparison}"
         log(
             f"pre-flight on {profile.qemu_cpu}: import {report['import_s']} s, max |diff| "
             f"{comparison.get('max_abs_diff')}"
         )
-        return result
+        match = bool(comparison["match"])
+        return Preflight(
+            ok=match,
+            error=None if match else f"outputs differ from x86 onnxruntime: {comparison}",
+            details=result,
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.artifacts.dependencies import pip_platforms
+from orchestrator.artifacts.store import BuildRecord, Source
 from orchestrator.build.execute import finish_artifact
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile
@@ -96,20 +97,17 @@ def fetch_stock(
             )
         wheel = wheels[0]
         found_version = wheel.name.split("-")[1]
-        manifest = {
-            "target": profile.name,
-            "variant": "stock",
-            "ort_version": found_version,
-            "variant_description": "official ONNX Runtime wheel from the package index (no build)",
-            "source": {"kind": "index", "description": "official wheel", "download_argv": argv[1:]},
-            "build_duration_s": round(time.monotonic() - started, 1),
-        }
+        record = BuildRecord(
+            variant_description="official ONNX Runtime wheel from the package index (no build)",
+            source=Source(kind="index", description="official wheel", download_argv=tuple(argv[1:])),
+            build_duration_s=round(time.monotonic() - started, 1),
+        )
         return finish_artifact(
             profile,
             "stock",
             found_version,
             wheel,
-            manifest,
+            record,
             log_path=None,
             root=root,
             engine=engine,

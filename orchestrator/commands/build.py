@@ -242,8 +242,8 @@ def _execute(args: argparse.Namespace, plan: Any, engine: Any) -> int:
     if result.artifact:
         document.update(
             artifact=str(result.artifact.directory),
-            wheel=result.artifact.manifest["wheel"],
-            manifest=result.artifact.manifest,
+            wheel=result.artifact.manifest.wheel,
+            manifest=result.artifact.manifest.to_json(),
         )
     if args.json:
         emit_json(document)
@@ -290,8 +290,8 @@ def _stock(args: argparse.Namespace, profile: Any) -> int:
                 "target": profile.name,
                 "variant": "stock",
                 "artifact": str(artifact.directory),
-                "wheel": artifact.manifest["wheel"],
-                "manifest": artifact.manifest,
+                "wheel": artifact.manifest.wheel,
+                "manifest": artifact.manifest.to_json(),
             }
         )
     else:
@@ -325,7 +325,7 @@ def _list(args: argparse.Namespace) -> int:
 
     artifacts = list_artifacts()
     if args.json:
-        emit_json([{"directory": str(a.directory), **a.manifest} for a in artifacts])
+        emit_json([{"directory": str(a.directory), **a.manifest.to_json()} for a in artifacts])
         return 0
     if not artifacts:
         console.print("no artifacts yet; build one: orch build --target lab --variant tuned")
@@ -334,16 +334,16 @@ def _list(args: argparse.Namespace) -> int:
     for column in ("target", "variant", "ORT", "wheel", "size", "pre-flight", "built", "created"):
         table.add_column(column)
     for a in artifacts:
-        pre = a.manifest.get("preflight", {})
-        size = a.manifest.get("wheel_size")
+        size = a.manifest.wheel_size
+        duration = a.manifest.build.build_duration_s
         table.add_row(
             a.target,
             a.variant,
             a.ort_version,
-            a.manifest.get("wheel", ""),
+            a.manifest.wheel,
             f"{size / 1e6:.1f} MB" if size else "",
-            "ok" if pre.get("ok") else "[red]failed[/]",
-            f"{a.manifest.get('build_duration_s', 0) / 60:.1f} min",
+            "ok" if a.manifest.preflight_ok else "[red]failed[/]",
+            f"{(duration or 0) / 60:.1f} min",
             a.created,
         )
     console.print(table)

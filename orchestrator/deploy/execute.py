@@ -40,7 +40,7 @@ from rich.progress import (
 from orchestrator.adapters import ssh as remote
 from orchestrator.adapters.session import BoardSession
 from orchestrator.artifacts.dependencies import resolve_dependencies
-from orchestrator.artifacts.store import Artifact, find_artifact
+from orchestrator.artifacts.store import Artifact, Manifest, ManifestError, find_artifact, read_manifest
 from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, inspect_wheel
 from orchestrator.board import Board
 from orchestrator.board_side import read_text
@@ -183,15 +183,12 @@ def load_artifact_dir(directory: Path) -> Artifact:
             hint="point --artifact at artifacts/<target>/<variant>/<version>/",
         )
     try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as error:
-        raise DeployError(f"{manifest_path}: not valid JSON: {error}") from error
-    missing = [k for k in ("target", "variant", "ort_version", "wheel") if k not in manifest]
-    if missing:
-        raise DeployError(f"{manifest_path}: missing {', '.join(missing)}")
+        manifest = read_manifest(manifest_path)
+    except ManifestError as error:
+        raise DeployError(error.message, hint=error.hint) from error
     artifact = Artifact(directory=Path(directory), manifest=manifest)
     if not artifact.wheel_path.is_file():
-        raise DeployError(f"{manifest_path} names {manifest['wheel']}, which is not in {directory}")
+        raise DeployError(f"{manifest_path} names {manifest.wheel}, which is not in {directory}")
     return artifact
 
 
@@ -209,11 +206,11 @@ class _Artifacts:
             if key not in self.cache:
                 artifact = self.request.artifact or find_artifact(board.target, self.request.variant)
                 sha = sha256_file(artifact.wheel_path)
-                expected = artifact.manifest.get("wheel_sha256")
+                expected = artifact.manifest.wheel_sha256
                 if expected and expected != sha:
                     raise DeployError(
                         f"{artifact.wheel_path}: sha256 {sha[:12]}... differs from the manifest's"
-                        f" {str(expected)[:12]}...: the artifact was changed after it was built",
+                        f" {expected[:12]}...: the artifact was changed after it was built",
                         hint="rebuild it (orch build) or restore the original wheel",
                     )
                 self.cache[key] = (artifact, inspect_wheel(artifact.wheel_path), sha)
@@ -268,7 +265,7 @@ def verify_release(
     expected_version: str,
     models: Sequence[str],
     workdir_abs: str,
-    manifest: dict[str, Any] | None = None,
+    expected_build_info: str | None = None,
     board: str,
 ) -> dict[str, Any]:
     """Run board_side/verify_release.py with the current release's python; DeployError on any mismatch."""
@@ -294,8 +291,7 @@ def verify_release(
     where = posixpath.join(workdir_abs, "releases", release_id) if workdir_abs else ""
     if where and report.get("file") and not str(report["file"]).startswith(where + "/"):
         problems.append(f"onnxruntime was imported from {report['file']}, not from the release {where}")
-    wanted_info = (manifest or {}).get("build_info")
-    if wanted_info and report.get("build_info") != wanted_info:
+    if expected_build_info and report.get("build_info") != expected_build_info:
         problems.append("onnxruntime's build info differs from the build manifest's")
     if problems:
         raise DeployError(f"{board}: verification of {release_id} failed: " + "; ".join(problems))
@@ -432,7 +428,7 @@ def deploy_board(
             expected_version=artifact.ort_version,
             models=sorted(plan.models),
             workdir_abs=listing.workdir_abs,
-            manifest=artifact.manifest,
+            expected_build_info=artifact.manifest.build_info,
             view=view,
         )
         clock.lap("verify")
@@ -469,7 +465,7 @@ def _switch_and_verify(
     expected_version: str,
     models: Sequence[str],
     workdir_abs: str,
-    manifest: dict[str, Any] | None,
+    expected_build_info: str | None,
     view: TransferView,
 ) -> dict[str, Any]:
     if previous != release_id:
@@ -483,7 +479,7 @@ def _switch_and_verify(
             expected_version=expected_version,
             models=models,
             workdir_abs=workdir_abs,
-            manifest=manifest,
+            expected_build_info=expected_build_info,
             board=board,
         )
     except DeployError as error:
@@ -491,6 +487,20 @@ def _switch_and_verify(
             switch_current(session, layout, previous)
             error.message += f"; switched back to {previous}"
         raise
+
+
+def _recorded_build_info(release: ReleaseInfo) -> str | None:
+    """The build info recorded by the release's copy of its manifest (in release.json), if any.
+
+    A copy that cannot be read leaves the build info unchecked (everything else is verified):
+    a rollback is not refused for a release's metadata."""
+    document = release.document.get("manifest")
+    if document is None:
+        return None
+    try:
+        return Manifest.from_json(document, source=f"{release.path}/release.json").build_info
+    except ManifestError:
+        return None
 
 
 def rollback_board(board: Board, request: DeployRequest, view: TransferView) -> BoardReport:
@@ -520,7 +530,7 @@ def rollback_board(board: Board, request: DeployRequest, view: TransferView) -> 
             expected_version=target.ort_version,
             models=sorted(target.models),
             workdir_abs=listing.workdir_abs,
-            manifest=target.document.get("manifest"),
+            expected_build_info=_recorded_build_info(target),
             view=view,
         )
         view.status(board.name, f"rolled back {listing.current} -> {target.id}", log=True)

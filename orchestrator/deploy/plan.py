@@ -268,7 +268,7 @@ def plan_board(
         "agent": {f.name.removeprefix("agent/"): f.sha256 for f in files if f.role == "agent"},
         "python_version": facts.python_version,
         "created": created,
-        "manifest": artifact.manifest,
+        "manifest": artifact.manifest.to_json(),
     }
     # What --keep will delete once the new release is current.
     # The release current until now is the rollback target: it counts as the most recently used.

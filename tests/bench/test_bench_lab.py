@@ -20,7 +20,7 @@ import pytest
 from bench_models import conv_model
 
 from orchestrator.adapters import ssh as remote
-from orchestrator.artifacts.store import write_manifest
+from orchestrator.artifacts.store import Manifest, write_manifest
 from orchestrator.bench.results import ResultStore
 
 QUICK = ("--quick", "--min-runs", "6")
@@ -65,13 +65,16 @@ def stock_artifact(root: Path) -> Path:
         shutil.copyfile(wheels[0], target)
     write_manifest(
         directory,
-        {
-            "target": "lab",
-            "variant": "stock",
-            "ort_version": version,
-            "wheel": target.name,
-            "preflight": {"ok": True, "source": "PyPI wheel"},
-        },
+        Manifest.from_json(
+            {
+                "target": "lab",
+                "variant": "stock",
+                "ort_version": version,
+                "wheel": target.name,
+                "preflight": {"ok": True, "source": "PyPI wheel"},
+            },
+            source="bench lab fixture",
+        ),
     )
     return directory
 

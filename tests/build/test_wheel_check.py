@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.artifacts.store import find_artifact, list_artifacts
+from orchestrator.artifacts.store import BuildRecord, find_artifact, list_artifacts
 from orchestrator.build.execute import finish_artifact
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import resolve_target
@@ -83,7 +83,7 @@ def check(tmp_path: Path, engine, target: str, wheel: Path):
         "tuned",
         "1.21.0",
         wheel,
-        {"target": target, "variant": "tuned", "ort_version": "1.21.0"},
+        BuildRecord(),
         log_path=None,
         root=tmp_path / "artifacts",
         engine=engine,
@@ -111,7 +111,7 @@ def test_newer_glibc_than_the_board_fails_the_build(tmp_path: Path, engine, elve
     with pytest.raises(BuildError, match=r"needs GLIBC_2\.38, target rpi4 has 2\.36"):
         check(tmp_path, engine, "rpi4", wheel)
     # The failed artifact is kept for inspection but never offered to deploy.
-    assert list_artifacts(tmp_path / "artifacts")[0].manifest["wheel_check"]["ok"] is False
+    assert list_artifacts(tmp_path / "artifacts")[0].manifest.wheel_check.ok is False
     with pytest.raises(UsageError, match="no built artifact"):
         find_artifact("rpi4", "tuned", tmp_path / "artifacts")
 

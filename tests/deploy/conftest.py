@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.artifacts.store import Artifact, artifact_dir, write_manifest
+from orchestrator.artifacts.store import Artifact, Manifest, artifact_dir, write_manifest
 
 # The lab boards: Debian 13, Python 3.13, glibc 2.41, aarch64.
 LAB_PYTHON = "3.13"
@@ -83,7 +83,7 @@ def make_artifact(
     dest = directory / (name or wheel.name)
     if not dest.exists():
         shutil.copyfile(wheel, dest)
-    manifest = {
+    document = {
         "target": target,
         "variant": variant,
         "ort_version": version,
@@ -94,6 +94,7 @@ def make_artifact(
         # Set by this fixture: the official wheel is trusted as built upstream, not pre-flighted by orch.
         "preflight": {"ok": True, "by": "tests/deploy fixture (official wheel, not built by orch)"},
     }
+    manifest = Manifest.from_json(document, source="tests/deploy fixture")
     write_manifest(directory, manifest)
     return Artifact(directory=directory, manifest=manifest)
 

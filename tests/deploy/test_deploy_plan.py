@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.artifacts.store import Artifact
+from orchestrator.artifacts.store import Artifact, Manifest
 from orchestrator.board import Board
 from orchestrator.deploy.board_facts import BoardFacts
 from orchestrator.deploy.plan import BoardPlan, agent_files, local_file, model_files, plan_board, wheel_files
@@ -37,7 +37,7 @@ def files(tmp_path: Path) -> dict[str, object]:
     models = [write_tiny_convnet(tmp_path / "models" / "tiny.onnx")]
     artifact = Artifact(
         directory=tmp_path,
-        manifest={"target": "lab", "variant": "tuned", "ort_version": "1.32.0", "wheel": wheel.name},
+        manifest=Manifest(target="lab", variant="tuned", ort_version="1.32.0", wheel=wheel.name),
     )
     return {
         "artifact": artifact,
