@@ -26,7 +26,7 @@ from pathlib import Path
 from orchestrator import lab_state
 from orchestrator.adapters import ssh as remote
 from orchestrator.artifacts.dependencies import cache_dir
-from orchestrator.artifacts.store import artifact_dir, write_manifest
+from orchestrator.artifacts.store import Manifest, Preflight, artifact_dir, write_manifest
 from orchestrator.deploy.plan import sha256_file
 from orchestrator.lab.sample_models import write_tiny_convnet
 from orchestrator.paths import known_hosts_path
@@ -101,15 +101,15 @@ def main() -> int:
         shutil.copyfile(wheel, directory / wheel.name)
         write_manifest(
             directory,
-            {
-                "target": "lab",
-                "variant": "stock",
-                "ort_version": version,
-                "wheel": wheel.name,
-                "wheel_sha256": sha256_file(directory / wheel.name),
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
-                "preflight": {"ok": True, "by": "benchmark (official wheel)"},
-            },
+            Manifest(
+                target="lab",
+                variant="stock",
+                ort_version=version,
+                wheel=wheel.name,
+                wheel_sha256=sha256_file(directory / wheel.name),
+                created=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+                preflight=Preflight(ok=True, details={"by": "benchmark (official wheel)"}),
+            ),
         )
         model = write_tiny_convnet(work / "models" / "tiny.onnx")
         inventory = work / "inventory.yaml"
