@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import shlex
 from pathlib import Path
+from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.artifacts.store import Artifact
 from orchestrator.commands.options import (
     add_dry_run_option,
     add_json_option,
@@ -16,10 +18,10 @@ from orchestrator.commands.options import (
     selected_boards,
 )
 from orchestrator.console import console, emit_json
-from orchestrator.deploy.execute import DeployRequest, load_artifact_dir, run_deploy
-from orchestrator.deploy.plan import agent_files, default_model_paths, model_files
+from orchestrator.deploy.execute import BoardReport, DeployRequest, load_artifact_dir, run_deploy
+from orchestrator.deploy.plan import BoardPlan, RollbackPlan, agent_files, default_model_paths, model_files
 from orchestrator.errors import UsageError
-from orchestrator.fleet.parallel import print_failures
+from orchestrator.fleet.parallel import FleetResult, Outcome, print_failures
 
 NAME = "deploy"
 HELP = "push a wheel and models to boards over SSH and install them"
@@ -83,7 +85,28 @@ def _size(n: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_options(args)
+    artifact = _artifact(args)
+    boards = selected_boards(args)
+    request = _request(args, artifact)
+    if not args.rollback and not request.models:
+        console.print(
+            "[yellow]no models to deploy (none given, ./models/*.onnx is empty): deploying the wheel alone[/]"
+        )
+    result = run_deploy(boards, request, parallel=args.parallel, timeout=args.timeout)
+    if args.json:
+        emit_json(_json_document(args, result))
+    console.print(_table(args, result))
+    if args.dry_run and not args.json:
+        for outcome in result.succeeded.values():
+            if outcome.value is not None and outcome.value.plan is not None:
+                _print_plan(outcome.board.name, outcome.value.plan)
+    print_failures(result)  # type: ignore[arg-type]
+    console.print(result.summary())
+    return result.exit_code
 
+
+def _check_options(args: argparse.Namespace) -> None:
     if args.parallel < 1:
         raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")
     if args.keep < 1:
@@ -94,115 +117,111 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--rollback switches to the previous release; it takes no --artifact/--model/--variant"
         )
-    artifact = load_artifact_dir(args.artifact) if args.artifact else None
-    if artifact and args.variant and artifact.variant != args.variant:
+
+
+def _artifact(args: argparse.Namespace) -> Artifact | None:
+    """The --artifact directory's artifact (None: each board's newest good one is looked up)."""
+    if not args.artifact:
+        return None
+    artifact = load_artifact_dir(args.artifact)
+    if args.variant and artifact.variant != args.variant:
         raise UsageError(f"--artifact {args.artifact} is variant '{artifact.variant}', not '{args.variant}'")
-    boards = selected_boards(args)
-    model_paths = args.model or default_model_paths()
-    request = DeployRequest(
+    return artifact
+
+
+def _request(args: argparse.Namespace, artifact: Artifact | None) -> DeployRequest:
+    deploying = not args.rollback
+    return DeployRequest(
         artifact=artifact,
         variant=args.variant,
-        models=tuple(model_files(model_paths)) if not args.rollback else (),
-        agent=tuple(agent_files()) if not args.rollback else (),
+        models=tuple(model_files(args.model or default_model_paths())) if deploying else (),
+        agent=tuple(agent_files()) if deploying else (),
         keep=args.keep,
         dry_run=args.dry_run,
         rollback=args.rollback,
     )
-    if not args.rollback and not request.models:
-        console.print(
-            "[yellow]no models to deploy (none given, ./models/*.onnx is empty): deploying the wheel alone[/]"
-        )
-    result = run_deploy(boards, request, parallel=args.parallel, timeout=args.timeout)
 
-    if args.json:
-        emit_json(
-            {
-                "command": "deploy",
-                "rollback": args.rollback,
-                "dry_run": args.dry_run,
-                "exit_code": result.exit_code,
-                "boards": {
-                    name: (
-                        {"ok": True, **o.value.as_dict()}
-                        if o.ok and o.value
-                        else {
-                            "ok": False,
-                            "error": o.message,
-                            "timed_out": o.timed_out,
-                            "hint": getattr(o.error, "hint", None),
-                        }
-                    )
-                    for name, o in result.outcomes.items()
-                },
-            }
-        )
+
+def _json_document(args: argparse.Namespace, result: FleetResult[BoardReport]) -> dict[str, Any]:
+    return {
+        "command": "deploy",
+        "rollback": args.rollback,
+        "dry_run": args.dry_run,
+        "exit_code": result.exit_code,
+        "boards": {name: _board_json(outcome) for name, outcome in result.outcomes.items()},
+    }
+
+
+def _board_json(outcome: Outcome[BoardReport]) -> dict[str, Any]:
+    if outcome.ok and outcome.value:
+        return {"ok": True, **outcome.value.as_dict()}
+    return {
+        "ok": False,
+        "error": outcome.message,
+        "timed_out": outcome.timed_out,
+        "hint": getattr(outcome.error, "hint", None),
+    }
+
+
+def _table(args: argparse.Namespace, result: FleetResult[BoardReport]) -> Table:
     table = Table(title="deploy" + (" (dry run)" if args.dry_run else ""), title_justify="left")
     for column in ("board", "result", "release", "sent", "rate", "verified", "time"):
         table.add_column(column)
     for name, outcome in result.outcomes.items():
-        if outcome.ok and outcome.value is not None:
-            r = outcome.value
-            models = r.verification.get("models", {})
-            verified = (
-                f"ort {r.verification.get('version')}, {len(models)} model(s)" if r.verification else "-"
-            )
-            if args.rollback:
-                sent = "-"
-            elif args.dry_run:
-                sent = f"would send {_size(r.plan.get('bytes_to_send', 0))}"
-            else:
-                sent = f"{r.files_sent} files, {_size(r.bytes_sent)}"
+        report = outcome.value
+        if outcome.ok and report is not None:
             table.add_row(
                 escape(name),
-                f"[green]{r.action}[/]",
-                escape(r.release_id),
-                sent,
-                f"{_size(r.rate)}/s" if r.bytes_sent else "-",
-                verified,
-                f"{r.seconds:.1f}s",
+                f"[green]{report.action}[/]",
+                escape(report.release_id),
+                _sent(report, rollback=args.rollback),
+                f"{_size(report.rate)}/s" if report.bytes_sent else "-",
+                _verified(report),
+                f"{report.seconds:.1f}s",
             )
         else:
-            table.add_row(
-                escape(name),
-                "[red]timed out[/]" if outcome.timed_out else "[red]failed[/]",
-                "-",
-                "-",
-                "-",
-                "-",
-                f"{outcome.duration:.1f}s",
-            )
-    console.print(table)
-    if args.dry_run and not args.json:
-        for outcome in result.succeeded.values():
-            plan = outcome.value.plan if outcome.value else {}
-            if "rollback_to" in plan:
-                console.print(
-                    f"[bold]{escape(outcome.board.name)}[/] would switch current from"
-                    f" {escape(str(plan['rollback_from']))} back to {escape(plan['rollback_to'])}"
-                )
-            if plan.get("send") is not None:
-                console.print(
-                    f"[bold]{escape(outcome.board.name)}[/] release {escape(plan['release_id'])}"
-                    f" in {escape(plan['release_dir'])}"
-                )
-                for item in plan["send"]:
-                    console.print(f"  send {escape(item['name'])} ({_size(item['size'])})")
-                console.print(f"  already there: {len(plan['already_there'])} file(s)")
-                if plan["unchanged"]:
-                    console.print("  already the current release: nothing to install, verification only")
-                elif plan["release_exists"]:
-                    console.print("  release already on the board: switch current to it, then verify")
-                else:
-                    console.print(f"  run: {escape(shlex.join(plan['venv_argv']))}")
-                    if plan["reuse_from"]:
-                        console.print(
-                            f"  reuse the installed packages of {escape(plan['reuse_from'])} (same wheels)"
-                        )
-                    else:
-                        console.print(f"  run: {escape(shlex.join(plan['install_argv']))}")
-                    console.print("  then switch current, verify")
-                for release in plan["prune"]:
-                    console.print(f"  remove release {escape(release)}")
-    print_failures(result)  # type: ignore[arg-type]
-    console.print(result.summary())
-    return result.exit_code
+            failed = "[red]timed out[/]" if outcome.timed_out else "[red]failed[/]"
+            table.add_row(escape(name), failed, "-", "-", "-", "-", f"{outcome.duration:.1f}s")
+    return table
+
+
+def _sent(report: BoardReport, *, rollback: bool) -> str:
+    if rollback:
+        return "-"
+    if isinstance(report.plan, BoardPlan):  # a dry run: what it would send
+        return f"would send {_size(report.plan.bytes_to_send)}"
+    return f"{report.files_sent} files, {_size(report.bytes_sent)}"
+
+
+def _verified(report: BoardReport) -> str:
+    if not report.verification:
+        return "-"
+    models = report.verification.get("models", {})
+    return f"ort {report.verification.get('version')}, {len(models)} model(s)"
+
+
+def _print_plan(board: str, plan: BoardPlan | RollbackPlan) -> None:
+    """A dry run's plan for one board, step by step."""
+    if isinstance(plan, RollbackPlan):
+        console.print(
+            f"[bold]{escape(board)}[/] would switch current from"
+            f" {escape(str(plan.rollback_from))} back to {escape(plan.rollback_to)}"
+        )
+        return
+    console.print(f"[bold]{escape(board)}[/] release {escape(plan.release_id)} in {escape(plan.release_dir)}")
+    for item in plan.to_send:
+        console.print(f"  send {escape(item.name)} ({_size(item.size)})")
+    console.print(f"  already there: {len(plan.already_there)} file(s)")
+    if plan.unchanged:
+        console.print("  already the current release: nothing to install, verification only")
+    elif plan.release_exists:
+        console.print("  release already on the board: switch current to it, then verify")
+    else:
+        console.print(f"  run: {escape(shlex.join(plan.venv_argv))}")
+        if plan.reuse_from:
+            console.print(f"  reuse the installed packages of {escape(plan.reuse_from)} (same wheels)")
+        else:
+            console.print(f"  run: {escape(shlex.join(plan.install_argv))}")
+        console.print("  then switch current, verify")
+    for release in plan.prune:
+        console.print(f"  remove release {escape(release)}")

@@ -46,7 +46,15 @@ from orchestrator.board import Board
 from orchestrator.board_side import read_text
 from orchestrator.console import console
 from orchestrator.deploy.board_facts import BoardFacts, read_facts
-from orchestrator.deploy.plan import BoardPlan, LocalFile, plan_board, sha256_file, stage_pairs, wheel_files
+from orchestrator.deploy.plan import (
+    BoardPlan,
+    LocalFile,
+    RollbackPlan,
+    plan_board,
+    sha256_file,
+    stage_pairs,
+    wheel_files,
+)
 from orchestrator.deploy.releases import (
     Layout,
     Listing,
@@ -97,7 +105,7 @@ class BoardReport:
     verification: dict[str, Any] = field(default_factory=dict)
     pruned: tuple[str, ...] = ()
     phases: dict[str, float] = field(default_factory=dict)  # seconds per step: facts, upload, install...
-    plan: dict[str, Any] = field(default_factory=dict)
+    plan: BoardPlan | RollbackPlan | None = None  # a dry run's plan
 
     @property
     def rate(self) -> float:
@@ -121,7 +129,7 @@ class BoardReport:
             "verification": self.verification,
             "pruned": list(self.pruned),
             "phases": {k: round(v, 3) for k, v in self.phases.items()},
-            **({"plan": self.plan} if self.plan else {}),
+            **({"plan": self.plan.as_dict()} if self.plan else {}),
         }
 
 
@@ -372,7 +380,7 @@ def deploy_board(
                 release_id=plan.release_id,
                 previous=plan.current,
                 python=python_abs,
-                plan=plan.as_dict(),
+                plan=plan,
                 seconds=time.monotonic() - started,
                 **skipped,
             )
@@ -519,7 +527,7 @@ def rollback_board(board: Board, request: DeployRequest, view: TransferView) -> 
                 previous=listing.current,
                 python=target.python,
                 seconds=time.monotonic() - started,
-                plan={"rollback_from": listing.current, "rollback_to": target.id},
+                plan=RollbackPlan(board=board.name, rollback_from=listing.current, rollback_to=target.id),
             )
         verification = _switch_and_verify(
             session,

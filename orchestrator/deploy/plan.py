@@ -195,6 +195,18 @@ class BoardPlan:
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class RollbackPlan:
+    """What a rollback does on one board: switch ``current`` from one release back to another."""
+
+    board: str
+    rollback_from: str | None  # the current release (None: the board has none)
+    rollback_to: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rollback_from": self.rollback_from, "rollback_to": self.rollback_to}
+
+
 def plan_board(
     *,
     board: Board,

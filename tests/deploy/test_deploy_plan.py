@@ -174,3 +174,28 @@ def test_agent_files_are_the_release_list_only() -> None:
 def test_agent_files_refuse_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="agent file not found"):
         agent_files(tmp_path, ("bench_agent.py",))
+
+
+def test_dry_run_output_reads_the_typed_plans(files: dict[str, object]) -> None:
+    from orchestrator.commands.deploy import _board_json, _print_plan, _sent
+    from orchestrator.console import console
+    from orchestrator.deploy.execute import BoardReport
+    from orchestrator.deploy.plan import RollbackPlan
+    from orchestrator.fleet.parallel import Outcome
+
+    p = plan(files)
+    report = BoardReport(
+        board="nano01", action="planned", release_id=p.release_id, previous=None, python="py", plan=p
+    )
+    assert _sent(report, rollback=False) == f"would send {p.bytes_to_send / 1000:.1f} kB"
+    # --json keeps the plan's dictionary form.
+    document = _board_json(Outcome(board=BOARD, value=report))
+    assert document["ok"] and document["plan"] == p.as_dict()
+    with console.capture() as captured:
+        _print_plan("nano01", p)
+        _print_plan("nano01", RollbackPlan(board="nano01", rollback_from="a", rollback_to="b"))
+    text = captured.get()
+    assert f"nano01 release {p.release_id} in {p.release_dir}" in text
+    assert "send models/tiny.onnx" in text and "already there: 0 file(s)" in text
+    assert "then switch current, verify" in text
+    assert "nano01 would switch current from a back to b" in text
