@@ -152,6 +152,7 @@ def resolve_dependencies(
                     offline=offline,
                 )
             )
+            output = result.stdout + result.stderr
             if result.ok:
                 break
         else:
