@@ -1,5 +1,5 @@
 # The lab board: an arm64 Debian container running a real sshd, emulated by qemu-user.
-# Built by `orch lab up` (orchestrator/lab.py) with docker/board/ as the build context.
+# Built by `orch lab up` (orchestrator/lab/boards.py) with docker/board/ as the build context.
 # BASE_IMAGE is orch's own debootstrapped image (no registry needed) or a registry image
 # such as debian:trixie; any packages it lacks are installed with apt.
 ARG BASE_IMAGE
