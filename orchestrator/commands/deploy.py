@@ -194,10 +194,9 @@ def _sent(report: BoardReport, *, rollback: bool) -> str:
 
 
 def _verified(report: BoardReport) -> str:
-    if not report.verification:
+    if report.verification is None:
         return "-"
-    models = report.verification.get("models", {})
-    return f"ort {report.verification.get('version')}, {len(models)} model(s)"
+    return f"ort {report.verification.version}, {len(report.verification.models)} model(s)"
 
 
 def _print_plan(board: str, plan: BoardPlan | RollbackPlan) -> None:

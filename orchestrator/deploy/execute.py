@@ -65,6 +65,7 @@ from orchestrator.deploy.releases import (
     read_listing,
     switch_current,
 )
+from orchestrator.deploy.verification import Verification, parse_verification
 from orchestrator.errors import DeployError, RemoteError
 from orchestrator.fleet.parallel import FleetResult, run_on_boards
 
@@ -102,7 +103,7 @@ class BoardReport:
     bytes_skipped: int = 0
     transfer_seconds: float = 0.0
     seconds: float = 0.0
-    verification: dict[str, Any] = field(default_factory=dict)
+    verification: Verification | None = None  # None: not verified (a dry run)
     pruned: tuple[str, ...] = ()
     phases: dict[str, float] = field(default_factory=dict)  # seconds per step: facts, upload, install...
     plan: BoardPlan | RollbackPlan | None = None  # a dry run's plan
@@ -126,7 +127,7 @@ class BoardReport:
             "transfer_seconds": round(self.transfer_seconds, 3),
             "rate_bytes_per_s": round(self.rate),
             "seconds": round(self.seconds, 3),
-            "verification": self.verification,
+            "verification": self.verification.as_dict() if self.verification else {},
             "pruned": list(self.pruned),
             "phases": {k: round(v, 3) for k, v in self.phases.items()},
             **({"plan": self.plan.as_dict()} if self.plan else {}),
@@ -275,7 +276,7 @@ def verify_release(
     workdir_abs: str,
     expected_build_info: str | None = None,
     board: str,
-) -> dict[str, Any]:
+) -> Verification:
     """Run board_side/verify_release.py with the current release's python; DeployError on any mismatch."""
     python = posixpath.join(layout.current, "venv", "bin", "python")
     paths = [posixpath.join(layout.current, "models", name) for name in models]
@@ -285,22 +286,12 @@ def verify_release(
     if not lines:
         tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-4:])
         raise DeployError(f"{board}: verification of {release_id} failed (exit {result.exit_code}): {tail}")
-    report = json.loads(lines[-1])
-    problems = []
-    if not report.get("ok"):
-        problems.append(
-            report.get("error")
-            or "; ".join(
-                f"{name}: {m.get('error')}" for name, m in report.get("models", {}).items() if not m.get("ok")
-            )
-        )
-    if report.get("version") and report["version"] != expected_version:
-        problems.append(f"onnxruntime reports version {report['version']}, expected {expected_version}")
-    where = posixpath.join(workdir_abs, "releases", release_id) if workdir_abs else ""
-    if where and report.get("file") and not str(report["file"]).startswith(where + "/"):
-        problems.append(f"onnxruntime was imported from {report['file']}, not from the release {where}")
-    if expected_build_info and report.get("build_info") != expected_build_info:
-        problems.append("onnxruntime's build info differs from the build manifest's")
+    report = parse_verification(lines[-1], where=f"{board}: verification of {release_id}")
+    problems = report.problems(
+        expected_version=expected_version,
+        release_dir=posixpath.join(workdir_abs, "releases", release_id) if workdir_abs else None,
+        expected_build_info=expected_build_info,
+    )
     if problems:
         raise DeployError(f"{board}: verification of {release_id} failed: " + "; ".join(problems))
     return report
@@ -475,7 +466,7 @@ def _switch_and_verify(
     workdir_abs: str,
     expected_build_info: str | None,
     view: TransferView,
-) -> dict[str, Any]:
+) -> Verification:
     if previous != release_id:
         switch_current(session, layout, release_id)
     view.status(board, "verifying on the board")
