@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 import traceback
 
@@ -11,7 +12,7 @@ from rich.markup import escape
 
 from orchestrator import __version__
 from orchestrator.commands import COMMANDS
-from orchestrator.console import console
+from orchestrator.console import console, quiet_stdout
 from orchestrator.errors import OrchError
 
 
@@ -35,21 +36,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A write to a closed pipe (`orch inventory list --json | head -c 100`) ends the command the way
+# a process killed by SIGPIPE does for the shell: quietly, with status 128 + 13.
+BROKEN_PIPE_EXIT = 128 + signal.SIGPIPE
+# An exception orch did not turn into its own error: a bug. Said in one line; --debug shows it.
+INTERNAL_ERROR_EXIT = 1
+
+
+def _report(error: OrchError) -> None:
+    console.print(f"[bold red]error:[/] {escape(error.message)}", soft_wrap=True)
+    if error.hint:
+        console.print(f"[yellow]hint:[/] {escape(error.hint)}", soft_wrap=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except BrokenPipeError:  # `orch build --help | head -1`
+        quiet_stdout()
+        return BROKEN_PIPE_EXIT
     try:
         return int(args.handler(args) or 0)
     except OrchError as error:
         if args.debug:
             traceback.print_exc()
-        console.print(f"[bold red]error:[/] {escape(error.message)}", soft_wrap=True)
-        if error.hint:
-            console.print(f"[yellow]hint:[/] {escape(error.hint)}", soft_wrap=True)
+        _report(error)
         return error.exit_code
+    except BrokenPipeError:
+        quiet_stdout()
+        return BROKEN_PIPE_EXIT
     except KeyboardInterrupt:
         console.print("[red]interrupted[/]")
         return 130
+    except Exception as error:  # noqa: BLE001 -- the last line of defence: one sentence, no traceback
+        if args.debug:
+            traceback.print_exc()
+        _report(
+            OrchError(
+                f"internal error: {type(error).__name__}: {error}",
+                hint="this is a bug in orch; run the command again with --debug and report the traceback",
+            )
+        )
+        return INTERNAL_ERROR_EXIT
 
 
 if __name__ == "__main__":

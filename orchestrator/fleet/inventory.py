@@ -50,6 +50,14 @@ ANSIBLE_NAMES = {
 _SECRET = re.compile(r"passw(or)?d|passphrase|(^|[_-])(pass|secret|token)$", re.IGNORECASE)
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _NULL_TAG = "tag:yaml.org,2002:null"
+# libyaml's parser and composer where the machine has it (it keeps line numbers, and reads a
+# 10,000-board inventory many times faster); the pure-Python ones otherwise.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Far beyond any real inventory; what lies beyond is an accident or an attack.
+MAX_DEPTH = 64
+MAX_EXPANDED = 2_000_000
+# What YAML's reader refuses (its own error gives only a character position).
+_UNPRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,7 +133,8 @@ class _Parser:
             raise self.error(
                 key_node, where, "key '<<': YAML merge keys are not supported; use group vars instead"
             )
-        return key_node.value
+        text: str = key_node.value  # a scalar node's value is its text (untyped in the yaml stubs)
+        return text
 
     def pairs(self, node: yaml.Node, where: str, what: str) -> list[tuple[yaml.Node, yaml.Node]]:
         """The (key, value) nodes of a mapping, or none for an empty value; anything else is an error."""
@@ -134,7 +143,9 @@ class _Parser:
         if not isinstance(node, yaml.MappingNode):
             kind = "a list" if isinstance(node, yaml.SequenceNode) else f"'{node.value}'"
             raise self.error(node, where, f"{what} must be a mapping, not {kind}")
-        return node.value
+        # A mapping node's value: its (key, value) nodes (untyped in the yaml stubs).
+        pairs: list[tuple[yaml.Node, yaml.Node]] = node.value
+        return pairs
 
     def name(self, key_node: yaml.Node, where: str, kind: str) -> str:
         name = self.scalar_key(key_node, where)
@@ -323,84 +334,166 @@ class _Parser:
         return key, Setting(value=value, line=line)
 
 
+def _check_limits(path: Path, text: str) -> None:
+    """Refuse documents whose size after alias expansion, or whose nesting, is out of all proportion
+    to an inventory (a "billion laughs" alias bomb, 10,000 nested brackets), before anything walks them.
+
+    One pass over libyaml's event stream, without recursion: each node's expanded size is counted
+    as it closes, an alias counts the size of its anchor."""
+    sizes: dict[str, int] = {}  # anchor -> expanded node count
+    open_anchors: set[str] = set()
+    stack: list[tuple[int, str | None]] = []  # (expanded count so far, anchor) of each open collection
+    total = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(stack) >= MAX_DEPTH:
+                raise InventoryError(
+                    f"{path}:{_event_line(event)}: YAML nested more than {MAX_DEPTH} levels deep;"
+                    " an inventory needs a few"
+                )
+            stack.append((1, event.anchor))
+            if event.anchor:
+                open_anchors.add(event.anchor)
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            size, anchor = stack.pop()
+            if anchor:
+                sizes[anchor] = size
+                open_anchors.discard(anchor)
+        elif isinstance(event, yaml.ScalarEvent):
+            size = 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.AliasEvent):
+            if event.anchor in open_anchors:
+                raise InventoryError(
+                    f"{path}:{_event_line(event)}: YAML alias '*{event.anchor}' is used inside"
+                    f" the node it names (&{event.anchor}): that makes an endless structure"
+                )
+            size = sizes.get(event.anchor or "", 1)
+        else:
+            continue
+        total += size
+        if total > MAX_EXPANDED:
+            raise InventoryError(
+                f"{path}:{_event_line(event)}: YAML aliases expand this document to more than {MAX_EXPANDED:,} values"
+                " (an alias bomb?); write the values out or use group vars",
+            )
+        if stack:
+            count, anchor = stack[-1]
+            stack[-1] = (count + size, anchor)
+
+
+def _event_line(event: yaml.Event) -> int:
+    return event.start_mark.line + 1 if event.start_mark is not None else 1
+
+
+_CONSTRUCTOR_ERRORS = (ValueError, TypeError, OverflowError)  # e.g. `2001-13-45` as a timestamp
+
+
 def _construct(node: yaml.Node, parser: _Parser) -> Any:
-    loader = yaml.SafeLoader("")
+    constructor = yaml.constructor.SafeConstructor()
     try:
-        return loader.construct_document(node)
+        return constructor.construct_document(node)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         raise parser.error(
             mark.line + 1 if mark else node.start_mark.line + 1, "", f"YAML: {error.problem}"
         ) from error
-    finally:
-        loader.dispose()
+    except _CONSTRUCTOR_ERRORS as error:
+        raise parser.error(node, "", f"YAML value {_shown(node)} cannot be read: {error}") from error
+
+
+def _shown(node: yaml.Node) -> str:
+    if isinstance(node, yaml.ScalarNode):
+        return repr(node.value if len(node.value) <= 60 else node.value[:57] + "...")
+    return "here"
 
 
 def _check_cycles(parser: _Parser) -> None:
+    """A group may not contain itself through its children. Depth-first, with an explicit stack:
+    a chain of 1,000 nested groups is fine."""
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-    path: list[str] = []
-
-    def visit(name: str) -> None:
-        state[name] = 1
-        path.append(name)
-        group = parser.groups[name]
-        for child, line in group.children.items():
+    for start in parser.groups:
+        if start in state:
+            continue
+        state[start] = 1
+        path = [start]
+        pending = [iter(parser.groups[start].children.items())]
+        while pending:
+            step = next(pending[-1], None)
+            if step is None:
+                pending.pop()
+                state[path.pop()] = 2
+                continue
+            child, line = step
             if state.get(child) == 1:
                 cycle = [*path[path.index(child) :], child]
                 raise parser.error(
                     line,
-                    f"group '{name}'",
+                    f"group '{path[-1]}'",
                     f"child '{child}' makes a cycle of groups: {' -> '.join(cycle)}",
                 )
-            if state.get(child) is None:
-                visit(child)
-        path.pop()
-        state[name] = 2
+            if child not in state:
+                state[child] = 1
+                path.append(child)
+                pending.append(iter(parser.groups[child].children.items()))
 
-    for name in parser.groups:
-        if state.get(name) is None:
-            visit(name)
+
+def _children_first(parser: _Parser) -> list[str]:
+    """Every group after all of its children (the groups have no cycle), without recursion."""
+    order: list[str] = []
+    done: set[str] = set()
+    for start in parser.groups:
+        if start in done:
+            continue
+        done.add(start)
+        stack = [(start, iter(parser.groups[start].children))]
+        while stack:
+            name, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                order.append(name)
+            elif child not in done:
+                done.add(child)
+                stack.append((child, iter(parser.groups[child].children)))
+    return order
 
 
 def _members(parser: _Parser) -> dict[str, list[str]]:
     """Group -> board names (nested groups flattened), in inventory order."""
     order = {name: index for index, name in enumerate(parser.hosts)}
-    cache: dict[str, set[str]] = {}
-
-    def members(name: str) -> set[str]:
-        if name not in cache:
-            group = parser.groups[name]
-            found = set(group.hosts)
-            for child in group.children:
-                found |= members(child)
-            cache[name] = found
-        return cache[name]
-
-    return {
-        name: sorted(members(name), key=lambda host: order.get(host, len(order))) for name in parser.groups
-    }
+    found: dict[str, set[str]] = {}
+    for name in _children_first(parser):
+        group = parser.groups[name]
+        members = set(group.hosts)
+        for child in group.children:
+            members |= found[child]
+        found[name] = members
+    return {name: sorted(found[name], key=lambda host: order.get(host, len(order))) for name in parser.groups}
 
 
 def _depths(parser: _Parser) -> dict[str, int]:
     """Distance from ``all`` along the longest path: deeper groups are "nearer" to a host and win."""
     depths: dict[str, int] = {}
-
-    def depth(name: str) -> int:
-        if name not in depths:
-            parents = parser.groups[name].parents
-            depths[name] = 0 if name == ROOT_GROUP else 1 + max((depth(p) for p in parents), default=0)
-        return depths[name]
-
-    for name in parser.groups:
-        depth(name)
+    for name in reversed(_children_first(parser)):  # parents before their children
+        parents = parser.groups[name].parents
+        depths[name] = 0 if name == ROOT_GROUP else 1 + max((depths.get(p, 0) for p in parents), default=0)
     return depths
 
 
-def _resolve(parser: _Parser, host: _Host, groups: list[str], depths: dict[str, int], ssh: Any) -> Board:
+def _resolve(
+    parser: _Parser,
+    host: _Host,
+    groups: list[str],
+    depths: dict[str, int],
+    ssh: Any,
+    position: dict[str, int],
+) -> Board:
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    order = list(parser.groups)
-    for group_name in sorted(groups, key=lambda g: (depths[g], order.index(g))):
+    for group_name in sorted(groups, key=lambda g: (depths[g], position[g])):
         group = parser.groups[group_name]
         for key, setting in group.settings.items():
             values[key] = setting.value
@@ -423,7 +516,7 @@ def _resolve(parser: _Parser, host: _Host, groups: list[str], depths: dict[str, 
             sources[board_field.name] = "default"
     for key in host.extra:
         sources[f"vars.{key}"] = f"host {host.name} ({parser.file}:{host.line})"
-    member_of = tuple(g for g in order if g in groups and g != ROOT_GROUP)
+    member_of = tuple(sorted((g for g in groups if g != ROOT_GROUP), key=position.__getitem__))
     return Board(name=host.name, groups=member_of, extra=dict(host.extra), sources=sources, **values)
 
 
@@ -473,9 +566,43 @@ class Inventory:
         return [self.boards[name] for name in names]
 
 
+def _line_col(text: str, index: int) -> tuple[int, int]:
+    line = text.count("\n", 0, index) + 1
+    return line, index - (text.rfind("\n", 0, index) + 1) + 1
+
+
+def _decode(path: Path, data: bytes) -> str:
+    """The file as text; a NUL byte, bytes that are not UTF-8 or a character YAML refuses are named
+    by line and column (YAML's own reader would only give a position)."""
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        column = nul - (data.rfind(b"\n", 0, nul) + 1) + 1
+        raise InventoryError(
+            f"{path}:{line}:{column}: a NUL byte (\\x00): an inventory is YAML text",
+            hint="was a binary file passed as the inventory, or the file damaged?",
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise InventoryError(
+            f"{path}:{line}:{column}: byte {data[error.start]:#04x} is not UTF-8: an inventory is UTF-8 text"
+        ) from None
+    bad = _UNPRINTABLE.search(text)
+    if bad:
+        line, column = _line_col(text, bad.start())
+        raise InventoryError(
+            f"{path}:{line}:{column}: character U+{ord(bad.group()):04X} is not allowed in YAML"
+            ' (a control character); quote it as an escape ("\\t") or remove it'
+        )
+    return text.removeprefix("\ufeff")
+
+
 def _read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return _decode(path, path.read_bytes())
     except FileNotFoundError:
         raise InventoryError(
             f"{path}: inventory file not found",
@@ -486,8 +613,8 @@ def _read(path: Path) -> str:
         raise InventoryError(
             f"{path}: is a directory, not an inventory file", hint="pass -i PATH/inventory.yaml"
         ) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InventoryError(f"{path}: cannot read the inventory: {error}") from error
+    except OSError as error:
+        raise InventoryError(f"{path}: cannot read the inventory: {error.strerror or error}") from error
 
 
 def load_inventory(path: Path) -> Inventory:
@@ -496,7 +623,8 @@ def load_inventory(path: Path) -> Inventory:
     parser = _Parser(path)
     text = _read(path)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        _check_limits(path, text)
+        root = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -530,10 +658,14 @@ def load_inventory(path: Path) -> Inventory:
     members = _members(parser)
     depths = _depths(parser)
     ssh = load_ssh_config() if parser.hosts else None
+    position = {name: index for index, name in enumerate(parser.groups)}
+    groups_of: dict[str, list[str]] = {name: [] for name in parser.hosts}
+    for group_name, names in members.items():
+        for name in names:
+            groups_of[name].append(group_name)
     boards: dict[str, Board] = {}
     for name, host in parser.hosts.items():
-        host_groups = [g for g, names in members.items() if name in names]
-        boards[name] = _resolve(parser, host, host_groups, depths, ssh)
+        boards[name] = _resolve(parser, host, groups_of[name], depths, ssh, position)
     # Lab boards are complete already; they join group 'lab' and any user group that lists 'lab' as a child.
     for board in lab:
         extra_groups = [g for g in parser.groups if g != ROOT_GROUP and LAB_GROUP in _descendants(parser, g)]
@@ -553,6 +685,10 @@ def load_inventory(path: Path) -> Inventory:
 def _descendants(parser: _Parser, group: str) -> set[str]:
     """Groups reachable downwards from ``group`` (itself included)."""
     found = {group}
-    for child in parser.groups[group].children:
-        found |= _descendants(parser, child)
+    pending = [group]
+    while pending:
+        for child in parser.groups[pending.pop()].children:
+            if child not in found:
+                found.add(child)
+                pending.append(child)
     return found

@@ -62,7 +62,22 @@ def match_pattern(pattern: str, boards: Sequence[str], groups: Mapping[str, Sequ
     """The boards an Ansible-style pattern selects (a set; callers restore inventory order)."""
     terms = [term.strip() for term in re.split(r"[:,]", pattern) if term.strip()]
     if not terms:
-        raise UsageError(f"--limit: empty pattern '{pattern}'", hint="e.g. --limit 'rpis:!pi01'")
+        raise UsageError(
+            f"--limit {pattern!r}: the pattern names no board or group", hint="e.g. --limit 'rpis:!pi01'"
+        )
+    for term in terms:
+        if term[0] in "&!" and not term[1:].strip():
+            operation = "intersect with" if term[0] == "&" else "exclude"
+            raise UsageError(
+                f"--limit {pattern!r}: '{term[0]}' must be followed by the board or group to {operation}",
+                hint="e.g. --limit 'rpis:&fast' or --limit 'rpis:!pi01'",
+            )
+        if term[0] in "&!" and term[1] in "&!":
+            raise UsageError(
+                f"--limit {pattern!r}: '{term}' has two operators; use one per term",
+                hint="e.g. --limit 'rpis:&fast:!pi01'",
+            )
+    terms = [term[0] + term[1:].strip() if term[0] in "&!" else term for term in terms]
     plain = [term for term in terms if term[0] not in "&!"]
     selected: set[str] = set()
     for term in plain:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import shlex
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -23,6 +24,31 @@ OPTIONS = {
     "identityfile": "identity_file",
     "proxyjump": "proxy_jump",
 }
+
+
+# Match criteria paramiko's parser evaluates (ssh has more; a file using them is refused, not misread).
+MATCH_KEYWORDS = ("all", "canonical", "final", "exec", "host", "originalhost", "user", "localuser")
+
+
+def _host_patterns(lines: list[str]) -> list[str]:
+    patterns: list[str] = []
+    for line in lines:
+        words = line.strip().replace("=", " ", 1).split()
+        if len(words) > 1 and words[0].lower() == "host":
+            patterns.extend(words[1:])
+    return patterns
+
+
+def _failing_line(lines: list[str]) -> int | None:
+    """The first line at which paramiko's parser gives up (it does not say; files are short)."""
+    from paramiko import SSHConfig
+
+    for end in range(1, len(lines) + 1):
+        try:
+            SSHConfig.from_text("\n".join(lines[:end]))
+        except Exception:  # noqa: BLE001 -- whatever it raised for the whole file, it raises here
+            return end
+    return None
 
 
 def ssh_config_path() -> Path:
@@ -56,13 +82,68 @@ class SSHConfigFile:
         from paramiko import SSHConfig
         from paramiko.ssh_exception import ConfigParseError
 
+        self.shown = display_path(path)
+        lines = self._read_lines()
+        self._check_lines(lines)
         try:
-            self._config = SSHConfig.from_path(str(path))
-        except (ConfigParseError, OSError, ValueError) as error:
-            raise InventoryError(f"{display_path(path)}: cannot read ssh_config: {error}") from error
+            self._config = SSHConfig.from_text("\n".join(lines))
+        except (ConfigParseError, ValueError) as error:
+            line = _failing_line(lines)
+            where = f"{self.shown}:{line}" if line else self.shown
+            raise InventoryError(f"{where}: cannot read ssh_config: {error}") from error
         # Patterns naming hosts specifically; a bare '*' block applies to every host and does not
-        # decide which name ssh would be called with.
-        self._patterns = [p for p in self._config.get_hostnames() if p.strip("*?") and not p.startswith("!")]
+        # decide which name ssh would be called with. (Read from the Host lines themselves:
+        # paramiko's get_hostnames() fails on a file with Match blocks.)
+        self._patterns = [p for p in _host_patterns(lines) if p.strip("*?") and not p.startswith("!")]
+
+    def _read_lines(self) -> list[str]:
+        try:
+            data = self.path.read_bytes()
+        except OSError as error:
+            raise InventoryError(
+                f"{self.shown}: cannot read ssh_config: {error.strerror or error}",
+                hint="fix its permissions, or point $ORCH_SSH_CONFIG at another file",
+            ) from error
+        lines = data.split(b"\n")
+        for number, raw in enumerate(lines, start=1):
+            if b"\x00" in raw:
+                raise InventoryError(f"{self.shown}:{number}: ssh_config holds a NUL byte")
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InventoryError(
+                    f"{self.shown}:{number}: ssh_config is not UTF-8 text"
+                    f" (byte {raw[error.start]:#04x} at column {error.start + 1})"
+                ) from None
+        return [raw.decode("utf-8").rstrip("\r") for raw in lines]
+
+    def _check_lines(self, lines: list[str]) -> None:
+        """What paramiko would accept silently but ssh refuses: Match criteria it does not know."""
+        for number, line in enumerate(lines, start=1):
+            words = line.strip().replace("=", " ", 1).split(None, 1)
+            if not words or words[0].startswith("#") or words[0].lower() != "match":
+                continue
+            try:
+                tokens = shlex.split(words[1]) if len(words) > 1 else []
+            except ValueError as error:
+                raise InventoryError(f"{self.shown}:{number}: Match line: {error}") from None
+            if not tokens:
+                raise InventoryError(
+                    f"{self.shown}:{number}: Match needs a criterion (e.g. `Match host pi*`)"
+                )
+            expect_keyword = True
+            for token in tokens:
+                if not expect_keyword:
+                    expect_keyword = True
+                    continue
+                keyword = token.removeprefix("!").lower()
+                if keyword not in MATCH_KEYWORDS:
+                    raise InventoryError(
+                        f"{self.shown}:{number}: Match criterion '{token}' is not supported"
+                        f" (orch reads: {', '.join(MATCH_KEYWORDS)})",
+                        hint="put the options in a `Host` block, or point $ORCH_SSH_CONFIG at another file",
+                    )
+                expect_keyword = keyword in ("all", "canonical", "final")
 
     def _names(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self._patterns)
@@ -74,26 +155,35 @@ class SSHConfigFile:
         for a board the inventory gives an address.
         """
         key = name if hostname is None or self._names(name) else hostname
-        options = self._config.lookup(key)
+        from paramiko.ssh_exception import ConfigParseError
+
+        try:
+            options = self._config.lookup(key)
+        except (ConfigParseError, ValueError, KeyError, OSError) as error:
+            raise InventoryError(
+                f"{self.shown}: looking up '{key}' failed: {type(error).__name__}: {error}"
+            ) from error
         values: dict[str, object] = {}
         for option, board_field in OPTIONS.items():
             if option not in options:
                 continue
-            value = options[option]
-            if option == "hostname" and value == key:
+            text = options[option]
+            if option == "hostname" and text == key:
                 continue  # the parser fills HostName with the looked-up name when the file sets none
+            value: object = text
             if option == "identityfile":
-                value = Path(value[0]).expanduser()
+                value = Path(text[0]).expanduser()  # a list at run time: every IdentityFile, first wins
             elif option == "port":
                 try:
-                    value = int(value)
+                    port = int(text)
                 except ValueError:
-                    value = -1
-                if not 1 <= value <= 65535:
+                    port = -1
+                if not 1 <= port <= 65535:
                     raise InventoryError(
                         f"{display_path(self.path)}: Port for '{key}' must be an integer in 1..65535,"
                         f" not {options['port']!r}"
                     )
+                value = port
             values[board_field] = value
         return SSHDefaults(values=values, source=self.source)
 
