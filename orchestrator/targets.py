@@ -106,7 +106,7 @@ def _parse_profile(path: Path) -> TargetProfile:
     os_data, cflags, build = data["os"], data["cflags"], data["build"]
     return TargetProfile(
         name=data["name"],
-        description=data.get("description", data["name"]),
+        description=str(data["description"] if "description" in data else data["name"]),
         aliases=tuple(data.get("aliases", ())),
         arch=data["arch"],
         cpu=data["cpu"],

@@ -267,7 +267,8 @@ class Engine:
 
     def load_image(self, chunks: Iterator[bytes], tag: str) -> None:
         with _translated(f"loading image {tag} into {self.label}"):
-            for _ in self._client.api.load_image(chunks, quiet=True):
+            # docker's type stubs leave APIClient.load_image unannotated.
+            for _ in self._client.api.load_image(chunks, quiet=True):  # type: ignore[no-untyped-call]
                 pass
 
     # -- containers -----------------------------------------------------------------------------
@@ -321,7 +322,7 @@ class Engine:
                 result = container.wait()
             for path, local_dir in copy_out:
                 try:
-                    self.copy_out(container.id, path, local_dir)
+                    self._copy_out(container, path, local_dir)
                 except ContainerError as error:
                     if not isinstance(error.__cause__, docker.errors.NotFound):
                         raise
@@ -444,10 +445,12 @@ class Engine:
 
     def copy_out(self, container: str, path: str, dest_dir: Path) -> Path:
         """Copy a file or directory out of the container into ``dest_dir``; returns the local path."""
-        target = self._get(container)
+        return self._copy_out(self._get(container), path, dest_dir)
+
+    def _copy_out(self, target: Container, path: str, dest_dir: Path) -> Path:
         dest_dir = Path(dest_dir)
         dest_dir.mkdir(parents=True, exist_ok=True)
-        with _translated(f"copying {container}:{path} out"):
+        with _translated(f"copying {target.name}:{path} out"):
             stream, _stat = target.get_archive(path)
             buffer = io.BytesIO(b"".join(stream))
         with tarfile.open(fileobj=buffer, mode="r") as archive:

@@ -402,7 +402,7 @@ class RemoteSession:
 
     def _start(self, command: str) -> paramiko.Channel:
         """A new session channel on this connection running ``command``."""
-        transport = self._conn.transport
+        transport: paramiko.Transport | None = self._conn.transport
         if transport is None or not transport.is_active():
             raise RemoteError(f"{self.label}: the SSH connection is closed", hint="connect again")
         try:
@@ -427,7 +427,7 @@ class RemoteSession:
             while True:
                 progressed = False
                 if pending is not None and channel.send_ready():
-                    sent = channel.send(pending[:_CHUNK])
+                    sent = channel.send(bytes(pending[:_CHUNK]))
                     pending = pending[sent:]
                     progressed = sent > 0
                     if not pending:

@@ -241,7 +241,7 @@ class ResultStore:
         return _IndexConnection(self.root / INDEX_FILE)
 
     def _index_board(self, run_id: str, document: dict[str, Any], path: Path) -> None:
-        first_agent = next((m["agent"] for m in document.get("measurements", [])), {})
+        first_agent: dict[str, Any] = next((m["agent"] for m in document.get("measurements", [])), {})
         ort_version = (first_agent.get("ort") or {}).get("version")
         kernel = ((first_agent.get("board") or {}).get("before") or {}).get("kernel")
         rows = []

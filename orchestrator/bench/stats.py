@@ -15,17 +15,18 @@ numpy/scipy do the arithmetic; this module only decides what to ask them and wha
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
 
-def _scipy_stats():  # type: ignore[no-untyped-def]
-    """scipy.stats, imported on first use: it costs ~1.5 s, which every `orch` call would pay at start-up."""
-    from scipy import stats
-
-    return stats
+def _scipy_stats() -> ModuleType:
+    """scipy.stats, imported on first use: it costs ~1.5 s, which every `orch` call would pay at start-up.
+    (scipy has no type information: what it returns is untyped.)"""
+    return importlib.import_module("scipy.stats")
 
 
 FASTER = "faster"
@@ -128,7 +129,7 @@ def summarize(samples: Sequence[float]) -> Summary:
 
 
 def _ratio_of_medians(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.median(b, axis=axis) / np.median(a, axis=axis)
+    return np.asarray(np.median(b, axis=axis) / np.median(a, axis=axis))
 
 
 def median_ci(

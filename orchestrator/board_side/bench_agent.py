@@ -261,11 +261,11 @@ def parse_npy_inputs(items: list[str]) -> dict[str, str]:
 
 def make_inputs(
     np: Any, session: Any, shapes: dict[str, list[int]], files: dict[str, str]
-) -> tuple[dict, list]:
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Input tensors from the model's metadata (free dims from --shape, else 1) or from .npy files."""
     rng = np.random.default_rng(0)
     feeds: dict[str, Any] = {}
-    described = []
+    described: list[dict[str, Any]] = []
     known = {meta.name for meta in session.get_inputs()}
     for name in list(shapes) + list(files):
         if name not in known:

@@ -311,8 +311,8 @@ def execute(
             copy_out=[(f"{BUILD}/{REPORT_NAME}", build_dir)],
         )
         if code != 0:
-            error = first_error(sink.lines) or f"build.py exited with status {code}"
-            raise BuildError(f"the ORT build failed:\n{error}", hint=f"full log: {log_path}")
+            reason = first_error(sink.lines) or f"build.py exited with status {code}"
+            raise BuildError(f"the ORT build failed:\n{reason}", hint=f"full log: {log_path}")
         report = build_dir / REPORT_NAME
         stats_file = report / "ccache-stats.tsv"
         ccache = parse_ccache_stats(stats_file.read_text()) if stats_file.is_file() else {}
@@ -348,7 +348,7 @@ def execute(
             artifact=None,
         )
     package = _package_report(log_path)
-    wheel = build_dir / "out" / package["wheel"]
+    wheel = build_dir / "out" / package.wheel
     readback = readback_flags(report / "compile_commands.json", expected_flags(plan))
     _require_flags(readback, log_path)
     record = replace(
@@ -357,7 +357,7 @@ def execute(
         engine=engine.label,
         compiler=compiler_version(report),
         compile_commands_readback=readback,
-        bundled_libraries=tuple(package["bundled"]),
+        bundled_libraries=package.bundled,
         ccache=ccache,
         build_duration_s=round(time.monotonic() - started, 1),
         flag_warnings=tuple(warnings),
@@ -384,11 +384,34 @@ def execute(
     )
 
 
-def _package_report(log_path: Path) -> dict[str, Any]:
-    for line in reversed(log_path.read_text().splitlines()):
-        if line.startswith("ORCH-PACKAGE "):
-            return json.loads(line[len("ORCH-PACKAGE ") :])
-    raise BuildError("the packaging step reported no wheel", hint=f"full log: {log_path}")
+@dataclass(frozen=True, kw_only=True)
+class PackageReport:
+    """What package_wheel.py reported: the wheel's file name and the system libraries it bundled."""
+
+    wheel: str
+    bundled: tuple[str, ...]
+
+
+def _package_report(log_path: Path) -> PackageReport:
+    """The packaging step's (last) ``ORCH-PACKAGE {json}`` line of the build log."""
+    hint = f"full log: {log_path}"
+    lines = reversed(log_path.read_text().splitlines())
+    line = next((x for x in lines if x.startswith("ORCH-PACKAGE ")), None)
+    if line is None:
+        raise BuildError("the packaging step reported no wheel", hint=hint)
+    try:
+        document = json.loads(line.removeprefix("ORCH-PACKAGE "))
+    except json.JSONDecodeError as error:
+        raise BuildError(f"the packaging step's report is not JSON: {error}", hint=hint) from error
+    wheel = document.get("wheel") if isinstance(document, dict) else None
+    bundled = document.get("bundled", []) if isinstance(document, dict) else None
+    if (
+        not isinstance(wheel, str)
+        or not isinstance(bundled, list)
+        or not all(isinstance(b, str) for b in bundled)
+    ):
+        raise BuildError(f"the packaging step's report is malformed: {line}", hint=hint)
+    return PackageReport(wheel=wheel, bundled=tuple(bundled))
 
 
 def _require_flags(readback: dict[str, Any], log_path: Path) -> None:

@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         for outcome in result.succeeded.values():
             if outcome.value is not None and outcome.value.plan is not None:
                 _print_plan(outcome.board.name, outcome.value.plan)
-    print_failures(result)  # type: ignore[arg-type]
+    print_failures(result)
     console.print(result.summary())
     return result.exit_code
 

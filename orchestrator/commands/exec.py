@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from rich.markup import escape
 
-from orchestrator.adapters.ssh import CommandResult, CommandTimeout, connect
+from orchestrator.adapters.session import CommandResult
+from orchestrator.adapters.ssh import CommandTimeout, connect
 from orchestrator.board import Board
 from orchestrator.commands.options import add_json_option, add_selection_options, selected_boards
 from orchestrator.console import console, emit_json

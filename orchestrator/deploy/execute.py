@@ -357,10 +357,8 @@ def deploy_board(
             "bin",
             "python",
         )
-        skipped = {
-            "files_skipped": len(plan.already_there),
-            "bytes_skipped": sum(f.size for f in plan.already_there),
-        }
+        files_skipped = len(plan.already_there)
+        bytes_skipped = sum(f.size for f in plan.already_there)
         if request.dry_run:
             view.status(
                 board.name, f"plan: send {len(plan.to_send)} files ({plan.bytes_to_send / 1e6:.1f} MB)"
@@ -373,7 +371,8 @@ def deploy_board(
                 python=python_abs,
                 plan=plan,
                 seconds=time.monotonic() - started,
-                **skipped,
+                files_skipped=files_skipped,
+                bytes_skipped=bytes_skipped,
             )
         if plan.free_bytes is not None and plan.space_needed > plan.free_bytes:
             raise DeployError(
@@ -450,7 +449,8 @@ def deploy_board(
             verification=verification,
             pruned=tuple(pruned),
             phases=clock.phases,
-            **skipped,
+            files_skipped=files_skipped,
+            bytes_skipped=bytes_skipped,
         )
 
 

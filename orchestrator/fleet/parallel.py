@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from rich.console import Group
 from rich.live import Live
@@ -90,7 +90,8 @@ class FleetResult(Generic[T]):
 
     def values(self) -> dict[str, T]:
         """The successful boards' values."""
-        return {name: o.value for name, o in self.succeeded.items()}  # type: ignore[misc]
+        # A board that succeeded holds what its task returned (T: None only for a task returning None).
+        return {name: cast(T, o.value) for name, o in self.succeeded.items()}
 
     def summary(self) -> str:
         """One line: "3 boards: 2 succeeded, 1 failed (nano01)"."""
@@ -220,7 +221,7 @@ def run_on_boards(
     return FleetResult(outcomes={board.name: outcomes[board.name] for board in unique})
 
 
-def print_failures(result: FleetResult[object]) -> None:
+def print_failures(result: FleetResult[T]) -> None:
     """One red line per failed board naming its cause (for commands' human output)."""
     for outcome in result.failed.values():
         console.print(f"[red]✗[/] {escape(outcome.message)}", soft_wrap=True)

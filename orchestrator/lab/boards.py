@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator import lab_state
 from orchestrator.build import base_images
@@ -177,7 +177,7 @@ class BoardStatus:
         }
 
 
-def _lab_containers(engine: Engine, lab: str) -> dict[str, dict[str, object]]:
+def _lab_containers(engine: Engine, lab: str) -> dict[str, dict[str, Any]]:
     found = engine.containers({LABEL_LAB: lab})
     return {str(item["labels"].get(LABEL_BOARD, item["name"])): item for item in found}
 
@@ -359,7 +359,7 @@ def lab_status(engine: Engine) -> list[BoardStatus]:
         port: int | None = None
         bound_ip: str | None = None
         if item is not None:
-            for binding in item["ports"].get("22/tcp") or []:  # type: ignore[union-attr]
+            for binding in item["ports"].get("22/tcp") or []:
                 if binding.get("HostPort"):
                     port, bound_ip = int(binding["HostPort"]), binding.get("HostIp")
                     break
