@@ -13,7 +13,7 @@ import hashlib
 import posixpath
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +156,7 @@ class BoardPlan:
     prune: tuple[str, ...]  # releases the deploy will delete afterwards (--keep)
     free_bytes: int | None
     space_needed: int
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: BoardFacts  # what was read from the board
 
     @property
     def bytes_to_send(self) -> int:
@@ -191,7 +191,7 @@ class BoardPlan:
             "prune": list(self.prune),
             "free_bytes": self.free_bytes,
             "space_needed": self.space_needed,
-            "facts": self.facts,
+            "facts": self.facts.as_dict(),
         }
 
 
@@ -328,7 +328,7 @@ def plan_board(
         prune=tuple(releases_to_prune(after, keep=keep)),
         free_bytes=facts.free_bytes,
         space_needed=space,
-        facts=facts.as_dict(),
+        facts=facts,
     )
 
 
