@@ -7,13 +7,13 @@ check and pre-flight as a built wheel, so the baseline of every comparison is pr
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.adapters import process
 from orchestrator.artifacts.dependencies import pip_platforms
 from orchestrator.artifacts.store import BuildRecord, Source
 from orchestrator.build.execute import finish_artifact
@@ -86,10 +86,10 @@ def fetch_stock(
             f"downloading the official onnxruntime wheel for {profile.name} (Python {profile.os.python}, "
             f"glibc <= {profile.os.glibc})"
         )
-        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        result = process.run(argv)
         wheels = sorted(dest.glob("onnxruntime-*.whl"))
-        if result.returncode != 0 or not wheels:
-            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-4:])
+        if not result.ok or not wheels:
+            tail = result.tail(4)
             raise BuildError(
                 f"no official onnxruntime{'==' + version if version else ''} wheel for {profile.name} "
                 f"(Python {profile.os.python}, glibc {profile.os.glibc}, {profile.arch}):\n{tail}",
