@@ -45,11 +45,13 @@ class State:
 
 @pytest.fixture(scope="module")
 def world(
-    lab: Any, stock_wheel: Path, artifact_maker: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory
+    lab: Any, stock_build: Any, artifact_maker: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("deploy-lab")
-    artifacts = root / "artifacts"
-    stock = artifact_maker(artifacts, stock_wheel)
+    # The artifact `orch build --target lab --variant stock` made and pre-flighted (session fixture):
+    # `orch deploy` without --artifact finds it there, as it would on a workstation.
+    artifacts = Path(stock_build.env["ORCH_ARTIFACTS"])
+    stock = stock_build.artifact
     models = root / "models"
     tiny = write_tiny_convnet(models / "tiny.onnx")
     tiny2 = write_tiny_convnet(models / "tiny2.onnx", seed=1)
@@ -219,7 +221,9 @@ def test_first_deploy_installs_and_runs_a_model_on_both_boards(world: dict[str, 
     print(f"first deploy: {doc['boards']['d1']['seconds']:.0f} s, {doc['boards']['d2']['seconds']:.0f} s")
 
 
-def test_unchanged_redeploy_sends_no_bytes_and_is_much_faster(world: dict[str, Any]) -> None:
+def test_unchanged_redeploy_sends_no_bytes_and_installs_nothing(world: dict[str, Any]) -> None:
+    # How much faster this is than the first deploy is measured by benchmarks/deploy_transfer.py;
+    # here: nothing travels, nothing is installed, and the same release is verified again.
     assert State.first, "needs the first deploy"
     result, doc = orch(
         world, "deploy", "--host", "d1", "--host", "d2", "--model", str(world["tiny"]), "--json"
@@ -227,12 +231,14 @@ def test_unchanged_redeploy_sends_no_bytes_and_is_much_faster(world: dict[str, A
     assert result.returncode == 0, explain(result)
     for name in ("d1", "d2"):
         report = doc["boards"][name]
+        first = State.first["boards"][name]
         assert (report["action"], report["bytes_sent"], report["files_sent"]) == ("unchanged", 0, 0), report
         assert report["release_id"] == State.first_release
+        # Every file the first deploy sent is found on the board; no venv or pip step ran.
+        assert report["files_skipped"] == first["files_sent"] + first["files_skipped"] > 0, report
+        assert "install" in first["phases"] and "install" not in report["phases"], report["phases"]
         assert report["verification"]["models"]["tiny.onnx"]["ok"]
-        first = State.first["boards"][name]["seconds"]
-        assert report["seconds"] < first / 2, (report["seconds"], first)
-        print(f"{name}: first {first:.0f} s, unchanged re-deploy {report['seconds']:.0f} s")
+        print(f"{name}: first {first['seconds']:.0f} s, unchanged re-deploy {report['seconds']:.0f} s")
 
 
 def test_new_model_sends_only_the_model_then_rollback_restores_the_previous_release(
