@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sqlite3
 import struct
 import subprocess
@@ -189,7 +190,9 @@ def test_html_report_with_plots_of_the_expected_size(stored, tmp_path):
         record, series_module.pairings_within(record.series()), tmp_path / "out" / "report.html"
     )
     page = written["html"].read_text()
-    assert f"Benchmark run {run_id}" in page and "faster" in page and "labC: connection refused" in page
+    assert f"Benchmark run {run_id}" in page and "labC: connection refused" in page
+    # The verdict cells, one per board ("faster" alone is in the style sheet and the caption of any page).
+    assert page.count("<td class='faster'>faster</td>") == 2, page
     for name in ("latency_distribution.png", "p50_ci.png", "latency_over_runs.png"):
         png = tmp_path / "out" / "report_files" / name
         assert f"report_files/{name}" in page
@@ -205,7 +208,12 @@ def test_cli_list_show_compare_export_report(stored, orch_env, orch_cli, tmp_pat
     listing = orch_cli(env, "results", "list", "--json", check=True)
     assert [r["run_id"] for r in json.loads(listing.stdout)] == [run_id]
     shown = orch_cli(env, "results", "show", run_id[:15], check=True)
-    assert "P50 / P99 latency" in shown.stderr and "faster" in shown.stderr and "labC" in shown.stderr
+    assert "P50 / P99 latency" in shown.stderr and "labC: connection refused" in shown.stderr
+    # The comparison row of each board ends in its verdict ("faster" alone is in every table's caption).
+    for board in ("labA", "labB"):
+        assert re.search(rf"│ {board} +│ fold +│ opt disable → all .*│ faster \(-\d+%\) +│", shown.stderr), (
+            shown.stderr
+        )
     compared = orch_cli(env, "results", "compare", "latest", run_id, "--json", check=True)
     assert len(json.loads(compared.stdout)["comparisons"]) == 4
     exported = orch_cli(env, "results", "export", "--csv", check=True)
