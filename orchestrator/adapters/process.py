@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from orchestrator.adapters.session import CommandResult
+
 if TYPE_CHECKING:
     from typing_extensions import Self
 
@@ -23,20 +25,10 @@ TIMED_OUT = 124
 
 
 @dataclass(frozen=True, kw_only=True)
-class ProcessResult:
+class ProcessResult(CommandResult):
+    """A finished local process: a board command's result plus the argv that ran."""
+
     argv: tuple[str, ...]
-    exit_code: int
-    stdout: str
-    stderr: str
-    duration: float
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-    def tail(self, lines: int = 6) -> str:
-        """The last ``lines`` lines of output (stdout, then stderr): what an error message quotes."""
-        return "\n".join((self.stdout + self.stderr).strip().splitlines()[-lines:])
 
 
 def run(
@@ -67,7 +59,7 @@ def run(
             argv=command,
             exit_code=TIMED_OUT,
             stdout=_text(expired.stdout),
-            stderr=_text(expired.stderr) + f"\n{command[0]}: timed out after {timeout:.0f} s",
+            stderr=_text(expired.stderr) + f"\n{command[0]}: timed out after {timeout:g} s",
             duration=time.monotonic() - started,
         )
     return ProcessResult(

@@ -28,6 +28,10 @@ class CommandResult:
     def ok(self) -> bool:
         return self.exit_code == 0
 
+    def tail(self, lines: int = 6) -> str:
+        """The last ``lines`` lines of output (stdout, then stderr): what an error message quotes."""
+        return "\n".join((self.stdout + self.stderr).strip().splitlines()[-lines:])
+
 
 class Stream(Protocol):
     """A running command's stdin/stdout as a byte pipe (for protocols spoken over them)."""
