@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from stock_baseline import StockBuild, build_stock, download_stock
 
 from orchestrator.board import Board
 
@@ -206,3 +207,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.integration)
         else:
             item.add_marker(pytest.mark.unit)
+
+
+# The stock baseline, shared by the deploy and bench tests (helpers in stock_baseline.py).
+
+
+@pytest.fixture(scope="session")
+def stock_wheel(request: pytest.FixtureRequest) -> Path:
+    """The official onnxruntime wheel for cp313 manylinux aarch64 (the lab's boards)."""
+    return download_stock(Path(request.config.cache.mkdir("orch-deploy-stock-wheel")))
+
+
+@pytest.fixture(scope="session")
+def stock_build(stock_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> StockBuild:
+    """The real stock baseline, built once per session in its own ORCH_HOME and artifacts directory.
+
+    Same release as ``stock_wheel`` (so the two downloads can be compared byte for byte)."""
+    return build_stock(stock_wheel, tmp_path_factory.mktemp("stock-build"))

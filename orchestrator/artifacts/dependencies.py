@@ -138,7 +138,8 @@ def resolve_dependencies(
         if index.exists():
             names = json.loads(index.read_text())["files"]
             paths = [cache / name for name in names]
-            if all(p.is_file() for p in paths):
+            # A resolution always holds the extras (pip at least): an empty one is not an answer.
+            if paths and all(p.is_file() for p in paths):
                 return paths
         requirements = [str(wheel.resolve()), *extra]
         output = ""

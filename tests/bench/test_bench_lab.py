@@ -12,72 +12,26 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import onnx
-import onnxruntime
 import pytest
 from bench_models import conv_model
+from stock_baseline import StockBuild
 
 from orchestrator.adapters import ssh as remote
-from orchestrator.artifacts.store import Manifest, write_manifest
 from orchestrator.bench.results import ResultStore
 
 QUICK = ("--quick", "--min-runs", "6")
-WHEEL_CACHE = Path(tempfile.gettempdir()) / "orch-bench-test-wheels"
 FAKE_SYSFS = "/tmp/orch-fake-sysfs"
 
 
-def stock_artifact(root: Path) -> Path:
-    """The stock aarch64 onnxruntime wheel for the lab's Python (3.13), as a build artifact directory."""
-    version = onnxruntime.__version__
-    WHEEL_CACHE.mkdir(exist_ok=True)
-    wheels = sorted(WHEEL_CACHE.glob(f"onnxruntime-{version}-cp313-*aarch64.whl"))
-    if not wheels:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--platform",
-                "manylinux_2_28_aarch64",
-                "--python-version",
-                "3.13",
-                "--implementation",
-                "cp",
-                "--dest",
-                str(WHEEL_CACHE),
-                f"onnxruntime=={version}",
-            ],
-            check=True,
-            timeout=900,
-        )
-        wheels = sorted(WHEEL_CACHE.glob(f"onnxruntime-{version}-cp313-*aarch64.whl"))
-    assert wheels, f"pip download did not produce an aarch64 onnxruntime {version} wheel in {WHEEL_CACHE}"
-    directory = root / "lab" / "stock" / version
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / wheels[0].name
-    if not target.exists():
-        shutil.copyfile(wheels[0], target)
-    write_manifest(
-        directory,
-        Manifest.from_json(
-            {
-                "target": "lab",
-                "variant": "stock",
-                "ort_version": version,
-                "wheel": target.name,
-                "preflight": {"ok": True, "source": "PyPI wheel"},
-            },
-            source="bench lab fixture",
-        ),
-    )
+def stock_artifact(stock_build: StockBuild, root: Path) -> Path:
+    """orch's real stock artifact (the official wheel, pre-flighted), in the lab's artifacts directory."""
+    source = stock_build.artifact.directory
+    directory = root / "lab" / "stock" / source.name
+    shutil.copytree(source, directory, dirs_exist_ok=True)
     return directory
 
 
@@ -142,11 +96,11 @@ def fold_model(lab) -> Path:
 
 
 @pytest.fixture(scope="module")
-def deployed(lab):
+def deployed(lab, stock_build: StockBuild):
     """The stock wheel + a tiny model deployed to both lab boards with `orch deploy`, plus a hand-made
     'tuned' copy of the release on lab1."""
     model = conv_model(fold_model(lab), layers=2, size=16, folded_chain=8)
-    artifact = stock_artifact(Path(lab.env["ORCH_ARTIFACTS"]))
+    artifact = stock_artifact(stock_build, Path(lab.env["ORCH_ARTIFACTS"]))
     done = lab.orch(
         "deploy", "--all-devices", "--artifact", str(artifact), "--model", str(model), timeout=1500
     )
@@ -177,7 +131,7 @@ def read_governors(board) -> list[str]:
     return out.split()
 
 
-def test_bench_two_boards_ab_of_optimisation_levels(deployed):
+def test_bench_two_boards_ab_of_optimisation_levels(deployed, stock_build: StockBuild):
     lab = deployed
     done, doc = bench(lab, "--all-devices", "--opt-level", "disable,all", *QUICK)
     assert done.returncode == 0, done.stderr
@@ -192,7 +146,9 @@ def test_bench_two_boards_ab_of_optimisation_levels(deployed):
         assert keys == [(1, "disable"), (1, "all"), (2, "disable"), (2, "all")]  # interleaved rounds
         agent = stored["measurements"][0]["agent"]
         assert len(agent["timing"]["latencies_ms"]) == 6 and agent["timing"]["session_create_s"] > 0
-        assert agent["ort"]["version"] == onnxruntime.__version__
+        assert (
+            agent["ort"]["version"] == stock_build.artifact.manifest.ort_version
+        )  # what orch built and deployed
         assert agent["board"]["before"]["machine"] == "aarch64" and agent["board"]["before"]["kernel"]
         assert agent["session"]["graph_optimization_level"] == "ORT_DISABLE_ALL"
         assert agent["model"]["inputs"][0]["shape"] == [1, 3, 16, 16]

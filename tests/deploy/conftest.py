@@ -1,141 +1,24 @@
-"""Fixtures for the deploy tests: the official aarch64 ORT wheel, the `stock` artifact that
-``orch build`` makes of it, and wheels made wrong on purpose (another architecture, a too-new
-glibc, another Python).
+"""Fixtures for the deploy tests: wheels made wrong on purpose (another architecture, a too-new
+glibc, another Python), as artifacts that must be refused at deploy time.
 
-``stock_wheel`` is fetched once with ``pip download`` (the package index through pip's own
-client) into pytest's cache directory and reused by later runs; the wheel-level tests read it.
-``stock_build`` runs the real ``orch build --target lab --variant stock`` once per session (its
-own pip download, the wheel check, and the pre-flight in an emulated cortex-a72 container): the
-lab deploy tests deploy that artifact, so the baseline they install is the one orch vouched for.
-``make_artifact`` still writes a manifest by hand for wheels that must be refused at deploy time.
+``stock_wheel`` and ``stock_build`` (the official wheel, and the real ``orch build --variant
+stock`` artifact made of it) are shared with the bench tests: see tests/conftest.py.
+``make_artifact`` writes a manifest by hand, only for wheels that must be refused.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import shutil
-import subprocess
-import sys
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import pytest
+from stock_baseline import LAB_PLATFORM, wheel_version
 
-from orchestrator.artifacts.store import Artifact, Manifest, artifact_dir, read_manifest, write_manifest
-
-# The lab boards: Debian 13, Python 3.13, glibc 2.41, aarch64.
-LAB_PYTHON = "3.13"
-LAB_PLATFORM = "manylinux_2_28_aarch64"
-
-
-def _download_stock(dest: Path) -> Path:
-    found = sorted(dest.glob("onnxruntime-*-cp313-cp313-*aarch64*.whl"))
-    if found:
-        return found[-1]
-    dest.mkdir(parents=True, exist_ok=True)
-    argv = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--disable-pip-version-check",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--platform",
-        LAB_PLATFORM,
-        "--python-version",
-        LAB_PYTHON,
-        "--implementation",
-        "cp",
-        "--abi",
-        "cp313",
-        "-d",
-        str(dest),
-        "onnxruntime",
-    ]
-    result = subprocess.run(argv, capture_output=True, text=True, check=False)
-    found = sorted(dest.glob("onnxruntime-*-cp313-cp313-*aarch64*.whl"))
-    if result.returncode != 0 or not found:
-        pytest.fail(
-            "could not download the official aarch64 onnxruntime wheel (pip needs the package index):\n"
-            + result.stdout[-2000:]
-            + result.stderr[-2000:],
-            pytrace=False,
-        )
-    return found[-1]
-
-
-@pytest.fixture(scope="session")
-def stock_wheel(request: pytest.FixtureRequest) -> Path:
-    """The official onnxruntime wheel for cp313 manylinux aarch64 (the lab's boards)."""
-    return _download_stock(Path(request.config.cache.mkdir("orch-deploy-stock-wheel")))
-
-
-def wheel_version(wheel: Path) -> str:
-    return wheel.name.split("-")[1]
-
-
-# Pip download, wheel check and one emulated pre-flight: ~1 min on an idle machine.
-STOCK_BUILD_TIMEOUT = 1200
-
-
-@dataclass(frozen=True)
-class StockBuild:
-    """What ``orch build --target lab --variant stock --json`` made, and the environment it ran in."""
-
-    env: dict[str, str]  # ORCH_HOME / ORCH_ARTIFACTS of the build (orch build list reads the same)
-    artifact: Artifact
-    manifest: dict[str, Any]  # manifest.json as written, read as plain JSON
-    output: dict[str, Any]  # the command's --json document
-
-
-@pytest.fixture(scope="session")
-def stock_build(stock_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> StockBuild:
-    """The real stock baseline, built once per session in its own ORCH_HOME and artifacts directory.
-
-    Same release as ``stock_wheel`` (so the two downloads can be compared byte for byte)."""
-    root = tmp_path_factory.mktemp("stock-build")
-    for name in ("home", "artifacts", "results"):
-        (root / name).mkdir()
-    (root / "inventory.yaml").write_text("all: {}\n")
-    env = {
-        **os.environ,
-        "ORCH_HOME": str(root / "home"),
-        "ORCH_ARTIFACTS": str(root / "artifacts"),
-        "ORCH_RESULTS": str(root / "results"),
-        "ORCH_INVENTORY": str(root / "inventory.yaml"),
-        "COLUMNS": "200",
-    }
-    argv = ["build", "--target", "lab", "--variant", "stock", "--ort-version", wheel_version(stock_wheel)]
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *argv, "--json"],
-        env=env,
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=STOCK_BUILD_TIMEOUT,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.fail(
-            f"orch {' '.join(argv)} exited {result.returncode}\n--- stdout\n{result.stdout[-4000:]}"
-            f"\n--- stderr\n{result.stderr[-4000:]}",
-            pytrace=False,
-        )
-    output = json.loads(result.stdout)
-    directory = Path(output["artifact"])
-    return StockBuild(
-        env=env,
-        artifact=Artifact(directory=directory, manifest=read_manifest(directory / "manifest.json")),
-        manifest=json.loads((directory / "manifest.json").read_text()),
-        output=output,
-    )
+from orchestrator.artifacts.store import Artifact, Manifest, artifact_dir, write_manifest
 
 
 def make_artifact(

@@ -15,10 +15,8 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
 
-# The fixture's StockBuild (tests/deploy/conftest.py): env, artifact, manifest (JSON), output (JSON).
-StockBuild = Any
+from stock_baseline import StockBuild
 
 EM_AARCH64 = 183  # ELF e_machine of arm64
 
