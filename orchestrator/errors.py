@@ -43,6 +43,10 @@ class ContainerError(OrchError):
     exit_code = 3
 
 
+class ContainerTimeout(ContainerError):
+    """A container ran past its time limit and was killed."""
+
+
 class RemoteError(OrchError):
     """An SSH connection or a remote command failed on a board."""
 

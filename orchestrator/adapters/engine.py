@@ -11,6 +11,7 @@ import io
 import os
 import shutil
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -19,11 +20,12 @@ from typing import Any
 
 import docker
 import docker.errors
+import docker.types
 from docker.models.containers import Container
 from docker.transport import UnixHTTPAdapter
 
 from orchestrator.adapters import process
-from orchestrator.errors import ContainerError
+from orchestrator.errors import ContainerError, ContainerTimeout
 
 LogSink = Callable[[str], None]
 
@@ -292,6 +294,7 @@ class Engine:
         on_log: LogSink | None = None,
         copy_in: Sequence[tuple[Path, str]] = (),
         copy_out: Sequence[tuple[str, Path]] = (),
+        timeout: float | None = None,
     ) -> int:
         """Run a container in the foreground: stream its output lines, remove it, return its exit code.
 
@@ -299,27 +302,54 @@ class Engine:
         (container path, local directory) after the exit — paths that do not exist then are left
         out, the caller checks. Copies instead of bind mounts work the same on a remote engine.
         Ctrl-C (or any error while streaming) kills and removes the container so nothing keeps running.
+        ``timeout`` (seconds from the start) kills a container still running then and raises
+        ``ContainerTimeout``; like every container orch makes, it runs without core dumps, and
+        under the engine's init (``docker run --init``).
         """
         kwargs = self._create_kwargs(environment, volumes, ports, network, labels)
         if working_dir:
             kwargs["working_dir"] = working_dir
+        # The engine's init as PID 1: a program that dies of a signal under qemu-user as PID 1 hangs
+        # (qemu re-raises the signal at itself, which the kernel ignores for a namespace's init).
+        kwargs["init"] = True
         with _translated(f"starting a container from {image}"):
             container = self._client.containers.create(image, list(argv), name=name, **kwargs)
         try:
             for local, path in copy_in:
                 self._put(container, Path(local), "/", arcname=path.strip("/"))
+            expired = threading.Event()
+
+            def expire() -> None:
+                expired.set()
+                try:
+                    container.kill()
+                except (docker.errors.DockerException, OSError):  # it ended meanwhile
+                    pass
+
+            timer = threading.Timer(timeout, expire) if timeout is not None else None
             with _translated(f"running container {container.name}"):
                 container.start()
-                pending = b""
-                for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
-                    if on_log:
-                        for line in lines:
-                            on_log(line.decode(errors="replace").rstrip("\r"))
-                if pending and on_log:
-                    on_log(pending.decode(errors="replace").rstrip("\r"))
-                result = container.wait()
+                if timer is not None:
+                    timer.daemon = True
+                    timer.start()
+                try:
+                    pending = b""
+                    for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                        pending += chunk
+                        *lines, pending = pending.split(b"\n")
+                        if on_log:
+                            for line in lines:
+                                on_log(line.decode(errors="replace").rstrip("\r"))
+                    if pending and on_log:
+                        on_log(pending.decode(errors="replace").rstrip("\r"))
+                    result = container.wait()
+                finally:
+                    if timer is not None:
+                        timer.cancel()
+            if expired.is_set():
+                raise ContainerTimeout(
+                    f"a container from {image} ran longer than {timeout:g} s and was killed"
+                )
             for path, local_dir in copy_out:
                 try:
                     self._copy_out(container, path, local_dir)
@@ -393,7 +423,9 @@ class Engine:
         network: str | None,
         labels: Mapping[str, str] | None,
     ) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
+        # No core files: nothing reads them, and qemu-user writing the core of a multi-threaded
+        # guest (a wheel dying of SIGILL under emulation) stalls instead of exiting.
+        kwargs: dict[str, Any] = {"ulimits": [docker.types.Ulimit(name="core", soft=0, hard=0)]}
         if environment:
             kwargs["environment"] = dict(environment)
         if volumes:

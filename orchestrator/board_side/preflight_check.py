@@ -4,13 +4,17 @@ Written to ``/pf/check.py`` by ``orchestrator.build.preflight`` and run by prefl
 with the venv's python, no arguments: imports onnxruntime, runs ``/pf/model.onnx`` once on
 ``/pf/input.npy``, saves the output to ``/pf/output.npy`` and prints one line
 ``ORCH-PREFLIGHT {json}`` (ort_version, providers, import_s, run_s, shape). Uses only the standard
-library, numpy and the wheel under test.
+library, numpy and the wheel under test; ``sigill_guard`` (copied next to it) names an illegal
+instruction (``ORCH-SIGILL {json}``, exit status 132).
 """
 
 from __future__ import annotations
 
 import json
 import time
+
+# First: an instruction the emulated CPU lacks is then reported (ORCH-SIGILL ...), not just fatal.
+import sigill_guard  # type: ignore[import-not-found]  # noqa: F401 -- /pf/sigill_guard.py, beside this file
 
 t0 = time.time()
 # The imports are what is timed (a CPU feature the board lacks fails here: SIGILL).

@@ -23,9 +23,10 @@ import numpy as np
 from orchestrator.artifacts.dependencies import resolve_dependencies
 from orchestrator.artifacts.store import Preflight
 from orchestrator.board_side import read_text
+from orchestrator.build import aarch64_isa
 from orchestrator.build.base_images import ensure_base_image
 from orchestrator.build.sources import file_sha256
-from orchestrator.errors import BuildError, DeployError
+from orchestrator.errors import BuildError, ContainerTimeout, DeployError
 from orchestrator.lab.boards import LAB_PACKAGES  # the lab board's package set: one offline image serves both
 from orchestrator.lab.sample_models import tiny_convnet, write_model
 from orchestrator.targets import TargetProfile
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
 RTOL = 1e-4
 ATOL = 1e-5
 _SIGNALS = {132: "SIGILL (illegal instruction)", 134: "SIGABRT", 135: "SIGBUS", 139: "SIGSEGV"}
+# Installing the wheel and one tiny inference take a minute or two under qemu on a busy 2-core
+# machine; a pre-flight still running after this is hung (and is killed).
+PREFLIGHT_TIMEOUT_S = 900.0
+_SIGILL_LINE = "ORCH-SIGILL "
 
 
 def board_image(engine: Engine, profile: TargetProfile) -> str:
@@ -71,15 +76,60 @@ def compare(board: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
     }
 
 
+def _preflight_report(lines: list[str]) -> dict[str, Any] | None:
+    for line in lines:
+        if line.startswith("ORCH-PREFLIGHT "):
+            try:
+                report = json.loads(line.split(" ", 1)[1])
+            except json.JSONDecodeError:
+                return None
+            return report if isinstance(report, dict) else None
+    return None
+
+
 def exit_reason(code: int) -> str:
     return _SIGNALS.get(code, f"exit status {code}")
 
 
-def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: Any = print) -> Preflight:
+def sigill_report(lines: list[str]) -> dict[str, Any] | None:
+    """The board side's ``ORCH-SIGILL {json}`` line (see board_side/sigill_guard.py), if any."""
+    for line in lines:
+        if line.startswith(_SIGILL_LINE):
+            try:
+                report = json.loads(line[len(_SIGILL_LINE) :])
+            except json.JSONDecodeError:
+                return {}
+            return report if isinstance(report, dict) else {}
+    return None
+
+
+def describe_sigill(report: dict[str, Any], profile: TargetProfile) -> str:
+    """'SIGILL (illegal instruction): a cortex-a72 cannot run 0x1ee02800: half-precision ... in LIB at ...'"""
+    text = f"SIGILL (illegal instruction): a {profile.qemu_cpu} (target {profile.name}) cannot run"
+    word = report.get("word")
+    text += f" instruction {aarch64_isa.describe(word)}" if isinstance(word, int) else " an instruction"
+    obj, offset = report.get("object"), report.get("offset")
+    if isinstance(obj, str):
+        text += f" in {obj}" + (f" at offset {offset:#x}" if isinstance(offset, int) else "")
+    frames = [f for f in report.get("python") or [] if isinstance(f, str)]
+    if frames:
+        text += f", while running {frames[0]}"
+    return text
+
+
+def run_preflight(
+    engine: Engine,
+    profile: TargetProfile,
+    wheel: Path,
+    *,
+    log: Any = print,
+    timeout: float = PREFLIGHT_TIMEOUT_S,
+) -> Preflight:
     """Install ``wheel`` on an emulated ``profile.qemu_cpu`` board, run a model, compare with x86 ORT.
 
     The verdict's details keep the run (qemu_cpu, image, exit code, duration), the container's
-    report and the comparison."""
+    report and the comparison. A wheel that dies of SIGILL is named with the instruction; a run
+    past ``timeout`` seconds is killed and fails the pre-flight."""
 
     started = time.monotonic()
     image = board_image(engine, profile)
@@ -103,26 +153,35 @@ def run_preflight(engine: Engine, profile: TargetProfile, wheel: Path, *, log: A
         inputs = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
         np.save(work / "input.npy", inputs)
         (work / "check.py").write_text(read_text("preflight_check.py"))
+        (work / "sigill_guard.py").write_text(read_text("sigill_guard.py"))
         lines: list[str] = []
-        code = engine.run(
-            image,
-            ["sh", "-c", read_text("preflight_install.sh")],
-            environment={"QEMU_CPU": profile.qemu_cpu, "ORCH_WHEEL": wheel.name},
-            copy_in=[(work, "/pf")],
-            copy_out=[("/pf/output.npy", work)],
-            network="none",
-            labels={"orch.role": "preflight"},
-            on_log=lines.append,
-        )
-        result: dict[str, Any] = {
-            "qemu_cpu": profile.qemu_cpu,
-            "image": image,
-            "exit_code": code,
-            "duration_s": round(time.monotonic() - started, 1),
-        }
-        report = next(
-            (json.loads(x.split(" ", 1)[1]) for x in lines if x.startswith("ORCH-PREFLIGHT ")), None
-        )
+        result: dict[str, Any] = {"qemu_cpu": profile.qemu_cpu, "image": image}
+        try:
+            code = engine.run(
+                image,
+                ["sh", "-c", read_text("preflight_install.sh")],
+                environment={"QEMU_CPU": profile.qemu_cpu, "ORCH_WHEEL": wheel.name},
+                copy_in=[(work, "/pf")],
+                copy_out=[("/pf/output.npy", work)],
+                network="none",
+                labels={"orch.role": "preflight"},
+                on_log=lines.append,
+                timeout=timeout,
+            )
+        except ContainerTimeout:
+            tail = [x for x in lines if x.strip()][-3:]
+            result.update(exit_code=None, timed_out=True, duration_s=round(time.monotonic() - started, 1))
+            reason = (
+                f"no result within {timeout:g} s on an emulated {profile.qemu_cpu}; the container was killed"
+                + (": " + " | ".join(tail) if tail else "")
+            )
+            return Preflight(ok=False, error=reason, details=result)
+        result.update(exit_code=code, duration_s=round(time.monotonic() - started, 1))
+        sigill = sigill_report(lines)
+        if sigill is not None or code == 132:
+            result["sigill"] = sigill or {}
+            return Preflight(ok=False, error=describe_sigill(sigill or {}, profile), details=result)
+        report = _preflight_report(lines)
         if code != 0 or report is None:
             tail = [x for x in lines if x.strip()][-5:]
             reason = f"{exit_reason(code)} on an emulated {profile.qemu_cpu}" + (

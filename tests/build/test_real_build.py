@@ -75,6 +75,7 @@ def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(
         volumes={str(bundle): {"bind": "/t", "mode": "ro"}},
         network="none",
         on_log=output.append,
+        timeout=1500,  # an emulated test executable that hangs is killed, not waited for
     )
     text = "\n".join(output)
     passed = re.search(r"\[  PASSED  \] (\d+) test", text)

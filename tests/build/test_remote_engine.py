@@ -280,6 +280,7 @@ def test_build_on_another_engine_over_ssh_ships_everything_and_brings_the_result
         volumes={str(bundle): {"bind": "/t", "mode": "ro"}},
         network="none",
         on_log=listed.append,
+        timeout=600,  # an emulated test executable that hangs is killed, not waited for
     )
     assert code == 0, "\n".join(listed[-20:])
     assert sum(1 for line in listed if line.startswith("  ")) > 1000, "the MLAS test list looks truncated"
