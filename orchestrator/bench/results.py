@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS series (
     p99_ms REAL, mean_ms REAL, std_ms REAL
 );
 CREATE INDEX IF NOT EXISTS series_run ON series (run_id, board);
+CREATE TABLE IF NOT EXISTS damaged (path TEXT PRIMARY KEY, reason TEXT);
 """
 
 
@@ -72,11 +73,26 @@ def board_file_name(board: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Damaged:
+    """A file of the store that could not be used; it is left exactly as it is."""
+
+    path: Path
+    reason: str
+    skipped: bool = True  # False: repaired without losing anything (a rebuilt index)
+
+    def sentence(self) -> str:
+        if self.skipped:
+            return f"{self.path}: {self.reason}; skipped (the file is left as it is)"
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunRecord:
     run_id: str
     path: Path
     meta: dict[str, Any]
     boards: dict[str, dict[str, Any]]  # board name -> stored board document
+    damaged: tuple[Damaged, ...] = ()  # files of this run that were skipped
 
     def series(self) -> list[Series]:
         found: list[Series] = []
@@ -98,6 +114,15 @@ class ResultStore:
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root is not None else results_dir()
+        # Damaged files met so far (reported by the commands; a skipped one makes the exit code non-zero).
+        self.damaged: list[Damaged] = []
+        self._index_checked = False
+
+    def _damaged(self, path: Path, reason: str, *, skipped: bool = True) -> Damaged:
+        found = Damaged(path=path, reason=reason, skipped=skipped)
+        if found not in self.damaged:
+            self.damaged.append(found)
+        return found
 
     # --- writing ------------------------------------------------------------------------
     def run_dir(self, run_id: str) -> Path:
@@ -142,6 +167,10 @@ class ResultStore:
         if not (self.root / INDEX_FILE).exists():
             self.reindex()
         with self._index() as db:
+            # Files skipped when the index was rebuilt, still damaged: said every time, not only once.
+            for path, reason in db.execute("SELECT path, reason FROM damaged ORDER BY path").fetchall():
+                if Path(path).exists() and _read_problem(Path(path)) is not None:
+                    self._damaged(Path(path), reason)
             rows = db.execute(
                 "SELECT run_id, created, command, status, boards_ok, boards_failed FROM runs ORDER BY run_id"
             ).fetchall()
@@ -192,28 +221,47 @@ class ResultStore:
         raise UsageError(f"{ref!r} matches several runs: {', '.join(candidates)}")
 
     def load(self, ref: str) -> RunRecord:
+        """A run's JSON files. A file that cannot be read, is not JSON or is not orch's (truncated,
+        foreign, damaged) is skipped and recorded in ``damaged``; the others are used."""
         run_id = self.resolve(ref)
         path = self.run_dir(run_id)
         boards: dict[str, dict[str, Any]] = {}
+        damaged: list[Damaged] = []
         for board_file in sorted(path.glob("*.json")):
             if board_file.name == RUN_FILE:
                 continue
-            document = json.loads(board_file.read_text())
-            if document.get("schema") == BOARD_SCHEMA:
-                boards[document["board"]] = document
+            document, problem = _read_json(board_file)
+            if problem is None and isinstance(document, dict) and document.get("schema") != BOARD_SCHEMA:
+                problem = (
+                    f"not an orch board record (schema {document.get('schema')!r}, expected {BOARD_SCHEMA!r})"
+                )
+            if problem is None:
+                problem = _board_problem(document)
+            if problem is not None:
+                damaged.append(self._damaged(board_file, problem))
+                continue
+            boards[document["board"]] = document
         meta_file = path / RUN_FILE
-        meta = (
-            json.loads(meta_file.read_text())
-            if meta_file.exists()
-            else {"run_id": run_id, "status": "incomplete"}
-        )
-        return RunRecord(run_id=run_id, path=path, meta=meta, boards=boards)
+        meta: dict[str, Any] = {"run_id": run_id, "status": "incomplete"}
+        if meta_file.exists():
+            document, problem = _read_json(meta_file)
+            if problem is None and not isinstance(document, dict):
+                problem = f"not a run record (a JSON {type(document).__name__}, not an object)"
+            if problem is None:
+                meta = document
+            else:
+                damaged.append(self._damaged(meta_file, problem))
+                meta = {"run_id": run_id, "status": "damaged"}
+        return RunRecord(run_id=run_id, path=path, meta=meta, boards=boards, damaged=tuple(damaged))
 
     def reindex(self) -> None:
-        """Rebuild index.sqlite from the JSON files (the record)."""
+        """Rebuild index.sqlite from the JSON files (the record); damaged files are skipped."""
         index = self.root / INDEX_FILE
         index.unlink(missing_ok=True)
+        self._index_checked = True
         for run_dir in sorted(p for p in self.root.glob("*") if p.is_dir()):
+            if not _RUN_ID.fullmatch(run_dir.name) or run_dir.name.startswith("."):
+                continue  # not a run (a folder someone put here)
             record = self.load(run_dir.name)
             with self._index() as db:
                 db.execute(
@@ -229,21 +277,59 @@ class ResultStore:
                 self._index_board(record.run_id, document, run_dir / board_file_name(document["board"]))
             if RUN_FILE in {p.name for p in run_dir.iterdir()}:
                 ok = sum(1 for d in record.boards.values() if d.get("status") == "ok")
+                failed = len(record.boards) - ok
+                # run.json does not hold the status: finish_run derived it from the outcomes.
+                status = record.meta.get("status") or ("ok" if failed == 0 else "failed")
                 with self._index() as db:
                     db.execute(
-                        "UPDATE runs SET boards_ok = ?, boards_failed = ? WHERE run_id = ?",
-                        (ok, len(record.boards) - ok, record.run_id),
+                        "UPDATE runs SET status = ?, boards_ok = ?, boards_failed = ? WHERE run_id = ?",
+                        (status, ok, failed, record.run_id),
+                    )
+            if record.damaged:
+                with self._index() as db:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO damaged VALUES (?, ?)",
+                        [(str(d.path), d.reason) for d in record.damaged],
                     )
 
     # --- index internals ----------------------------------------------------------------
     def _index(self) -> _IndexConnection:
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UsageError(
+                f"{self.root}: cannot create the results directory: {error.strerror or error}",
+                hint="point $ORCH_RESULTS at a writable directory",
+            ) from error
+        if not self._index_checked:
+            self._index_checked = True
+            self._check_index()
         return _IndexConnection(self.root / INDEX_FILE)
+
+    def _check_index(self) -> None:
+        """A damaged index (not SQLite, truncated, another schema) is moved aside, never deleted,
+        and rebuilt from the JSON files: it only ever holds what they hold."""
+        index = self.root / INDEX_FILE
+        if not index.exists():
+            return
+        problem = _index_problem(index)
+        if problem is None:
+            return
+        kept = _free_name(index.with_name(INDEX_FILE + ".damaged"))
+        try:
+            index.rename(kept)
+        except OSError as error:
+            raise UsageError(
+                f"{index}: the results index is damaged ({problem}) and cannot be moved aside: {error}",
+                hint=f"move it away yourself; orch rebuilds it from the JSON files in {self.root}",
+            ) from error
+        self._damaged(index, f"{problem}; kept as {kept.name}, rebuilt from the run files", skipped=False)
+        self.reindex()
 
     def _index_board(self, run_id: str, document: dict[str, Any], path: Path) -> None:
         first_agent: dict[str, Any] = next((m["agent"] for m in document.get("measurements", [])), {})
-        ort_version = (first_agent.get("ort") or {}).get("version")
-        kernel = ((first_agent.get("board") or {}).get("before") or {}).get("kernel")
+        ort_version = _dig(first_agent, "ort", "version")
+        kernel = _dig(first_agent, "board", "before", "kernel")
         rows = []
         for series in series_of(document):
             summary = series.summary()
@@ -308,6 +394,96 @@ class _IndexConnection:
             self.db.close()
         finally:
             _index_lock.release()
+
+
+_RUN_ID = re.compile(r"[A-Za-z0-9._-]+")
+_TABLE_COLUMNS = {
+    "runs": {"run_id", "created", "command", "status", "boards_ok", "boards_failed"},
+    "boards": {"run_id", "board", "status", "error", "path", "ort_version", "kernel"},
+    "damaged": {"path", "reason"},
+    "series": {
+        "run_id", "board", "label", "variant", "release", "model", "quant", "ep", "opt_level",
+        "intra_threads", "inter_threads", "n", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "std_ms",
+    },
+}  # fmt: skip
+
+
+def _index_problem(index: Path) -> str | None:
+    """Why index.sqlite cannot serve as orch's index, or None."""
+    try:
+        db = sqlite3.connect(f"file:{index}?mode=ro", uri=True, timeout=30)
+        try:
+            if db.execute("PRAGMA quick_check").fetchone() != ("ok",):
+                return "the SQLite file fails its integrity check"
+            for table, columns in _TABLE_COLUMNS.items():
+                found = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+                if found and found != columns:
+                    return f"table '{table}' has other columns than orch's ({', '.join(sorted(found))})"
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as error:
+        return f"not a usable SQLite database ({error})"
+    return None
+
+
+def _free_name(path: Path) -> Path:
+    candidate, number = path, 1
+    while candidate.exists():
+        number += 1
+        candidate = path.with_name(f"{path.name}.{number}")
+    return candidate
+
+
+def _read_problem(path: Path) -> str | None:
+    """Why a run file is unusable now, or None (it was repaired)."""
+    document, problem = _read_json(path)
+    if problem is None and path.name != RUN_FILE:
+        foreign = isinstance(document, dict) and document.get("schema") != BOARD_SCHEMA
+        problem = "not an orch board record" if foreign else _board_problem(document)
+    return problem
+
+
+def _read_json(path: Path) -> tuple[Any, str | None]:
+    """(document, None) or (None, why the file is unusable)."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8")), None
+    except OSError as error:
+        return None, f"cannot be read ({error.strerror or error})"
+    except UnicodeDecodeError as error:
+        return None, f"not UTF-8 text (byte {error.start})"
+    except json.JSONDecodeError as error:
+        text = error.doc.rstrip()
+        if not text:
+            return None, "empty file"
+        if text[:1] in "{[" and text[-1:] not in "}]":
+            return None, f"truncated JSON (it breaks off at line {text.count(chr(10)) + 1})"
+        return None, f"not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+    except RecursionError:
+        return None, "JSON nested too deeply"
+
+
+def _board_problem(document: Any) -> str | None:
+    """Why a board document with orch's schema tag cannot be used, or None."""
+    if not isinstance(document, dict):
+        return f"not a board record (a JSON {type(document).__name__}, not an object)"
+    if not isinstance(document.get("board"), str) or not document["board"]:
+        return "no 'board' name"
+    if not isinstance(document.get("measurements", []), list):
+        return "'measurements' is not a list"
+    try:
+        for series in series_of(document):
+            series.summary()
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+        return f"a measurement is malformed ({type(error).__name__}: {error})"
+    return None
+
+
+def _dig(document: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(document, dict):
+            return None
+        document = document.get(key)
+    return document
 
 
 def _write_new(path: Path, document: dict[str, Any]) -> None:

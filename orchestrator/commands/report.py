@@ -10,7 +10,9 @@ from rich.markup import escape
 from orchestrator.bench.report.html import write_html
 from orchestrator.bench.results import ResultStore
 from orchestrator.bench.series import pairings_within
+from orchestrator.commands.results import report_damaged
 from orchestrator.console import console, emit_json
+from orchestrator.errors import UsageError
 
 NAME = "report"
 HELP = "write an HTML report with plots for a benchmark run"
@@ -36,14 +38,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
     store = ResultStore()
     record = store.load(args.run)
     pairings = pairings_within(record.series(), threshold=args.threshold)
-    written = write_html(record, pairings, args.html)
+    try:
+        written = write_html(record, pairings, args.html)
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename and str(error.filename) != str(args.html) else ""
+        raise UsageError(
+            f"--html {args.html}: cannot write the report{where}: {error.strerror or error}",
+            hint="give a path in an existing, writable directory (plots go to <name>_files/ beside it)",
+        ) from error
     if args.json:
         emit_json({"run_id": record.run_id, **{key: str(path) for key, path in written.items()}})
     console.print(
         f"report for run [bold]{record.run_id}[/] written to [bold]{escape(str(args.html.resolve()))}[/]"
     )
-    return 0
+    return report_damaged(store)

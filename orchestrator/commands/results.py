@@ -14,8 +14,8 @@ from orchestrator.bench.report.tables import board_state_table, comparison_table
 from orchestrator.bench.results import ResultStore, flatten_series
 from orchestrator.bench.series import pairings_between, pairings_within
 from orchestrator.commands import options
-from orchestrator.console import console, emit_json
-from orchestrator.errors import UsageError
+from orchestrator.console import console, emit_json, quiet_stdout
+from orchestrator.errors import PartialFailure, UsageError
 
 NAME = "results"
 HELP = "list, show, compare and export stored benchmark results"
@@ -45,8 +45,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
 
 
+def report_damaged(store: ResultStore) -> int:
+    """Name every damaged file met (on stderr, after the output); 0, or PartialFailure's exit code
+    when one was skipped: what is shown is then not the whole store."""
+    for damaged in store.damaged:
+        console.print(f"[yellow]warning:[/] {escape(damaged.sentence())}", soft_wrap=True)
+    skipped = [d for d in store.damaged if d.skipped]
+    if skipped:
+        console.print(
+            f"[bold red]error:[/] {len(skipped)} damaged file(s) in {escape(str(store.root))} were skipped;"
+            " the rest is shown",
+            soft_wrap=True,
+        )
+        return PartialFailure.exit_code
+    return 0
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write an export file; a directory that does not exist or is read-only is a usage error."""
+    try:
+        path.write_text(text)
+    except OSError as error:
+        raise UsageError(
+            f"-o {path}: cannot write the file: {error.strerror or error}",
+            hint="give a path in an existing, writable directory",
+        ) from error
+
+
 def run(args: argparse.Namespace) -> int:
     store = ResultStore()
+    code = _run(args, store)
+    return code or report_damaged(store)
+
+
+def _run(args: argparse.Namespace, store: ResultStore) -> int:
     if args.action == "list":
         runs = store.list_runs()
         if args.json:
@@ -113,8 +145,13 @@ def run(args: argparse.Namespace) -> int:
 
         text = json.dumps(rows, indent=1, default=str) + "\n"
     if args.output:
-        args.output.write_text(text)
+        write_output(args.output, text)
         console.print(f"{len(rows)} rows written to {escape(str(args.output))}")
     else:
-        sys.stdout.write(text)
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            quiet_stdout()
+            raise
     return 0
