@@ -50,6 +50,14 @@ def _report(error: OrchError) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # also while an error is being reported
+        quiet_stdout()
+        return BROKEN_PIPE_EXIT
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

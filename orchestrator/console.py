@@ -13,7 +13,22 @@ from typing import Any
 
 from rich.console import Console
 
-console = Console(stderr=True, highlight=False)
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader of stderr went away (``orch inventory list 2>&1 | head -1``): end as for a
+        closed stdout (``cli.main`` exits 141), not with rich's own exit status 1."""
+        quiet_stdout()
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stderr.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        raise BrokenPipeError
+
+
+console = _Console(stderr=True, highlight=False)
 
 
 def quiet_stdout() -> None:

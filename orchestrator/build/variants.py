@@ -8,6 +8,7 @@ filled in from the target profile. Pure: no Docker, no files other than the YAML
 from __future__ import annotations
 
 import difflib
+import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,13 @@ def _parse(name: str, data: Any, path: Path) -> Variant:
             raise TargetError(
                 f"{where}: build_args entries are build.py flags like '--disable_ml_ops', got {arg!r}"
             )
+    for flag in data.get("cflags", []):
+        _check_cflag(where, flag)
+    for key, value in (data.get("defines") or {}).items():
+        if not isinstance(key, str) or not key or isinstance(value, (dict, list)) or value is None:
+            raise TargetError(f"{where}: defines must map CMake names to values, got {key!r}: {value!r}")
+    if data.get("inline_limit") is not None and data["inline_limit"] < 0:
+        raise TargetError(f"{where}: 'inline_limit' must be >= 0, not {data['inline_limit']}")
     return Variant(
         name=name,
         description=str(data.get("description", name)),
@@ -84,6 +92,27 @@ def _parse(name: str, data: Any, path: Path) -> Variant:
     )
 
 
+PLACEHOLDERS = ("mcpu", "march")
+
+
+def _check_cflag(where: str, flag: Any) -> None:
+    """A cflags entry is a string whose only placeholders are {mcpu} and {march} (``{{`` for a brace)."""
+    if not isinstance(flag, str):
+        raise TargetError(f"{where}: cflags entries are compiler flags (strings), got {flag!r}")
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(flag) if field is not None]
+    except ValueError as error:
+        raise TargetError(
+            f"{where}: cflags entry {flag!r}: {error}; write a literal brace as '{{{{' or '}}}}'"
+        ) from None
+    for field in fields:
+        if field not in PLACEHOLDERS:
+            raise TargetError(
+                f"{where}: cflags entry {flag!r} names the unknown placeholder {{{field}}};"
+                f" known: {', '.join('{' + name + '}' for name in PLACEHOLDERS)}"
+            )
+
+
 def _define_value(value: Any) -> str:
     if isinstance(value, bool):
         return "ON" if value else "OFF"
@@ -92,9 +121,25 @@ def _define_value(value: Any) -> str:
 
 def _load_file(path: Path) -> dict[str, Variant]:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as error:
-        raise TargetError(f"{path}: not valid YAML: {error}") from error
+        raw = path.read_bytes()
+    except OSError as error:
+        raise TargetError(f"{path}: cannot read the variants file: {error.strerror or error}") from error
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise TargetError(
+            f"{path}:{line}: byte {raw[error.start]:#04x} is not UTF-8: a variants file is UTF-8 text"
+        ) from None
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = ", ".join(part for part in (error.context, error.problem) if part)
+        raise TargetError(f"{where}: not valid YAML: {problem}") from None
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as error:
+        raise TargetError(f"{path}: not valid YAML: {error}") from None
     if not isinstance(data, dict):
         raise TargetError(f"{path}: a variants file maps variant names to their settings")
     return {str(name): _parse(str(name), body, path) for name, body in data.items()}
