@@ -78,6 +78,14 @@ class Engine:
     def __init__(self, docker_host: str | None = None) -> None:
         self.docker_host = docker_host or os.environ.get("DOCKER_HOST")
         self._tunnel = None
+        if self.docker_host and self.docker_host.startswith("unix://"):
+            socket_path = Path(self.docker_host.removeprefix("unix://"))
+            if not socket_path.exists():
+                raise ContainerError(
+                    f"connecting to the Docker engine: the Docker engine is not reachable (there is no"
+                    f" socket at {socket_path}, from {self.docker_host})",
+                    hint=_ENGINE_HINT,
+                )
         with _translated("connecting to the Docker engine"):
             if self.docker_host and self.docker_host.startswith("ssh://"):
                 # Through orch's own SSH layer (host keys verified against orch's known_hosts,

@@ -1,4 +1,5 @@
-"""BenchPlan: what `orch bench` will run, decided before anything runs (pure: no SSH, no files).
+"""BenchPlan: what `orch bench` will run, decided before anything runs (no SSH; the only file read is
+a model given to --model as a path, checked to be an ONNX model).
 
 boards x releases (variants) x models x quantisation x settings, repeated in rounds. Within a
 round every combination runs once, in a fixed order (A B A B ...), so slow drift (heat, a
@@ -16,6 +17,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from orchestrator.board import Board
@@ -175,6 +177,58 @@ def parse_opt_levels(values: Sequence[str]) -> list[str]:
     return list(values)
 
 
+def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``input=1x3x224x224`` -> ("input", (1, 3, 224, 224)); what the agent's --shape takes."""
+    name, sep, dims = text.partition("=")
+    parts = dims.lower().split("x") if dims else []
+    if (
+        not sep
+        or not name.strip()
+        or not parts
+        or not all(part.isdigit() and int(part) > 0 for part in parts)
+    ):
+        raise UsageError(
+            f"--shape {text!r}: expected NAME=DxD... with positive whole dimensions",
+            hint="e.g. --shape input=1x3x224x224 (the input's name as the model declares it)",
+        )
+    return name, tuple(int(part) for part in parts)
+
+
+def model_name(text: str) -> str:
+    """A --model value: a deployed model's name (``mobilenet``, ``mobilenet.onnx``), or the path of
+    the model file that was deployed (``models/mobilenet.onnx``), which must then be an ONNX model."""
+    if "/" not in text and not text.endswith(".onnx"):
+        return text
+    path = Path(text).expanduser()
+    if "/" not in text and not path.exists():
+        return text  # 'mobilenet.onnx': a deployed file name
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(
+            f"--model {text!r}: no such file",
+            hint="--model takes a deployed model's name (`orch exec ... -- ls orch/current/models`) or its file",
+        ) from None
+    except OSError as error:
+        raise UsageError(f"--model {text!r}: cannot read it: {error.strerror or error}") from None
+    if not _is_onnx(data):
+        raise UsageError(
+            f"--model {text!r}: not an ONNX model (it does not parse as an ONNX ModelProto with a graph)",
+            hint="pass the .onnx file you deployed, or the model's name",
+        )
+    return path.name
+
+
+def _is_onnx(data: bytes) -> bool:
+    import onnx
+
+    try:
+        model = onnx.load_model_from_string(data)
+    except Exception:  # noqa: BLE001 -- protobuf's DecodeError (its module has no type stubs here)
+        return False
+    return model.ir_version > 0 and len(model.graph.node) > 0
+
+
 def make_settings(
     *,
     threads: Sequence[int] = (),
@@ -223,6 +277,16 @@ def make_plan(
     agent = agent or AgentOptions()
     if agent.min_runs < 1 or agent.warmup < 0 or agent.min_duration < 0:
         raise UsageError("--min-runs must be >= 1, --warmup and --min-duration >= 0")
+    if agent.max_runs < 1:
+        raise UsageError(f"--max-runs {agent.max_runs}: must be at least 1")
+    if agent.max_runs < agent.min_runs:
+        raise UsageError(
+            f"--max-runs {agent.max_runs} is below --min-runs {agent.min_runs}: the agent could never reach it",
+            hint="raise --max-runs or lower --min-runs",
+        )
+    for shape in agent.shapes:
+        parse_shape(shape)
+    models = tuple(model_name(model) for model in models)
     return BenchPlan(
         boards=tuple(boards),
         variants=tuple(variants),

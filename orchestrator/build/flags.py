@@ -145,6 +145,37 @@ def check_flags(tree: Path, defines: Iterable[str], build_flags: Iterable[str]) 
     return problems
 
 
+_DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.+-]*")
+
+
+def check_without_tree(defines: Iterable[str]) -> list[FlagProblem]:
+    """What is known to be wrong before any source tree is at hand: names CMake cannot take,
+    names that look right and are not (``ONNX_ML``), and ORT's ``onnxruntime_`` prefix in another
+    case (``ONNXRUNTIME_ENABLE_LTO``: ORT reads only ``onnxruntime_ENABLE_LTO``)."""
+    problems: list[FlagProblem] = []
+    for define in defines:
+        if define in _MISLEADING:
+            problems.append(
+                FlagProblem(kind="define", name=define, suggestion=None, explanation=_MISLEADING[define])
+            )
+        elif not _DEFINE_NAME.fullmatch(define):
+            problems.append(
+                FlagProblem(
+                    kind="define",
+                    name=define,
+                    suggestion=None,
+                    explanation="not a CMake variable name (letters, digits and _ . + -, not starting with a digit)",
+                )
+            )
+        elif define.lower().startswith("onnxruntime_") and not define.startswith("onnxruntime_"):
+            fixed = "onnxruntime_" + define[len("onnxruntime_") :]
+            explanation = f"ORT reads its options only with the lower-case prefix (did you mean '{fixed}'?)"
+            problems.append(
+                FlagProblem(kind="define", name=define, suggestion=fixed, explanation=explanation)
+            )
+    return problems
+
+
 def flags_of(build_args: Iterable[str]) -> list[str]:
     """The ``--flag`` names of a build.py argv (values and the define list after --cmake_extra_defines skipped)."""
     found = []

@@ -21,11 +21,14 @@ import hashlib
 import json
 import os
 import shlex
+import stat
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.build.base_images import base_image_tag, registry_override
+from orchestrator.build.flags import check_without_tree
 from orchestrator.build.sources import SourceSpec
 from orchestrator.build.variants import Variant
 from orchestrator.errors import UsageError
@@ -71,6 +74,7 @@ class BuildOptions:
     memory_bytes: int = 8 << 30
     scope: str = "wheel"
     docker_host: str | None = None
+    force_flags: bool = False  # build with define names known to be wrong (they are then warnings)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,7 +264,7 @@ def parse_define(text: str) -> tuple[str, str]:
     """``K=V`` from ``--cmake-define``; a leading ``-D`` is tolerated."""
     text = text.removeprefix("-D")
     name, sep, value = text.partition("=")
-    if not sep or not name:
+    if not sep or not name.strip():
         raise UsageError(
             f"--cmake-define '{text}' is not NAME=VALUE",
             hint="e.g. --cmake-define onnxruntime_USE_XNNPACK=ON",
@@ -268,7 +272,49 @@ def parse_define(text: str) -> tuple[str, str]:
     return name, value
 
 
+_ENGINE_SCHEMES = ("ssh", "unix", "tcp", "http", "https")
+
+
+def check_docker_host(url: str | None) -> str | None:
+    """``--docker-host``, checked as far as it can be without connecting: the real run and
+    ``--dry-run`` refuse the same addresses."""
+    if url is None:
+        return None
+    usage = "use ssh://[user@]host[:port], unix:///path/to/docker.sock or tcp://host:port"
+    if not url.strip():
+        raise UsageError("--docker-host '' is empty", hint=f"leave it out for the local engine, or {usage}")
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in _ENGINE_SCHEMES or not url.startswith(f"{parsed.scheme}://"):
+        raise UsageError(f"--docker-host {url!r} is not an engine address", hint=usage)
+    if parsed.scheme == "unix":
+        path = Path(parsed.path or "")
+        if not parsed.path or parsed.netloc:
+            raise UsageError(
+                f"--docker-host {url!r}: a unix socket address is unix:///absolute/path", hint=usage
+            )
+        if not path.exists():
+            raise UsageError(
+                f"--docker-host {url!r}: there is no socket at {path}",
+                hint="is the engine running there? (`docker context ls` shows the sockets in use)",
+            )
+        if not stat.S_ISSOCK(path.stat().st_mode):
+            raise UsageError(f"--docker-host {url!r}: {path} is not a socket")
+        return url
+    try:
+        port = parsed.port
+    except ValueError as error:
+        raise UsageError(f"--docker-host {url!r}: {error}", hint="a port is 1..65535") from None
+    if not parsed.hostname:
+        raise UsageError(f"--docker-host {url!r} names no host", hint=usage)
+    if port == 0:
+        raise UsageError(f"--docker-host {url!r}: port 0 is not a port", hint="a port is 1..65535")
+    if parsed.path not in ("", "/") or parsed.query or parsed.fragment:
+        raise UsageError(f"--docker-host {url!r}: an engine address has no path", hint=usage)
+    return url
+
+
 def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -> BuildPlan:
+    check_docker_host(options.docker_host)
     if not variant.build:
         raise UsageError(f"variant '{variant.name}' is not built (it fetches the official wheel)")
     if options.scope not in SCOPES:
@@ -319,6 +365,13 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         defines += [("CMAKE_C_FLAGS", joined), ("CMAKE_CXX_FLAGS", joined)]
     defines += list(variant.defines)
     defines += list(options.extra_defines)
+    wrong = check_without_tree([name for name, _ in [*variant.defines, *options.extra_defines]])
+    if wrong and not options.force_flags:
+        raise UsageError(
+            "unknown build options:\n  " + "\n  ".join(problem.sentence() for problem in wrong),
+            hint="fix the names, or pass --force-flags to build anyway",
+        )
+    notes.extend(f"--force-flags: {problem.sentence()}" for problem in wrong)
 
     args = [
         "--build_dir",

@@ -75,8 +75,23 @@ class SourceTree:
     patches: tuple[dict[str, str], ...]
 
 
+_VERSION = re.compile(r"\d+\.\d+(\.\d+)?((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
+
+
+def check_ort_version(version: str | None) -> str | None:
+    """``--ort-version`` must be a release number (1.21.0, 1.22.0rc1): it becomes a git tag, a pip
+    requirement and part of directory names."""
+    if version is not None and not _VERSION.fullmatch(version):
+        raise UsageError(
+            f"--ort-version {version!r} is not an ONNX Runtime version",
+            hint="e.g. --ort-version 1.21.0 (see the releases of onnxruntime)",
+        )
+    return version
+
+
 def parse_source(text: str | None, *, version: str | None, suite: str | None) -> SourceSpec:
     """Interpret ``--ort-source`` (None: the offline Debian route when it has the version, else upstream git)."""
+    check_ort_version(version)
     wanted = version or DEFAULT_ORT_VERSION
     if text is None:
         if suite and DEBIAN_ORT_VERSIONS.get(suite) == wanted:

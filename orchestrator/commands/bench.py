@@ -51,7 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="intra-op thread counts to sweep (0 = onnxruntime's default)",
     )
     what.add_argument(
-        "--inter-threads", type=int, default=0, metavar="N", help="inter-op threads (0 = default)"
+        "--inter-threads",
+        type=options.non_negative_int,
+        default=0,
+        metavar="N",
+        help="inter-op threads (0 = default)",
     )
     what.add_argument(
         "--opt-level",
@@ -80,15 +84,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="shape for a model input with free dimensions, e.g. input=1x3x224x224",
     )
     how = parser.add_argument_group("how long (defaults suit a real board)")
-    how.add_argument("--rounds", type=int, help="interleaved rounds (A B A B ...), default 3")
-    how.add_argument("--cooldown", type=float, metavar="S", help="seconds between agent runs, default 5")
-    how.add_argument("--warmup", type=int, help="warm-up inferences after the first one, default 5")
-    how.add_argument("--min-runs", type=int, help="minimum timed inferences per agent run, default 50")
     how.add_argument(
-        "--min-duration", type=float, metavar="S", help="minimum timed seconds per agent run, default 10"
+        "--rounds", type=options.positive_int, help="interleaved rounds (A B A B ...), default 3"
     )
     how.add_argument(
-        "--max-runs", type=int, default=100000, help="stop an agent run after this many inferences"
+        "--cooldown",
+        type=options.non_negative_float,
+        metavar="S",
+        help="seconds between agent runs, default 5",
+    )
+    how.add_argument(
+        "--warmup", type=options.non_negative_int, help="warm-up inferences after the first one, default 5"
+    )
+    how.add_argument(
+        "--min-runs", type=options.positive_int, help="minimum timed inferences per agent run, default 50"
+    )
+    how.add_argument(
+        "--min-duration",
+        type=options.non_negative_float,
+        metavar="S",
+        help="minimum timed seconds per agent run, default 10",
+    )
+    how.add_argument(
+        "--max-runs",
+        type=options.positive_int,
+        default=100000,
+        help="stop an agent run after this many inferences",
     )
     how.add_argument(
         "--quick",
@@ -97,9 +118,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="defaults for emulated boards: 2 rounds, no cooldown, 1 warm-up, 5 runs, no minimum time",
     )
     how.add_argument(
-        "--step-timeout", type=float, default=1800.0, metavar="S", help="limit for one agent run"
+        "--step-timeout",
+        type=options.positive_float,
+        default=1800.0,
+        metavar="S",
+        help="limit for one agent run",
     )
-    how.add_argument("--parallel", type=int, default=8, help="boards benchmarked at the same time")
+    how.add_argument(
+        "--parallel", type=options.positive_int, default=8, help="boards benchmarked at the same time"
+    )
     how.add_argument(
         "--pin-clocks",
         action="store_true",
@@ -113,7 +140,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     how.add_argument(
         "--threshold",
-        type=float,
+        type=options.non_negative_float,
         default=0.05,
         help="smallest change called faster/slower, as a fraction (default 0.05 = 5%%)",
     )

@@ -19,11 +19,18 @@ from rich.table import Table
 from orchestrator.artifacts.store import list_artifacts
 from orchestrator.build import flags as flag_check
 from orchestrator.build.execute import execute
-from orchestrator.build.plan import BuildOptions, machine_resources, make_plan, parse_define
-from orchestrator.build.sources import parse_source
+from orchestrator.build.plan import (
+    BuildOptions,
+    check_docker_host,
+    machine_resources,
+    make_plan,
+    parse_define,
+)
+from orchestrator.build.sources import check_ort_version, parse_source
 from orchestrator.build.stock import fetch_stock, plan_dict
 from orchestrator.build.variants import resolve_variant
 from orchestrator.build.workspace import volumes_to_clean
+from orchestrator.commands import options
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.console import console, emit_json
 from orchestrator.errors import BuildError, UsageError
@@ -77,7 +84,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--force-flags", action="store_true", help="build even with unknown CMake/build.py names"
     )
     parser.add_argument(
-        "--parallel", type=int, metavar="N", help="compile jobs (default: from cores and memory)"
+        "--parallel",
+        type=options.positive_int,
+        metavar="N",
+        help="compile jobs (default: from cores and memory)",
     )
     parser.add_argument(
         "--scope",
@@ -102,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
     if args.parallel is not None and args.parallel < 1:
         raise UsageError("--parallel must be at least 1")
 
+    check_docker_host(args.docker_host)
+    check_ort_version(args.ort_version)
     profile = resolve_target(args.target)
     variant = resolve_variant(args.variant)
     if not variant.build:
@@ -134,6 +146,7 @@ def _plan(args: argparse.Namespace, profile: Any, variant: Any, engine: Any) -> 
         memory_bytes=memory,
         scope=args.scope,
         docker_host=args.docker_host,
+        force_flags=args.force_flags,
     )
     return make_plan(profile, variant, options)
 
@@ -259,7 +272,7 @@ def _execute(args: argparse.Namespace, plan: Any, engine: Any) -> int:
 
 def _stock(args: argparse.Namespace, profile: Any) -> int:
 
-    if args.cmake_define or args.ort_source or args.docker_host:
+    if args.cmake_define or args.ort_source or args.docker_host is not None:
         raise UsageError(
             "the stock variant is not built: --cmake-define, --ort-source and --docker-host do not apply"
         )
@@ -305,7 +318,7 @@ def _clean(args: argparse.Namespace) -> int:
     from orchestrator.adapters.engine import Engine
 
     target = resolve_target(args.target).name if args.target else None
-    engine = Engine(args.docker_host)
+    engine = Engine(check_docker_host(args.docker_host))
     names = volumes_to_clean(engine, target=target, ccache=args.ccache, sources=args.sources)
     if not args.dry_run:
         for name in names:

@@ -18,6 +18,7 @@ import argparse
 from pathlib import Path
 
 from orchestrator.cli import main
+from orchestrator.commands import options
 from orchestrator.console import console
 from orchestrator.errors import OrchError
 from orchestrator.lab.sample_models import write_tiny_convnet
@@ -27,7 +28,9 @@ HELP = "the whole job on the lab: lab up, build, deploy stock+tuned, bench A/B, 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--boards", type=int, default=2, help="number of emulated boards (default 2)")
+    parser.add_argument(
+        "--boards", type=options.positive_int, default=2, help="number of emulated boards (default 2)"
+    )
     parser.add_argument(
         "--report", type=Path, default=Path("report.html"), help="where to write the HTML report"
     )

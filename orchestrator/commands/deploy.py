@@ -111,7 +111,7 @@ def _check_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")
     if args.keep < 1:
         raise UsageError(f"--keep must be at least 1 (got {args.keep})")
-    if args.timeout <= 0:
+    if not args.timeout > 0:  # NaN too
         raise UsageError(f"--timeout must be positive (got {args.timeout:g})")
     if args.rollback and (args.artifact or args.model or args.variant):
         raise UsageError(

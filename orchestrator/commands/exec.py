@@ -16,6 +16,7 @@ from rich.markup import escape
 from orchestrator.adapters.session import CommandResult
 from orchestrator.adapters.ssh import CommandTimeout, connect
 from orchestrator.board import Board
+from orchestrator.commands import options
 from orchestrator.commands.options import add_json_option, add_selection_options, selected_boards
 from orchestrator.console import console, emit_json
 from orchestrator.errors import PartialFailure, RemoteError, UsageError
@@ -38,15 +39,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "some were unreachable or timed out; 8 when some boards succeeded and others did not."
     )
     add_selection_options(parser)
-    parser.add_argument("--parallel", type=int, default=8, metavar="N", help="boards at once (default 8)")
+    parser.add_argument(
+        "--parallel", type=options.positive_int, default=8, metavar="N", help="boards at once (default 8)"
+    )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=options.positive_float,
         default=None,
         metavar="S",
         help="seconds per board, connection included (default: none)",
     )
-    parser.add_argument("--connect-timeout", type=float, default=15.0, metavar="S", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--connect-timeout", type=options.positive_float, default=15.0, metavar="S", help=argparse.SUPPRESS
+    )
     add_json_option(parser)
     parser.add_argument("command", nargs="*", metavar="COMMAND", help="the command (after --)")
 

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator import lab_state
+from orchestrator.commands import options
 from orchestrator.console import console, emit_json
 from orchestrator.errors import UsageError
 from orchestrator.lab import boards as lab
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     up.add_argument(
         "--timeout",
-        type=float,
+        type=options.positive_float,
         default=180.0,
         metavar="SECONDS",
         help="how long to wait for every board's sshd (default: 180)",

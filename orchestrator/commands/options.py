@@ -3,11 +3,53 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from orchestrator.board import Board
 from orchestrator.fleet.inventory import load_inventory
 from orchestrator.paths import default_inventory_path
+
+
+# Types for numeric options: argparse reports a refused value as
+# "orch exec: error: argument --timeout: must be a number > 0, not '0'" (exit code 2).
+def _number(text: str, kind: type[int | float]) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        word = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"must be {word}, not {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = int(_number(text, int))
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(_number(text, int))
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text, float)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, not {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = _number(text, float)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, not {text!r}")
+    return value
 
 
 def add_inventory_option(parser: argparse.ArgumentParser) -> None:

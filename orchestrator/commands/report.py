@@ -10,6 +10,7 @@ from rich.markup import escape
 from orchestrator.bench.report.html import write_html
 from orchestrator.bench.results import ResultStore
 from orchestrator.bench.series import pairings_within
+from orchestrator.commands import options
 from orchestrator.commands.results import report_damaged
 from orchestrator.console import console, emit_json
 from orchestrator.errors import UsageError
@@ -33,7 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="where to write the report (plots go to <name>_files/ next to it)",
     )
-    parser.add_argument("--threshold", type=float, default=0.05, help="smallest change called faster/slower")
+    parser.add_argument(
+        "--threshold",
+        type=options.non_negative_float,
+        default=0.05,
+        help="smallest change called faster/slower",
+    )
     parser.add_argument("--json", action="store_true", help="print the written paths as one JSON document")
 
 

@@ -27,12 +27,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_json_option(listing)
     show = sub.add_parser("show", help="one run's tables (RUN: id, unique prefix, 'latest' or 'latest~1')")
     show.add_argument("run", metavar="RUN")
-    show.add_argument("--threshold", type=float, default=0.05, help="smallest change called faster/slower")
+    show.add_argument(
+        "--threshold",
+        type=options.non_negative_float,
+        default=0.05,
+        help="smallest change called faster/slower",
+    )
     options.add_json_option(show)
     compare = sub.add_parser("compare", help="RUN_B against baseline RUN_A, per board and measurement")
     compare.add_argument("run_a", metavar="RUN_A")
     compare.add_argument("run_b", metavar="RUN_B")
-    compare.add_argument("--threshold", type=float, default=0.05, help="smallest change called faster/slower")
+    compare.add_argument(
+        "--threshold",
+        type=options.non_negative_float,
+        default=0.05,
+        help="smallest change called faster/slower",
+    )
     options.add_json_option(compare)
     export = sub.add_parser("export", help="series summaries (or every sample) as CSV or JSON")
     export.add_argument("runs", nargs="*", metavar="RUN", help="runs to export (default: every run)")
