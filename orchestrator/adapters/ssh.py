@@ -20,6 +20,7 @@ Security choices, each on purpose:
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import errno
 import hashlib
@@ -43,7 +44,7 @@ from rich.markup import escape
 from orchestrator.adapters.session import CommandResult
 from orchestrator.board import Board
 from orchestrator.console import console
-from orchestrator.errors import HostKeyError, RemoteError
+from orchestrator.errors import HostKeyError, RemoteError, UsageError
 from orchestrator.paths import known_hosts_path
 
 if TYPE_CHECKING:
@@ -227,9 +228,14 @@ def _connection(hop: _Hop, board: Board, gateway: Connection | None, timeout: fl
     # orch's file first: for a host in both, paramiko compares against the first entry found.
     for path in (known_hosts_path(), USER_KNOWN_HOSTS):
         if path.is_file():
+            problem = known_hosts_problem(path)
+            if problem:
+                raise HostKeyError(
+                    problem, hint="fix or delete that line; orch never skips a damaged host key"
+                )
             try:
                 store.load(str(path))
-            except (OSError, paramiko.SSHException) as error:
+            except (OSError, paramiko.SSHException, UnicodeDecodeError) as error:
                 raise RemoteError(f"cannot read known_hosts {path}: {error}") from error
     conn.client.set_missing_host_key_policy(_RecordOnFirstContact(hop.label))
     return conn
@@ -298,13 +304,99 @@ def _translate(error: BaseException, hop: _Hop, board: Board, timeout: float) ->
     return RemoteError(f"{label}: {type(error).__name__}: {error}")
 
 
+def known_hosts_problem(path: Path) -> str | None:
+    """Why a known_hosts file cannot be trusted as it is (``FILE:LINE: ...``), or None.
+
+    paramiko skips lines it cannot parse; a damaged line may be the very board's key, and
+    skipping it would turn a known host into a "first contact" whose new key is recorded."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"{path}: cannot read known_hosts: {error.strerror or error}"
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            return f"{path}:{number}: damaged line in known_hosts (bytes that are not text)"
+        if not line or line.startswith("#"):
+            continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
+        except Exception as error:  # noqa: BLE001 -- paramiko's InvalidHostKey is a bare Exception
+            reason = error.args[1] if isinstance(error, paramiko.hostkeys.InvalidHostKey) else error
+            return f"{path}:{number}: damaged line in known_hosts ({reason})"
+        if entry is None and not line.startswith("@") and not _well_formed(line):
+            return f"{path}:{number}: damaged line in known_hosts (not `host key-type base64-key`)"
+    return None
+
+
+def _well_formed(line: str) -> bool:
+    """``hosts key-type base64`` with a key type paramiko does not know (sk-ssh-ed25519@...): fine."""
+    fields = line.split()
+    if len(fields) < 3:
+        return False
+    try:
+        base64.b64decode(fields[2], validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def identity_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be an SSH private key file, or None (whether it opens is the agent's and
+    paramiko's business; this catches the wrong file)."""
+    shown = str(path)
+    try:
+        data = Path(path).expanduser().read_bytes()
+    except FileNotFoundError:
+        return f"identity file {shown} does not exist"
+    except IsADirectoryError:
+        return f"identity file {shown} is a directory, not a key file"
+    except OSError as error:
+        return f"identity file {shown} cannot be read: {error.strerror or error}"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"identity file {shown} is not a private key (binary data, not a PEM/OpenSSH key)"
+    if text.lstrip().startswith(("ssh-", "ecdsa-", "sk-")):
+        return f"identity file {shown} is a public key; identity_file names the private key (without .pub)"
+    if "PRIVATE KEY-----" not in text:
+        return f"identity file {shown} is not a private key (no '-----BEGIN ... PRIVATE KEY-----' line)"
+    return None
+
+
+def check_local_files(boards: Sequence[Board]) -> None:
+    """Before any connection: orch's and the user's known_hosts parse, and every identity file is a
+    private key file. Bad input here is the user's to fix (UsageError, exit 2), not an unreachable board."""
+    for path in (known_hosts_path(), USER_KNOWN_HOSTS):
+        problem = known_hosts_problem(path)
+        if problem:
+            raise UsageError(
+                problem, hint="fix or delete that line (`ssh-keygen -R HOST -f FILE` removes a host)"
+            )
+    for board in boards:
+        if board.identity_file is not None:
+            problem = identity_file_problem(Path(board.identity_file))
+            if problem:
+                raise UsageError(
+                    f"board {board.name}: {problem}",
+                    hint=f"fix identity_file in the inventory (`orch inventory show {board.name}` says where it"
+                    " comes from)",
+                )
+
+
 def connect(board: Board, *, connect_timeout: float = 15) -> RemoteSession:
     """Open an SSH session to ``board`` (through its ProxyJump hosts); raises RemoteError/HostKeyError."""
-    if board.identity_file is not None and not Path(board.identity_file).expanduser().is_file():
-        raise RemoteError(
-            f"{_label(board.name, board.hostname, board.port)}: identity file {board.identity_file} does not exist",
-            hint=f"fix identity_file in the inventory (`orch inventory show {board.name}` says where it comes from)",
-        )
+    if board.identity_file is not None:
+        problem = identity_file_problem(Path(board.identity_file))
+        if problem:
+            raise RemoteError(
+                f"{_label(board.name, board.hostname, board.port)}: {problem}",
+                hint=f"fix identity_file in the inventory (`orch inventory show {board.name}` says where it"
+                " comes from)",
+            )
     opened: list[Connection] = []
     gateway: Connection | None = None
     hops = [

@@ -95,7 +95,11 @@ def inventory_path(args: argparse.Namespace) -> Path:
 def selected_boards(args: argparse.Namespace) -> list[Board]:
     """Load the inventory and apply --host/--group/--all-devices/--limit; selecting nothing is an error."""
 
+    from orchestrator.adapters.ssh import check_local_files
+
     inventory = load_inventory(inventory_path(args))
-    return inventory.select(
+    boards = inventory.select(
         hosts=args.host, groups=args.group, all_devices=args.all_devices, limit=args.limit
     )
+    check_local_files(boards)
+    return boards
