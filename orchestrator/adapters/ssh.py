@@ -99,10 +99,28 @@ def _label(name: str, hostname: str, port: int) -> str:
     return f"{name} ({hostname}:{port})"
 
 
+def read_host_keys(path: Path, into: paramiko.HostKeys | None = None) -> paramiko.HostKeys:
+    """A known_hosts file's keys. Unlike ``paramiko.HostKeys(path)``, a marker line (``@revoked``,
+    ``@cert-authority``: orch uses neither) is passed over instead of failing the whole file."""
+    keys = into if into is not None else paramiko.HostKeys()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith(("#", "@")):
+            continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
+        except Exception:  # noqa: BLE001, S112 -- a damaged line; known_hosts_problem() names it
+            continue
+        if entry is not None and entry.key is not None:
+            for name in entry.hostnames:
+                keys.add(name, entry.key.get_name(), entry.key)
+    return keys
+
+
 def _has_host(path: Path, name: str) -> bool:
     try:
-        return path.is_file() and paramiko.HostKeys(str(path)).lookup(name) is not None
-    except (OSError, paramiko.SSHException):
+        return path.is_file() and read_host_keys(path).lookup(name) is not None
+    except (OSError, paramiko.SSHException, UnicodeDecodeError):
         return False
 
 
@@ -121,7 +139,7 @@ class _RecordOnFirstContact(paramiko.MissingHostKeyPolicy):
         line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
         with _known_hosts_lock:
             # Another thread (or the lab) may have recorded this host meanwhile.
-            current = paramiko.HostKeys(str(path)) if path.is_file() else paramiko.HostKeys()
+            current = read_host_keys(path) if path.is_file() else paramiko.HostKeys()
             recorded = current.lookup(hostname)
             if recorded is not None:
                 if recorded.get(key.get_name()) == key:
@@ -234,7 +252,7 @@ def _connection(hop: _Hop, board: Board, gateway: Connection | None, timeout: fl
                     problem, hint="fix or delete that line; orch never skips a damaged host key"
                 )
             try:
-                store.load(str(path))
+                read_host_keys(path, into=store)
             except (OSError, paramiko.SSHException, UnicodeDecodeError) as error:
                 raise RemoteError(f"cannot read known_hosts {path}: {error}") from error
     conn.client.set_missing_host_key_policy(_RecordOnFirstContact(hop.label))
@@ -322,12 +340,14 @@ def known_hosts_problem(path: Path) -> str | None:
             return f"{path}:{number}: damaged line in known_hosts (bytes that are not text)"
         if not line or line.startswith("#"):
             continue
+        if line.startswith("@"):  # @revoked / @cert-authority: a marker, then a regular entry
+            line = line.split(None, 1)[1] if len(line.split(None, 1)) > 1 else ""
         try:
             entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
         except Exception as error:  # noqa: BLE001 -- paramiko's InvalidHostKey is a bare Exception
             reason = error.args[1] if isinstance(error, paramiko.hostkeys.InvalidHostKey) else error
             return f"{path}:{number}: damaged line in known_hosts ({reason})"
-        if entry is None and not line.startswith("@") and not _well_formed(line):
+        if entry is None and not _well_formed(line):
             return f"{path}:{number}: damaged line in known_hosts (not `host key-type base64-key`)"
     return None
 

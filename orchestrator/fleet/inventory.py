@@ -320,8 +320,10 @@ class _Parser:
         elif key in ("hostname", "user", "proxy_jump") and (re.search(r"\s", value) or value.startswith("-")):
             # These end up as connection parameters: no spaces and no leading '-' (never an option).
             raise bad("a name without spaces that does not start with '-'")
-        elif key in ("python", "workdir") and ("\x00" in value or "\n" in value or value.startswith("-")):
-            raise bad("a path without newlines that does not start with '-'")
+        elif key in ("python", "workdir", "identity_file") and (
+            "\x00" in value or "\n" in value or value.startswith("-")
+        ):
+            raise bad("a path without NUL bytes or newlines that does not start with '-'")
         elif key == "target":
             try:
                 value = resolve_target(value).name
@@ -401,7 +403,28 @@ def _construct(node: yaml.Node, parser: _Parser) -> Any:
             mark.line + 1 if mark else node.start_mark.line + 1, "", f"YAML: {error.problem}"
         ) from error
     except _CONSTRUCTOR_ERRORS as error:
-        raise parser.error(node, "", f"YAML value {_shown(node)} cannot be read: {error}") from error
+        culprit = _failing_scalar(node) or node
+        raise parser.error(culprit, "", f"YAML value {_shown(culprit)} cannot be read: {error}") from error
+
+
+def _failing_scalar(node: yaml.Node) -> yaml.Node | None:
+    """The scalar inside ``node`` whose construction fails (to name its line and text)."""
+    pending, seen = [node], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, yaml.ScalarNode):
+            try:
+                yaml.constructor.SafeConstructor().construct_object(current)
+            except Exception:  # noqa: BLE001 -- any failure marks the culprit
+                return current
+        elif isinstance(current, yaml.MappingNode):
+            pending.extend(item for pair in reversed(current.value) for item in reversed(pair))
+        elif isinstance(current, yaml.SequenceNode):
+            pending.extend(reversed(current.value))
+    return None
 
 
 def _shown(node: yaml.Node) -> str:

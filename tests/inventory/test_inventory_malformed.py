@@ -21,7 +21,7 @@ CASES = sorted(CORPUS.glob("*.yaml"))
 
 
 def _expectation(path: Path) -> dict[str, str]:
-    first = path.read_text().splitlines()[0]
+    first = path.read_bytes().decode("utf-8", "replace").splitlines()[0]  # some cases are not UTF-8
     match = re.fullmatch(r"# expect: line=(\d+)(?: key=(.+))?", first)
     assert match, f"{path.name}: first line must be '# expect: line=N key=K'"
     return {"line": match.group(1), "key": match.group(2) or ""}
