@@ -10,6 +10,7 @@ ARMv8.2 half-precision instruction (``fadd h0, h0, h0``) from four threads under
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -134,3 +135,14 @@ def test_sigill_report_lines() -> None:
     assert "in /venv/lib/libonnxruntime.so at offset 0x1000" in message
     assert sigill_report(["ORCH-SIGILL not json"]) == {}
     assert sigill_report(["nothing"]) is None
+
+
+def test_lab_boards_run_without_core_dumps(lab) -> None:  # type: ignore[no-untyped-def]
+    # Everything run on a lab board (deploy's verification, bench agents, exec) is an emulated
+    # process that inherits the container's core limit: 0, so a SIGILL there cannot stall either.
+    result = lab.orch(
+        "exec", "--group", "lab", "--json", "--", "sh -c 'ulimit -c; ulimit -H -c'", timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    for board, outcome in json.loads(result.stdout).items():
+        assert outcome["stdout"].split() == ["0", "0"], (board, outcome)
