@@ -23,8 +23,14 @@ from orchestrator.errors import OrchError
 from orchestrator.fleet.inventory import load_inventory
 from orchestrator.fleet.selection import select_names
 
+# Derandomised: CI runs the same examples every time (a red run is reproducible, not luck), and
+# no example database is written into the checkout. Explore further locally by raising max_examples.
 SETTINGS = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 # Words an inventory is made of, and some that are almost right.
@@ -119,7 +125,7 @@ PATTERN = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(
     limit=PATTERN,
     hosts=st.lists(st.sampled_from([*BOARDS, "nope"]), max_size=2),
