@@ -46,6 +46,7 @@ from orchestrator.board import Board
 from orchestrator.console import console
 from orchestrator.errors import HostKeyError, RemoteError, UsageError
 from orchestrator.paths import known_hosts_path
+from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -328,11 +329,13 @@ def known_hosts_problem(path: Path) -> str | None:
     paramiko skips lines it cannot parse; a damaged line may be the very board's key, and
     skipping it would turn a known host into a "first contact" whose new key is recorded."""
     try:
-        data = path.read_bytes()
+        data, more = read_capped(path)
     except FileNotFoundError:
         return None
     except OSError as error:
         return f"{path}: cannot read known_hosts: {error.strerror or error}"
+    if more:
+        return f"{path}: larger than {TEXT_FILE_LIMIT >> 20} MiB (or endless): not a known_hosts file"
     for number, raw in enumerate(data.split(b"\n"), start=1):
         try:
             line = raw.decode("utf-8").strip()
@@ -369,13 +372,15 @@ def identity_file_problem(path: Path) -> str | None:
     paramiko's business; this catches the wrong file)."""
     shown = str(path)
     try:
-        data = Path(path).expanduser().read_bytes()
+        data, more = read_capped(Path(path).expanduser(), 1 << 20)
     except FileNotFoundError:
         return f"identity file {shown} does not exist"
     except IsADirectoryError:
         return f"identity file {shown} is a directory, not a key file"
     except OSError as error:
         return f"identity file {shown} cannot be read: {error.strerror or error}"
+    if more:
+        return f"identity file {shown} is not a private key (larger than 1 MiB, or endless like a device)"
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -17,6 +17,7 @@ import yaml
 
 from orchestrator.errors import TargetError
 from orchestrator.paths import TOOLCHAINS_DIR, orch_home
+from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
 
 _KEYS = {
     "description": str,
@@ -121,9 +122,13 @@ def _define_value(value: Any) -> str:
 
 def _load_file(path: Path) -> dict[str, Variant]:
     try:
-        raw = path.read_bytes()
+        raw, more = read_capped(path)
     except OSError as error:
         raise TargetError(f"{path}: cannot read the variants file: {error.strerror or error}") from error
+    if more:
+        raise TargetError(
+            f"{path}: larger than {TEXT_FILE_LIMIT >> 20} MiB (or endless): not a variants file"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -153,7 +158,7 @@ def load_variants() -> dict[str, Variant]:
     """Shipped variants, then the user's (a user variant with a shipped name replaces it)."""
     variants: dict[str, Variant] = {}
     for path in variant_files():
-        if path.is_file():
+        if path.exists():  # a directory or a device there is an error, not "no variants file"
             variants.update(_load_file(path))
     return variants
 

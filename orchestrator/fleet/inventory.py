@@ -30,6 +30,7 @@ from orchestrator.fleet.ssh_config import OPTIONS as SSH_OPTIONS
 from orchestrator.fleet.ssh_config import load_ssh_config
 from orchestrator.lab_state import LAB_GROUP, lab_boards, state_path
 from orchestrator.targets import resolve_target
+from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
 
 # Settings a host (and group/all ``vars``) may set; ``vars`` is the host's free-form dict.
 SETTINGS = ("hostname", "port", "user", "identity_file", "proxy_jump", "target", "python", "workdir", "tags")
@@ -625,7 +626,12 @@ def _decode(path: Path, data: bytes) -> str:
 
 def _read(path: Path) -> str:
     try:
-        return _decode(path, path.read_bytes())
+        data, more = read_capped(path)
+        if more:
+            raise InventoryError(
+                f"{path}: larger than {TEXT_FILE_LIMIT >> 20} MiB (or endless, like a device): not an inventory"
+            )
+        return _decode(path, data)
     except FileNotFoundError:
         raise InventoryError(
             f"{path}: inventory file not found",

@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from orchestrator.errors import InventoryError
+from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
 
 # ssh_config option (lower case, as the parser reports it) -> Board field.
 OPTIONS = {
@@ -98,12 +99,16 @@ class SSHConfigFile:
 
     def _read_lines(self) -> list[str]:
         try:
-            data = self.path.read_bytes()
+            data, more = read_capped(self.path)
         except OSError as error:
             raise InventoryError(
                 f"{self.shown}: cannot read ssh_config: {error.strerror or error}",
                 hint="fix its permissions, or point $ORCH_SSH_CONFIG at another file",
             ) from error
+        if more:
+            raise InventoryError(
+                f"{self.shown}: larger than {TEXT_FILE_LIMIT >> 20} MiB (or endless): not an ssh_config"
+            )
         lines = data.split(b"\n")
         for number, raw in enumerate(lines, start=1):
             if b"\x00" in raw:

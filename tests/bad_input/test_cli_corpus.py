@@ -53,7 +53,7 @@ class Case:
     argv: tuple[str, ...]
     code: int
     words: tuple[str, ...]
-    files: dict[str, str | bytes] = field(default_factory=dict)
+    files: dict[str, str | bytes | Path] = field(default_factory=dict)  # a Path: a symbolic link to it
     results: Callable[[Path], None] | None = None  # damages the results store (made when given)
 
 
@@ -155,6 +155,11 @@ CASES = [
     case("inv-bad-int-tag", "inventory list", 2, "inventory.yaml:3:", "'zz'", files=inventory("all:\n  hosts:\n    a: {port: !!int zz}\n")),
     case("inv-two-documents", "inventory list", 2, "inventory.yaml:2:", "YAML syntax error", files=inventory("all: {}\n---\nall: {}\n")),
     case("inv-missing", ("inventory", "list", "-i", "{root}/nowhere.yaml"), 2, "nowhere.yaml: inventory file not found"),
+    case("inv-dev-zero", "inventory list -i /dev/zero", 2, "/dev/zero: larger than 64 MiB (or endless"),
+    case("sshc-dev-zero", "inventory list", 2, "ssh_config: larger than 64 MiB (or endless)", files={**inventory(INVENTORY), "ssh_config": Path("/dev/zero")}),
+    case("id-dev-zero", "exec --all-devices -- true", 2, "identity file /dev/zero is not a private key (larger than 1 MiB", files=inventory("all:\n  hosts:\n    pi01: {hostname: 127.0.0.1, port: 1, identity_file: /dev/zero}\n")),
+    case("kh-dev-zero", "exec --all-devices -- true", 2, "known_hosts: larger than 64 MiB", files={**inventory(INVENTORY), "home/known_hosts": Path("/dev/zero")}),
+    case("var-dev-zero", "build --target lab --variant x --dry-run", 2, "variants.yaml: larger than 64 MiB", files={"home/variants.yaml": Path("/dev/zero")}),
     case("inv-directory", ("inventory", "list", "-i", "{root}"), 2, "is a directory, not an inventory file"),
     case("inv-show-unknown", "inventory show pi99", 2, "no board named 'pi99'", "the inventory has boards: pi01, pi02", files=inventory(INVENTORY)),
     # --- --limit / --host / --group -----------------------------------------------------------------
@@ -348,7 +353,9 @@ def test_bad_input_case(case: Case, world: Path) -> None:
     for name, content in case.files.items():
         path = world / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
+        if isinstance(content, Path):
+            path.symlink_to(content)
+        elif isinstance(content, bytes):
             path.write_bytes(content)
         else:
             path.write_text(content)
