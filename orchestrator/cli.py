@@ -7,13 +7,14 @@ import importlib
 import signal
 import sys
 import traceback
+from pathlib import Path
 
 from rich.markup import escape
 
 from orchestrator import __version__
 from orchestrator.commands import COMMANDS
 from orchestrator.console import console, quiet_stdout
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
 BROKEN_PIPE_EXIT = 128 + signal.SIGPIPE
 # An exception orch did not turn into its own error: a bug. Said in one line; --debug shows it.
 INTERNAL_ERROR_EXIT = 1
+# An OSError naming a file that escaped the command: a path it was given is unusable.
+PATH_ERROR_EXIT = 2
+
+
+def _refuse_nul_bytes(args: argparse.Namespace) -> None:
+    """No option value may hold a NUL byte: no file name, board command or remote path can."""
+    for name, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, (str, Path)) and "\x00" in str(item):
+                option = "the command" if name == "command" else f"--{name.replace('_', '-')}"
+                raise UsageError(f"{option}: the value {str(item)!r} holds a NUL byte")
 
 
 def _report(error: OrchError) -> None:
@@ -65,6 +77,7 @@ def _main(argv: list[str] | None) -> int:
         quiet_stdout()
         return BROKEN_PIPE_EXIT
     try:
+        _refuse_nul_bytes(args)
         return int(args.handler(args) or 0)
     except OrchError as error:
         if args.debug:
@@ -80,6 +93,14 @@ def _main(argv: list[str] | None) -> int:
     except Exception as error:  # noqa: BLE001 -- the last line of defence: one sentence, no traceback
         if args.debug:
             traceback.print_exc()
+        if isinstance(error, OSError) and error.filename:
+            # A path orch was given (or made from one) that the system refuses: say which, and why.
+            path = str(error.filename)
+            shown = path if len(path) <= 120 else path[:117] + "..."
+            _report(
+                OrchError(f"{shown}: {error.strerror or error}", hint="check the paths given to the command")
+            )
+            return PATH_ERROR_EXIT
         _report(
             OrchError(
                 f"internal error: {type(error).__name__}: {error}",

@@ -14,6 +14,7 @@ releases the board reported.
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -24,6 +25,7 @@ from orchestrator.board import Board
 from orchestrator.errors import BenchError, UsageError
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
+EXECUTION_PROVIDERS = ("cpu", "xnnpack", "cuda", "tensorrt")  # what bench_agent.py maps to providers
 QUANTIZE_MODES = ("dynamic",)
 AGENT_SCRIPT = "agent/bench_agent.py"
 INT8_SUFFIX = ".int8.onnx"
@@ -237,6 +239,14 @@ def make_settings(
     inter_threads: int = 0,
 ) -> tuple[Setting, ...]:
     """The cross product of the swept values, in the order given (the first is the baseline)."""
+    for ep in eps:
+        if ep not in EXECUTION_PROVIDERS and not ep.endswith("ExecutionProvider"):
+            close = difflib.get_close_matches(ep, EXECUTION_PROVIDERS, n=1)
+            raise UsageError(
+                f"--ep {ep!r}: not an execution provider"
+                + (f" (did you mean {close[0]!r}?)" if close else ""),
+                hint=f"choose from {', '.join(EXECUTION_PROVIDERS)} or give onnxruntime's full provider name",
+            )
     settings = []
     for ep in eps or ["cpu"]:
         for opt_level in opt_levels or ["all"]:
@@ -286,6 +296,10 @@ def make_plan(
         )
     for shape in agent.shapes:
         parse_shape(shape)
+    if agent.sysfs_root is not None and (not agent.sysfs_root.startswith("/") or "\x00" in agent.sysfs_root):
+        raise UsageError(
+            f"--sysfs-root {agent.sysfs_root!r}: must be an absolute path on the board, e.g. /sys"
+        )
     models = tuple(model_name(model) for model in models)
     return BenchPlan(
         boards=tuple(boards),

@@ -118,6 +118,14 @@ def parse_source(text: str | None, *, version: str | None, suite: str | None) ->
             url = head
         return SourceSpec(kind="git", location=url, ref=ref or f"v{wanted}", version=wanted)
     path = Path(text).expanduser()
+    try:
+        path.stat()
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as error:  # a NUL byte, a name too long, a loop of links
+        raise UsageError(
+            f"--ort-source {text[:80]!r}: not a usable path ({getattr(error, 'strerror', None) or error})"
+        ) from None
     if path.is_dir():
         found = _tree_version(path)
         if found is None:

@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--boards", type=options.positive_int, default=2, help="number of emulated boards (default 2)"
     )
     parser.add_argument(
-        "--report", type=Path, default=Path("report.html"), help="where to write the HTML report"
+        "--report", type=options.path_arg, default=Path("report.html"), help="where to write the HTML report"
     )
     parser.add_argument("--dry-run", action="store_true", help="print the steps and stop")
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
-from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
@@ -15,6 +15,7 @@ from orchestrator.commands.options import (
     add_dry_run_option,
     add_json_option,
     add_selection_options,
+    path_arg,
     selected_boards,
 )
 from orchestrator.console import console, emit_json
@@ -38,14 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--artifact",
-        type=Path,
+        type=path_arg,
         metavar="DIR",
         help="deploy this artifact directory (artifacts/<target>/<variant>/<version>/)",
     )
     parser.add_argument(
         "--model",
         action="append",
-        type=Path,
+        type=path_arg,
         default=[],
         metavar="PATH",
         help="an .onnx model to deploy (repeatable; default: ./models/*.onnx)",
@@ -111,7 +112,7 @@ def _check_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")
     if args.keep < 1:
         raise UsageError(f"--keep must be at least 1 (got {args.keep})")
-    if not args.timeout > 0:  # NaN too
+    if not 0 < args.timeout < math.inf:  # NaN and infinity too
         raise UsageError(f"--timeout must be positive (got {args.timeout:g})")
     if args.rollback and (args.artifact or args.model or args.variant):
         raise UsageError(

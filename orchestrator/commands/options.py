@@ -52,11 +52,22 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def path_arg(text: str) -> Path:
+    """A local path option: not empty, no NUL byte, no component longer than the file system takes."""
+    if not text:
+        raise argparse.ArgumentTypeError("must be a path, not ''")
+    if "\x00" in text:
+        raise argparse.ArgumentTypeError(f"a path cannot hold a NUL byte: {text!r}")
+    if any(len(part.encode(errors="surrogateescape")) > 255 for part in text.split("/")):
+        raise argparse.ArgumentTypeError(f"a path component is longer than 255 bytes: {text[:60]!r}...")
+    return Path(text)
+
+
 def add_inventory_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-i",
         "--inventory",
-        type=Path,
+        type=path_arg,
         default=None,
         metavar="PATH",
         help="inventory file (default: ./inventory.yaml or $ORCH_INVENTORY)",

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--html",
-        type=Path,
+        type=options.path_arg,
         default=Path("report.html"),
         metavar="PATH",
         help="where to write the report (plots go to <name>_files/ next to it)",

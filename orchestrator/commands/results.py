@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument(
         "--samples", action="store_true", help="one row per timed inference instead of per series"
     )
-    export.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
+    export.add_argument("-o", "--output", type=options.path_arg, help="write to this file instead of stdout")
 
 
 def report_damaged(store: ResultStore) -> int:
