@@ -114,7 +114,9 @@ def read_host_keys(path: Path, into: paramiko.HostKeys | None = None) -> paramik
             continue
         if entry is not None and entry.key is not None:
             for name in entry.hostnames:
-                keys.add(name, entry.key.get_name(), entry.key)
+                known = keys.lookup(name)
+                if known is None or entry.key.get_name() not in known:  # the first entry wins, as in load()
+                    keys.add(name, entry.key.get_name(), entry.key)
     return keys
 
 
