@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 
@@ -19,12 +19,7 @@ class _Console(Console):
         """The reader of stderr went away (``orch inventory list 2>&1 | head -1``): end as for a
         closed stdout (``cli.main`` exits 141), not with rich's own exit status 1."""
         quiet_stdout()
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stderr.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):
-            pass
+        _to_devnull(sys.stderr)
         raise BrokenPipeError
 
 
@@ -34,12 +29,16 @@ console = _Console(stderr=True, highlight=False)
 def quiet_stdout() -> None:
     """After a broken pipe: stdout goes to /dev/null, so nothing (not the interpreter's last flush)
     complains about the reader that went away."""
+    _to_devnull(sys.stdout)
+
+
+def _to_devnull(stream: TextIO) -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
         os.close(devnull)
     except (OSError, ValueError):
-        pass
+        pass  # already closed or not a real file: nothing left to quiet
 
 
 def emit_json(document: Any) -> None:
