@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -21,6 +22,7 @@ from orchestrator.build import flags as flag_check
 from orchestrator.build.execute import execute
 from orchestrator.build.plan import (
     BuildOptions,
+    BuildPlan,
     check_docker_host,
     machine_resources,
     make_plan,
@@ -28,13 +30,16 @@ from orchestrator.build.plan import (
 )
 from orchestrator.build.sources import check_ort_version, parse_source
 from orchestrator.build.stock import fetch_stock, plan_dict
-from orchestrator.build.variants import resolve_variant
+from orchestrator.build.variants import Variant, resolve_variant
 from orchestrator.build.workspace import volumes_to_clean
 from orchestrator.commands import options
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.console import console, emit_json
 from orchestrator.errors import BuildError, UsageError
-from orchestrator.targets import resolve_target
+from orchestrator.targets import TargetProfile, resolve_target
+
+if TYPE_CHECKING:
+    from orchestrator.adapters.engine import Engine
 
 NAME = "build"
 HELP = "cross-compile ONNX Runtime for a target in a Docker build container"
@@ -130,8 +135,9 @@ def run(args: argparse.Namespace) -> int:
     return _execute(args, plan, engine or Engine())
 
 
-def _plan(args: argparse.Namespace, profile: Any, variant: Any, engine: Any) -> Any:
-
+def _plan(
+    args: argparse.Namespace, profile: TargetProfile, variant: Variant, engine: Engine | None
+) -> BuildPlan:
     source = parse_source(args.ort_source, version=args.ort_version, suite=profile.bootstrap_suite)
     cpus, memory = machine_resources()
     if engine is not None:
@@ -151,18 +157,19 @@ def _plan(args: argparse.Namespace, profile: Any, variant: Any, engine: Any) -> 
     return make_plan(profile, variant, options)
 
 
-def _show_plan(plan: Any, args: argparse.Namespace) -> None:
-
+def _show_plan(plan: BuildPlan, args: argparse.Namespace) -> None:
     document = plan.as_dict()
     document["toolchain_file_text"] = plan.toolchain_file.read_text()
     validation: dict[str, Any] = {"checked": False}
     if plan.source.kind == "dir":
-        problems = flag_check.check_flags(
-            __import__("pathlib").Path(plan.source.location),
+        # Refused here exactly as the real build would refuse it (--force-flags lists them instead).
+        problems = flag_check.validate_or_raise(
+            Path(plan.source.location),
             [k for k, _ in plan.defines],
             flag_check.flags_of(plan.build_args),
+            force=args.force_flags,
         )
-        validation = {"checked": True, "problems": [p.sentence() for p in problems]}
+        validation = {"checked": True, "problems": problems}
     document["flag_validation"] = validation
     if args.json:
         emit_json(document)
@@ -204,8 +211,8 @@ def _show_plan(plan: Any, args: argparse.Namespace) -> None:
         c.print(f"[red]running this plan is refused here:[/] {escape(plan.refused)}", soft_wrap=True)
 
 
-def _execute(args: argparse.Namespace, plan: Any, engine: Any) -> int:
-    from orchestrator.adapters.engine import Engine
+def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
+    from orchestrator.adapters.engine import Engine  # the docker SDK costs start-up time: loaded when used
 
     if plan.refused:
         raise BuildError(
@@ -270,8 +277,7 @@ def _execute(args: argparse.Namespace, plan: Any, engine: Any) -> int:
     return 0
 
 
-def _stock(args: argparse.Namespace, profile: Any) -> int:
-
+def _stock(args: argparse.Namespace, profile: TargetProfile) -> int:
     if args.cmake_define or args.ort_source or args.docker_host is not None:
         raise UsageError(
             "the stock variant is not built: --cmake-define, --ort-source and --docker-host do not apply"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -102,25 +103,21 @@ def test_unknown_names_stop_the_build_unless_forced(ort_tree: Path) -> None:
 
 
 def test_cli_dry_run_validates_a_local_tree(ort_tree: Path, orch_env: dict[str, str], orch_cli) -> None:
-    bad = orch_cli(
-        orch_env,
-        "build",
-        "--target",
-        "lab",
-        "--variant",
-        "tuned",
-        "--ort-source",
-        str(ort_tree),
-        "--cmake-define",
-        "ONNXRUNTIME_ENABLE_LTO=ON",
-        "--dry-run",
-        "--json",
-    )
-    assert bad.returncode == 0
-    import json
-
-    problems = json.loads(bad.stdout)["flag_validation"]["problems"]
-    assert problems and "did you mean 'onnxruntime_ENABLE_LTO'" in problems[0]
+    # A name the tree does not know (and no rule knows to be wrong without the tree): --dry-run
+    # refuses it as the real build would, and --force-flags lists it instead.
+    args = ["build", "--target", "lab", "--variant", "tuned", "--ort-source", str(ort_tree)]
+    args += ["--cmake-define", "onnxruntime_USE_TURBO_MODE=ON", "--dry-run", "--json"]
+    bad = orch_cli(orch_env, *args)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "'onnxruntime_USE_TURBO_MODE' is not known to this ORT source tree" in bad.stderr
+    assert "--force-flags" in bad.stderr and "Traceback" not in bad.stderr
+    forced = orch_cli(orch_env, *args, "--force-flags")
+    assert forced.returncode == 0, forced.stderr
+    validation = json.loads(forced.stdout)["flag_validation"]
+    assert validation["checked"] is True
+    assert validation["problems"] == [
+        "CMake define 'onnxruntime_USE_TURBO_MODE' is not known to this ORT source tree"
+    ]
 
 
 def test_cli_build_refuses_unknown_define_before_building(
