@@ -115,9 +115,10 @@ def test_cli_dry_run_validates_a_local_tree(ort_tree: Path, orch_env: dict[str, 
     assert forced.returncode == 0, forced.stderr
     validation = json.loads(forced.stdout)["flag_validation"]
     assert validation["checked"] is True
-    assert validation["problems"] == [
+    [problem] = validation["problems"]
+    assert problem.startswith(
         "CMake define 'onnxruntime_USE_TURBO_MODE' is not known to this ORT source tree"
-    ]
+    )
 
 
 def test_cli_build_refuses_unknown_define_before_building(
