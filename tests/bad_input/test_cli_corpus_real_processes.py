@@ -97,7 +97,9 @@ def test_report_into_a_read_only_directory(root: Path) -> None:
         # there, in a mount namespace of its own (nothing stays mounted afterwards).
         unshare = shutil.which("unshare")
         if unshare is None:
-            pytest.skip("running as root without util-linux's unshare: no read-only directory to be had")
+            pytest.fail(
+                "running as root needs util-linux's unshare for a read-only directory: apt-get install util-linux"
+            )
         script = 'mount -t tmpfs -o ro,size=64k tmpfs "$1" && shift && exec "$@"'
         argv = [unshare, "--mount", "sh", "-c", script, "sh", str(locked), *argv]
     else:
