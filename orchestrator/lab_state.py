@@ -95,7 +95,8 @@ def lab_boards() -> list[Board]:
             identity_file=state.identity_file,
             target=record.target,
             workdir=record.workdir,
-            groups=(LAB_GROUP,),
+            # A board emulating a profile (``orch lab up --board rpi5:1``) is also in the profile's group.
+            groups=(LAB_GROUP,) if record.target == LAB_GROUP else (LAB_GROUP, record.target),
             tags=("lab", "emulated"),
             sources={
                 key: origin for key in ("hostname", "port", "user", "identity_file", "target", "workdir")

@@ -1,11 +1,13 @@
 #!/bin/sh
-# Download the Debian source package of onnxruntime, in a container of the board's Debian suite.
-# Copied into the container and run by orchestrator.build.sources.fetch_debian_tarball, which
-# copies /out back out afterwards.
+# Download Debian source packages, in a container of a Debian suite.
+# Copied into the container and run by orchestrator.build.sources (ORT itself) and
+# orchestrator.build.dependency_sources (ORT's dependencies), which copy /out back out afterwards.
 #
-# No arguments; $ORT_DEBIAN_VERSION = the package version (e.g. 1.21.0+dfsg-1). Adds deb-src twins
-# of the image's own binary sources, then downloads (not unpacks: no dpkg-dev needed) the source
-# package into /out. Prints apt's output; fails when no orig tarball arrived.
+# Arguments: PACKAGE=VERSION ... (none: onnxruntime=$ORT_DEBIAN_VERSION, e.g. 1.21.0+dfsg-1).
+# $ORCH_DEB_SRC_SUITE (optional): the suite to take the sources from when it is not the image's
+# own (its deb-src line is derived from the image's first Debian source: same mirror).
+# Adds deb-src twins of the image's binary sources, then downloads (not unpacks: no dpkg-dev
+# needed) each source package into /out. Prints apt's output; fails when an orig tarball is missing.
 set -eu
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
   [ -f "$f" ] || continue
@@ -15,8 +17,24 @@ for f in /etc/apt/sources.list.d/*.sources; do
   [ -f "$f" ] || continue
   sed 's/^Types:.*$/Types: deb-src/' "$f" > "/etc/apt/sources.list.d/orch-deb-src-$(basename "$f")"
 done
+if [ -n "${ORCH_DEB_SRC_SUITE:-}" ]; then
+  # "deb-src URI SUITE COMPONENTS": the same mirror, the other suite.
+  first=$(head -n 1 /etc/apt/sources.list.d/orch-deb-src.list)
+  if [ -z "$first" ]; then
+    echo "no one-line Debian source in the image to derive $ORCH_DEB_SRC_SUITE from" >&2
+    exit 2
+  fi
+  echo "$first" | awk -v suite="$ORCH_DEB_SRC_SUITE" '{$3 = suite; print}' \
+    >> /etc/apt/sources.list.d/orch-deb-src.list
+fi
 apt-get update -q
 mkdir -p /out && cd /out
-# Only the upstream (orig) tarball is needed; a mirror that lacks the .dsc/.debian parts is fine.
-apt-get source --download-only "onnxruntime=$ORT_DEBIAN_VERSION" || true
-ls onnxruntime_*.orig.tar.* >/dev/null
+if [ "$#" -eq 0 ]; then
+  set -- "onnxruntime=$ORT_DEBIAN_VERSION"
+fi
+for spec in "$@"; do
+  # Only the upstream (orig) tarball is needed; a mirror that lacks the .dsc/.debian parts is fine.
+  apt-get source --download-only "$spec" || true
+  package=${spec%%=*}
+  ls "${package}"_*.orig.tar.* >/dev/null
+done

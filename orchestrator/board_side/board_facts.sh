@@ -4,7 +4,7 @@
 #
 # $1 = the board's python, $2 = orch's working directory on the board.
 # Prints key=value lines: home, arch, kernel, glibc_raw, python_raw, os_id, os_version, os_name
-# (when /etc/os-release exists), disk_dir (the workdir or its closest existing parent) and free_kib.
+# (when /etc/os-release exists), cpu_features (the Features line of /proc/cpuinfo), disk_dir (the workdir or its closest existing parent) and free_kib.
 # `python -V` answers before the interpreter initialises: much faster than `-c` under emulation.
 py="$1"; workdir="$2"
 echo "home=$(pwd)"
@@ -22,6 +22,8 @@ if [ -f /etc/os-release ]; then
   echo "os_version=${VERSION_ID:-}"
   echo "os_name=${PRETTY_NAME:-}"
 fi
+f=$(grep -m 1 '^Features' /proc/cpuinfo 2>/dev/null | cut -d: -f2-) || f=""
+echo "cpu_features=$f"
 dir="$workdir"
 while [ ! -d "$dir" ]; do
   parent=$(dirname -- "$dir")

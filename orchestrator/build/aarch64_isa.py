@@ -185,3 +185,87 @@ def describe(word: int) -> str:
     if found is None:
         return f"{word:#010x} (an encoding this CPU does not implement)"
     return f"{word:#010x}: {found.what}, {found.feature}"
+
+
+# -- what a -mcpu / -march lets the compiler assume ---------------------------------------------------
+#
+# Feature names are the kernel's /proc/cpuinfo ones (arch/arm64/kernel/cpuinfo.c). What each core
+# implies follows GCC's aarch64-cores.def (architecture level + the extensions listed for the core)
+# and aarch64-arches.def (what each architecture level adds). Extensions the compiler never emits
+# on its own (SSBS, crypto unless asked for) are left out: a board without them still runs the code.
+_ARCH_LEVELS: dict[str, frozenset[str]] = {
+    "armv8-a": frozenset({"fp", "asimd"}),
+    "armv8.1-a": frozenset({"fp", "asimd", "crc32", "atomics", "asimdrdm"}),
+    "armv8.2-a": frozenset({"fp", "asimd", "crc32", "atomics", "asimdrdm"}),
+}
+_EXTENSIONS: dict[str, frozenset[str]] = {
+    "crc": frozenset({"crc32"}),
+    "lse": frozenset({"atomics"}),
+    "rdma": frozenset({"asimdrdm"}),
+    "fp16": frozenset({"fphp", "asimdhp"}),
+    "dotprod": frozenset({"asimddp"}),
+    "rcpc": frozenset({"lrcpc"}),
+    "crypto": frozenset({"aes", "pmull", "sha1", "sha2"}),
+    "aes": frozenset({"aes", "pmull"}),
+    "sha2": frozenset({"sha1", "sha2"}),
+    "i8mm": frozenset({"i8mm"}),
+    "bf16": frozenset({"bf16"}),
+    "sve": frozenset({"sve"}),
+    "fp16fml": frozenset({"fphp", "asimdhp", "asimdfhm"}),
+}
+_V82_CORE = _ARCH_LEVELS["armv8.2-a"] | _EXTENSIONS["fp16"] | _EXTENSIONS["dotprod"] | _EXTENSIONS["rcpc"]
+CORE_FEATURES: dict[str, frozenset[str]] = {
+    "cortex-a53": _ARCH_LEVELS["armv8-a"] | _EXTENSIONS["crc"],
+    "cortex-a57": _ARCH_LEVELS["armv8-a"] | _EXTENSIONS["crc"],
+    "cortex-a72": _ARCH_LEVELS["armv8-a"] | _EXTENSIONS["crc"],
+    "cortex-a73": _ARCH_LEVELS["armv8-a"] | _EXTENSIONS["crc"],
+    "cortex-a55": _V82_CORE,
+    "cortex-a75": _V82_CORE,
+    "cortex-a76": _V82_CORE,
+    "cortex-a77": _V82_CORE,
+    "cortex-a78": _V82_CORE,
+    "cortex-a78ae": _V82_CORE,
+    "neoverse-n1": _V82_CORE,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeatureNeed:
+    """The CPU features a build's flags let the compiler use, and the flag that says so."""
+
+    flag: str  # "-mcpu=cortex-a76"
+    features: frozenset[str]
+
+
+def features_for_flags(flags: tuple[str, ...] | list[str]) -> FeatureNeed | None:
+    """What a build's ``-march`` or ``-mcpu`` lets the code use (the last of each counts, as in GCC;
+    with both, GCC takes the architecture from ``-march`` and only tunes for ``-mcpu``). None when
+    neither is set or the value is not in the tables (then nothing can be checked)."""
+    last: dict[str, str] = {}
+    for flag in flags:
+        option, _, value = flag.partition("=")
+        if option in ("-mcpu", "-march") and value:
+            last[option] = value
+    if not last:
+        return None
+    option = "-march" if "-march" in last else "-mcpu"
+    base, *extensions = last[option].split("+")
+    known = (_ARCH_LEVELS if option == "-march" else CORE_FEATURES).get(base)
+    if known is None:
+        return None
+    wanted = set(known)
+    for extension in extensions:
+        if extension.startswith("no"):
+            wanted -= _EXTENSIONS.get(extension[2:], frozenset())
+        else:
+            wanted |= _EXTENSIONS.get(extension, frozenset())
+    return FeatureNeed(flag=f"{option}={last[option]}", features=frozenset(wanted))
+
+
+def parse_cpuinfo_features(text: str) -> tuple[str, ...]:
+    """The ``Features`` of /proc/cpuinfo (the first CPU's; big.LITTLE boards share the set)."""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "Features":
+            return tuple(value.split())
+    return ()

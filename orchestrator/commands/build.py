@@ -58,9 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--variant",
-        default="default",
+        # tuned is what a user building for a board wants: -mcpu for its core, LTO, the inline limit.
+        default="tuned",
         metavar="NAME",
-        help="stock, default, lto, tuned, or one of $ORCH_HOME/variants.yaml (default: default)",
+        help="stock, default, lto, tuned, or one of $ORCH_HOME/variants.yaml (default: tuned)",
     )
     parser.add_argument(
         "--ort-source",

@@ -33,6 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"run at least N boards lab1..labN (default: the running ones, or {lab.DEFAULT_BOARDS})",
     )
     up.add_argument(
+        "--board",
+        action="append",
+        default=[],
+        metavar="PROFILE[:N]",
+        help="also run N boards (default 1) emulating a target profile's CPU and OS, named PROFILE-1.."
+        " and grouped as PROFILE, e.g. --board rpi5:1 --board rpi4-bookworm:1 (repeatable)",
+    )
+    up.add_argument(
         "--timeout",
         type=options.positive_float,
         default=180.0,
@@ -54,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
             "say what to do with the lab: `orch lab up [--boards N]`, `orch lab status`, `orch lab down`"
         )
     if args.lab_command == "up":
-        lab.wanted_board_count(args.boards, 0)  # a bad --boards is refused before the engine is asked
+        # A bad --boards or --board is refused before the engine is asked.
+        lab.wanted_board_count(args.boards, 0)
+        args.profile_boards = [lab.parse_board_option(text) for text in args.board]
     from orchestrator.adapters.engine import Engine  # the docker SDK costs start-up time: loaded when used
 
     engine = Engine()
@@ -67,7 +77,10 @@ def _up(engine: Engine, args: argparse.Namespace) -> int:
 
         def on_log(line: str) -> None:
             status.update(f"[bold]orch lab up[/]: {escape(line[-120:])}")
-            if line.startswith(("building", "importing", "$ ", "lab", "Step ")):
+            if (
+                line.startswith(("building", "importing", "$ ", "lab", "Step "))
+                or "starting container" in line
+            ):
                 console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
         def on_progress(board: str, banner: str) -> None:
@@ -75,7 +88,14 @@ def _up(engine: Engine, args: argparse.Namespace) -> int:
                 f"[green]✓[/] {board}: sshd answers ({escape(banner)}) after {time.monotonic() - started:.1f} s"
             )
 
-        state = lab.lab_up(engine, args.boards, timeout=args.timeout, on_log=on_log, on_progress=on_progress)
+        state = lab.lab_up(
+            engine,
+            args.boards,
+            profile_boards=args.profile_boards,
+            timeout=args.timeout,
+            on_log=on_log,
+            on_progress=on_progress,
+        )
     statuses = lab.lab_status(engine)
     _print_table(statuses)
     if args.boards is not None and len(state.boards) > args.boards:

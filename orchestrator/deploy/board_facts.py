@@ -9,11 +9,13 @@ the two through an ``orchestrator.adapters.ssh`` session.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from orchestrator.adapters.session import BoardSession
 from orchestrator.board_side import read_text
+from orchestrator.build.aarch64_isa import features_for_flags
 from orchestrator.errors import RemoteError
 
 if TYPE_CHECKING:
@@ -32,6 +34,8 @@ class BoardFacts:
     os_id: str = ""
     os_version: str = ""
     os_name: str = ""
+    # /proc/cpuinfo's Features (fp asimd ... asimddp); empty when the board does not say.
+    cpu_features: tuple[str, ...] = ()
 
     @property
     def python_tag(self) -> str:
@@ -56,6 +60,7 @@ class BoardFacts:
             "os_id": self.os_id,
             "os_version": self.os_version,
             "os_name": self.os_name,
+            "cpu_features": list(self.cpu_features),
         }
 
 
@@ -97,6 +102,7 @@ def parse_facts(text: str, *, board: str, python: str = "python3") -> BoardFacts
         os_id=values.get("os_id", ""),
         os_version=values.get("os_version", ""),
         os_name=values.get("os_name", ""),
+        cpu_features=tuple(values.get("cpu_features", "").split()),
     )
 
 
@@ -104,3 +110,20 @@ def read_facts(session: BoardSession, board: Board, workdir: str) -> BoardFacts:
     """Run board_facts.sh through a ``remote`` session and parse it."""
     result = session.run_script(read_text("board_facts.sh"), (board.python, workdir), timeout=120)
     return parse_facts(result.stdout, board=board.name, python=board.python)
+
+
+def cpu_problems(compiler_flags: Sequence[str], facts: BoardFacts) -> list[str]:
+    """Why code built with ``compiler_flags`` would die of SIGILL on this board (empty: it fits or
+    cannot be judged: no -mcpu/-march, or a board that does not list its CPU features)."""
+    need = features_for_flags(list(compiler_flags))
+    if need is None or not facts.cpu_features:
+        return []
+    missing = sorted(need.features - set(facts.cpu_features))
+    if not missing:
+        return []
+    problem = (
+        f"built with {need.flag}, which lets the compiler use CPU features {facts.board} lacks"
+        f" ({', '.join(missing)}; its /proc/cpuinfo lists {' '.join(facts.cpu_features)}):"
+        " it would die of SIGILL there"
+    )
+    return [problem]

@@ -45,7 +45,7 @@ from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, insp
 from orchestrator.board import Board
 from orchestrator.board_side import read_text
 from orchestrator.console import console
-from orchestrator.deploy.board_facts import BoardFacts, read_facts
+from orchestrator.deploy.board_facts import BoardFacts, cpu_problems, read_facts
 from orchestrator.deploy.plan import (
     BoardPlan,
     LocalFile,
@@ -226,10 +226,11 @@ class _Artifacts:
             return self.cache[key]
 
 
-def check_compatible(info: WheelInfo, facts: BoardFacts) -> None:
+def check_compatible(info: WheelInfo, facts: BoardFacts, compiler_flags: Sequence[str] = ()) -> None:
     problems = compatibility_problems(
         info, arch=facts.arch, glibc=facts.glibc, python_tag=facts.python_tag, board=facts.board
     )
+    problems += cpu_problems(compiler_flags, facts)
     if problems:
         raise DeployError(
             f"{facts.board}: {info.path.name} refused, nothing was sent: " + "; ".join(problems),
@@ -322,7 +323,7 @@ def deploy_board(
         view.status(board.name, "reading board facts")
         clock.lap("connect")
         facts = read_facts(session, board, layout.workdir)
-        check_compatible(info, facts)  # before any byte is sent
+        check_compatible(info, facts, artifact.manifest.build.compiler_flags or ())  # before any byte is sent
         clock.lap("facts")
         view.status(board.name, f"resolving dependencies for {facts.arch} Python {facts.python_short}")
         deps = resolve_dependencies(

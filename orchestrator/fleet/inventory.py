@@ -699,14 +699,14 @@ def load_inventory(path: Path) -> Inventory:
     for board in lab:
         extra_groups = [g for g in parser.groups if g != ROOT_GROUP and LAB_GROUP in _descendants(parser, g)]
         boards[board.name] = dataclasses.replace(
-            board, groups=(LAB_GROUP, *[g for g in extra_groups if g != LAB_GROUP])
+            board, groups=(*board.groups, *[g for g in extra_groups if g not in board.groups])
         )
     groups = {name: list(names) for name, names in members.items() if name not in (ROOT_GROUP, LAB_GROUP)}
     if lab or LAB_GROUP in parser.groups:
         for board in lab:
             for group_name in boards[board.name].groups:
                 if group_name != LAB_GROUP:
-                    groups[group_name].append(board.name)
+                    groups.setdefault(group_name, []).append(board.name)
         groups[LAB_GROUP] = [board.name for board in lab]
     return Inventory(path=path, boards=boards, groups=groups)
 

@@ -43,6 +43,7 @@ BOARD_CONTEXT = DOCKER_DIR / "board"
 BOARD_IMAGE_REPO = "orch/lab-board"
 LABEL_LAB = "orch.lab"
 LABEL_BOARD = "orch.board"
+LABEL_TARGET = "orch.target"
 HOST_KEY_NAME = "ssh_host_ed25519_key"
 
 Log = Callable[[str], None]
@@ -67,6 +68,51 @@ def known_hosts_marker(lab: str | None = None) -> str:
 
 def board_names(count: int) -> list[str]:
     return [f"{BOARD_PREFIX}{index}" for index in range(1, count + 1)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileBoards:
+    """``--board rpi5:2``: two boards emulating the rpi5 profile (its CPU model and OS), rpi5-1 and rpi5-2."""
+
+    profile: TargetProfile
+    count: int
+
+    @property
+    def names(self) -> list[str]:
+        return [f"{self.profile.name}-{index}" for index in range(1, self.count + 1)]
+
+
+def parse_board_option(text: str) -> ProfileBoards:
+    """``PROFILE[:N]`` (N defaults to 1); the profile by name or alias, an unknown one lists the known."""
+    name, _, count_text = text.partition(":")
+    count = 1
+    if count_text:
+        if not count_text.isdigit():
+            raise UsageError(f"--board {text!r}: the count after ':' must be a number, e.g. --board rpi5:2")
+        count = int(count_text)
+    if not 1 <= count <= MAX_BOARDS:
+        raise UsageError(f"--board {text!r}: the count must be between 1 and {MAX_BOARDS}")
+    return ProfileBoards(profile=resolve_target(name), count=count)
+
+
+def lab_suite(profile: TargetProfile) -> str:
+    """The Debian suite of a profile's lab board: its own for Debian-based profiles; Debian 12 (the
+    oldest the lab makes) as a CPU stand-in for others (Jetsons run Ubuntu, which the lab cannot
+    bootstrap from a Debian mirror)."""
+    if profile.os.distro == "debian":
+        return profile.bootstrap_suite or profile.os.codename
+    return "bookworm"
+
+
+def os_stand_in_note(profile: TargetProfile) -> str | None:
+    """What a user must know when a lab board's OS is not its profile's."""
+    if profile.os.distro == "debian":
+        return None
+    return (
+        f"{profile.name}: its OS is {profile.os.distro} {profile.os.release} (glibc {profile.os.glibc}, Python"
+        f" {profile.os.python}); its lab boards run Debian 12 with the {profile.qemu_cpu} CPU model: a stand-in"
+        " for the CPU, not for the OS"
+    )
 
 
 def wanted_board_count(requested: int | None, existing: int) -> int:
@@ -120,13 +166,9 @@ def ssh_banner(host: str, port: int, timeout: float = 3.0) -> str | None:
 # -- image ----------------------------------------------------------------------------------------------
 
 
-def lab_profile() -> TargetProfile:
-    return resolve_target(LAB_TARGET)
-
-
 def ensure_board_image(engine: Engine, profile: TargetProfile, on_log: Log | None = None) -> str:
     """The board image's tag; built (and its base made) when missing."""
-    suite = profile.bootstrap_suite or profile.os.codename
+    suite = lab_suite(profile)
     base = base_images.ensure_base_image(engine, suite, profile.arch, LAB_PACKAGES, on_log=on_log)
     base_id = engine.image_id(base) or "registry"
     inputs = board_image_inputs(base, base_id, profile.qemu_cpu)
@@ -205,7 +247,12 @@ def _create_board(engine: Engine, image: str, board: str, profile: TargetProfile
         environment={"QEMU_CPU": profile.qemu_cpu},
         # 127.0.0.1 only, port chosen by the engine: a lab board is never reachable from the network.
         ports={"22/tcp": ("127.0.0.1", None)},
-        labels={LABEL_LAB: lab, LABEL_BOARD: board, "orch.home": str(orch_home())},
+        labels={
+            LABEL_LAB: lab,
+            LABEL_BOARD: board,
+            LABEL_TARGET: profile.name,
+            "orch.home": str(orch_home()),
+        },
     )
     # Keys go in before the first start: sshd never runs with a key orch does not know.
     engine.copy_into(name, host_key.private_path, "/etc/ssh", mode=0o600)
@@ -267,33 +314,57 @@ def lab_up(
     engine: Engine,
     requested: int | None,
     *,
+    profile_boards: Sequence[ProfileBoards] = (),
     timeout: float = 180.0,
     on_log: Log | None = None,
     on_progress: Callable[[str, str], None] | None = None,
 ) -> lab_state.LabState:
-    """Make sure the lab runs at least ``requested`` boards; running boards are kept as they are."""
+    """Make sure the lab runs at least ``requested`` lab boards and the ``profile_boards``; running
+    boards are kept as they are."""
     with _lab_lock():
-        return _lab_up(engine, requested, timeout=timeout, on_log=on_log, on_progress=on_progress)
+        return _lab_up(
+            engine, requested, profile_boards, timeout=timeout, on_log=on_log, on_progress=on_progress
+        )
+
+
+def wanted_boards(
+    requested: int | None, profile_boards: Sequence[ProfileBoards], known: dict[str, str]
+) -> dict[str, str]:
+    """Board name -> profile name: the boards already known (with their profile), ``labN`` up to
+    ``requested`` (2 on an empty lab when no ``--board`` is asked for either) and each ``--board``'s."""
+    lab_count = len([name for name in known if _board_order(name)[0] < 10**6])
+    if requested is None and lab_count == 0 and (profile_boards or known):
+        wanted = {}
+    else:
+        wanted = dict.fromkeys(board_names(wanted_board_count(requested, lab_count)), LAB_TARGET)
+    for item in profile_boards:
+        wanted.update(dict.fromkeys(item.names, item.profile.name))
+    wanted.update(known)  # a running board keeps the profile it was started with
+    if len(wanted) > MAX_BOARDS:
+        raise UsageError(f"the lab runs at most {MAX_BOARDS} boards; this would make {len(wanted)}")
+    return dict(sorted(wanted.items(), key=lambda item: _board_order(item[0])))
 
 
 def _lab_up(
     engine: Engine,
     requested: int | None,
+    profile_boards: Sequence[ProfileBoards],
     *,
     timeout: float,
     on_log: Log | None,
     on_progress: Callable[[str, str], None] | None,
 ) -> lab_state.LabState:
     lab = lab_id()
-    profile = lab_profile()
     previous = lab_state.read_state()
     existing = _lab_containers(engine, lab)
-    known = set(existing) | {record.name for record in (previous.boards if previous else ())}
-    count = wanted_board_count(requested, len([name for name in known if name.startswith(BOARD_PREFIX)]))
-    names = sorted(set(board_names(count)) | known, key=_board_order)
+    known = {record.name: record.target for record in (previous.boards if previous else ())}
+    for name, container in existing.items():
+        known.setdefault(name, str(container["labels"].get(LABEL_TARGET, LAB_TARGET)))
+    profiles = wanted_boards(requested, profile_boards, known)
+    names = list(profiles)
     client_key()
 
-    image: str | None = None
+    images: dict[str, str] = {}
     for board in names:
         item = existing.get(board)
         if item is not None and item["status"] == "running":
@@ -306,11 +377,17 @@ def _lab_up(
         if item is not None:
             # Paused, dead or restarting: replace it rather than guess.
             engine.remove(container_name(board, lab))
-        if image is None:
-            image = ensure_board_image(engine, profile, on_log)
+        profile = resolve_target(profiles[board])
+        if profile.name not in images:
+            note = os_stand_in_note(profile)
+            if note and on_log:
+                on_log(f"lab: {note}")
+            images[profile.name] = ensure_board_image(engine, profile, on_log)
         if on_log:
-            on_log(f"{board}: starting container {container_name(board, lab)}")
-        _create_board(engine, image, board, profile, lab)
+            on_log(
+                f"{board}: starting container {container_name(board, lab)} ({profile.name}, {profile.qemu_cpu})"
+            )
+        _create_board(engine, images[profile.name], board, profile, lab)
 
     ports = {board: engine.published_port(container_name(board, lab), 22) for board in names}
     state = lab_state.LabState(
@@ -318,7 +395,7 @@ def _lab_up(
         identity_file=client_key().private_path,
         boards=tuple(
             lab_state.LabBoardRecord(
-                name=board, port=ports[board], container=container_name(board, lab), target=profile.name
+                name=board, port=ports[board], container=container_name(board, lab), target=profiles[board]
             )
             for board in names
         ),

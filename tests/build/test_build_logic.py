@@ -77,7 +77,7 @@ def test_cli_dry_run_json_for_every_target(target: str, orch_env: dict[str, str]
 
 
 def test_cli_dry_run_human_output_shows_image_flags_and_command(orch_env: dict[str, str], orch_cli) -> None:
-    result = orch_cli(orch_env, "build", "--target", "rpi4", "--variant", "tuned", "--dry-run", check=True)
+    result = orch_cli(orch_env, "build", "--target", "rpi4-bookworm", "--dry-run", check=True)
     for text in (
         "orch/build-bookworm:",
         "-mcpu=cortex-a72",
@@ -109,7 +109,15 @@ def test_cli_target_without_an_offline_base_image_names_it(orch_env: dict[str, s
 
 def test_cli_stock_dry_run_shows_the_pip_download(orch_env: dict[str, str], orch_cli) -> None:
     result = orch_cli(
-        orch_env, "build", "--target", "rpi5", "--variant", "stock", "--dry-run", "--json", check=True
+        orch_env,
+        "build",
+        "--target",
+        "rpi5-bookworm",
+        "--variant",
+        "stock",
+        "--dry-run",
+        "--json",
+        check=True,
     )
     argv = json.loads(result.stdout)["download_argv"]
     assert "--only-binary=:all:" in argv and "manylinux_2_28_aarch64" in argv and "3.11" in argv

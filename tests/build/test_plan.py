@@ -99,8 +99,17 @@ def test_lab_builds_offline_from_system_packages() -> None:
     assert "libonnx-dev" in dict(plan.image.buildargs)["TARGET_PACKAGES"]
 
 
+def test_raspberry_pi_os_trixie_boards_take_the_offline_system_route() -> None:
+    for target, mcpu in (("rpi4", "cortex-a72"), ("rpi5", "cortex-a76")):
+        plan = plan_for(target, "tuned")
+        assert plan.dependencies == "system" and plan.network == "none"
+        assert plan.image.tag.startswith("orch/build-trixie:")
+        assert f"-mcpu={mcpu}" in plan.compiler_flags
+        assert plan.target.os.glibc == "2.41" and plan.target.os.python_tag == "cp313"
+
+
 def test_bookworm_boards_use_ort_fetchcontent_and_their_own_image() -> None:
-    plan = plan_for("rpi5", "tuned")
+    plan = plan_for("rpi5-bookworm", "tuned")
     assert plan.dependencies == "fetch" and plan.network is None
     assert "FETCHCONTENT_FULLY_DISCONNECTED" not in defines(plan)
     assert plan.image.tag.startswith("orch/build-bookworm:")
