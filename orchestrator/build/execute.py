@@ -40,6 +40,7 @@ from orchestrator.artifacts.wheel import compatibility_problems, inspect_wheel
 from orchestrator.build import flags as flag_check
 from orchestrator.build import preflight as preflight_module
 from orchestrator.build.base_images import ensure_base_image, registry_override
+from orchestrator.build.cache import CacheRelay
 from orchestrator.build.plan import BUILD, CCACHE, OUT, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
 from orchestrator.build.sources import SourceTree, file_sha256, prepare_source
 from orchestrator.build.workspace import ensure_build_volume, ensure_source_volume, local_build_dir
@@ -109,6 +110,13 @@ def parse_ccache_stats(text: str) -> dict[str, Any]:
         "hit_rate": round(hits / total, 4) if total else None,
         "direct_hits": values.get("direct_cache_hit", 0),
         "uncacheable": values.get("uncacheable_call", 0),
+        # Where the hits came from: the engine's ccache volume, or the shared remote storage (--cache).
+        "local_hits": values.get("local_storage_hit", 0),
+        "local_misses": values.get("local_storage_miss", 0),
+        "remote_hits": values.get("remote_storage_hit", 0),
+        "remote_misses": values.get("remote_storage_miss", 0),
+        "remote_writes": values.get("remote_storage_write", 0),
+        "remote_errors": values.get("remote_storage_error", 0) + values.get("remote_storage_timeout", 0),
     }
 
 
@@ -271,12 +279,16 @@ def execute(
     for warning in warnings:
         log(f"warning (forced): {warning}")
     image_id = ensure_build_image(engine, plan, log, local=local)
-    engine.ensure_volume(plan.ccache_volume, labels={"orch.role": "ccache", "orch.target": plan.target.name})
     volumes = {
         ensure_source_volume(engine, image_id, tree, log): {"bind": SRC, "mode": "rw"},
         ensure_build_volume(engine, plan): {"bind": BUILD, "mode": "rw"},
-        plan.ccache_volume: {"bind": CCACHE, "mode": "rw"},
     }
+    remote_only = plan.cache is not None and plan.cache.remote_only
+    if not remote_only:
+        engine.ensure_volume(
+            plan.ccache_volume, labels={"orch.role": "ccache", "orch.target": plan.target.name}
+        )
+        volumes[plan.ccache_volume] = {"bind": CCACHE, "mode": "rw"}
     build_dir = local_build_dir(plan)
     for stale in (build_dir / "out", build_dir / REPORT_NAME):
         shutil.rmtree(stale, ignore_errors=True)
@@ -287,7 +299,8 @@ def execute(
     # Every build sees the same in-container paths (/src, /build), so cache entries are shared
     # across variants and rebuilds without path rewriting.
     environment = {
-        "CCACHE_DIR": CCACHE,
+        # Remote only: the container's own directory holds just this build's statistics.
+        "CCACHE_DIR": "/tmp/orch-ccache" if remote_only else CCACHE,
         "CCACHE_COMPILERCHECK": "content",
         "CCACHE_MAXSIZE": "8G",
         "ORCH_CONFIG_DIR": plan.config_build_dir,
@@ -298,24 +311,38 @@ def execute(
         )
         handle.write(f"# image {plan.image.tag} ({image_id})\n# {shlex.join(plan.build_argv)}\n")
         sink = _LogSink(handle, progress, echo)
-        code = engine.run(
-            image_id,
-            ["sh", f"{SCRIPTS}/run_build.sh", *plan.build_argv],
-            environment=environment,
-            volumes=volumes,
-            network=plan.network,
-            labels=labels,
-            working_dir=BUILD,
-            on_log=sink,
-            copy_in=copy_in,
-            copy_out=[(f"{BUILD}/{REPORT_NAME}", build_dir)],
-        )
+        # The shared compiler cache's relay lives as long as the compile (packaging compiles nothing).
+        relay = CacheRelay(engine, image_id, plan.cache, labels) if plan.cache else None
+        relay_up = False
+        try:
+            compile_volumes, compile_environment = dict(volumes), dict(environment)
+            relay_up = relay is not None and relay.start(log)
+            if relay is not None and relay_up:
+                compile_volumes.update(relay.volumes)
+                compile_environment.update(relay.cache.environment())
+            code = engine.run(
+                image_id,
+                ["sh", f"{SCRIPTS}/run_build.sh", *plan.build_argv],
+                environment=compile_environment,
+                volumes=compile_volumes,
+                network=plan.network,
+                labels=labels,
+                working_dir=BUILD,
+                on_log=sink,
+                copy_in=copy_in,
+                copy_out=[(f"{BUILD}/{REPORT_NAME}", build_dir)],
+            )
+        finally:
+            if relay is not None:
+                relay.stop()
         if code != 0:
             reason = first_error(sink.lines) or f"build.py exited with status {code}"
             raise BuildError(f"the ORT build failed:\n{reason}", hint=f"full log: {log_path}")
         report = build_dir / REPORT_NAME
         stats_file = report / "ccache-stats.tsv"
         ccache = parse_ccache_stats(stats_file.read_text()) if stats_file.is_file() else {}
+        if plan.cache is not None:
+            ccache.update(remote_storage=plan.cache.display, remote_reachable=relay_up)
         what = (
             "the wheel for the board (platform tag, bundled system libraries)"
             if plan.scope == "wheel"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.build.base_images import base_image_tag, registry_override
+from orchestrator.build.cache import RemoteCache
 from orchestrator.build.flags import check_without_tree
 from orchestrator.build.sources import SourceSpec
 from orchestrator.build.variants import Variant
@@ -75,6 +76,7 @@ class BuildOptions:
     scope: str = "wheel"
     docker_host: str | None = None
     force_flags: bool = False  # build with define names known to be wrong (they are then warnings)
+    cache: RemoteCache | None = None  # ccache's shared remote storage (--cache)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +113,7 @@ class BuildPlan:
     network: str | None
     refused: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    cache: RemoteCache | None = None
 
     @property
     def build_argv(self) -> list[str]:
@@ -178,7 +181,14 @@ class BuildPlan:
             "package_argv": self.package_argv,
             "command": shlex.join(self.build_argv),
             "parallel": self.parallel,
-            "ccache_volume": self.ccache_volume,
+            "ccache_volume": None if self.cache and self.cache.remote_only else self.ccache_volume,
+            "remote_cache": None
+            if self.cache is None
+            else {
+                "url": self.cache.display,
+                "remote_only": self.cache.remote_only,
+                "ccache_remote_storage": self.cache.ccache_url().replace(self.cache.password or "\0", "***"),
+            },
             "network": self.network or "default",
             "wheel": {
                 "platform": self.wheel_platform,
@@ -456,4 +466,5 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         network="none" if system_deps else None,
         refused=refused,
         notes=tuple(notes),
+        cache=options.cache,
     )

@@ -19,6 +19,8 @@ from rich.table import Table
 
 from orchestrator.artifacts.store import list_artifacts
 from orchestrator.build import flags as flag_check
+from orchestrator.build.cache import RemoteCache, parse_cache_url
+from orchestrator.build.engines import LOCAL
 from orchestrator.build.execute import execute
 from orchestrator.build.plan import (
     BuildOptions,
@@ -34,6 +36,7 @@ from orchestrator.build.variants import Variant, resolve_variant
 from orchestrator.build.workspace import volumes_to_clean
 from orchestrator.commands import options
 from orchestrator.commands.options import add_dry_run_option, add_json_option
+from orchestrator.config import BuildSettings, load_config
 from orchestrator.console import console, emit_json
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import TargetProfile, resolve_target
@@ -84,7 +87,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--ep", default="cpu", metavar="EP", help="execution provider: cpu, xnnpack, cuda, tensorrt"
     )
     parser.add_argument(
-        "--docker-host", metavar="URL", help="build on another Docker engine (e.g. ssh://me@bigbox)"
+        "--docker-host",
+        action="append",
+        metavar="URL",
+        help="build on another Docker engine (e.g. ssh://me@bigbox); repeat it (`local` is this"
+        " machine's) to run several builds in parallel, one per engine (default: build.engines of orch.yaml)",
+    )
+    parser.add_argument(
+        "--cache",
+        metavar="URL",
+        help="shared compiler cache: ccache remote storage on a Redis server, redis://host[:port][/db]"
+        " (as seen from the engine's machine; default: build.cache of orch.yaml)",
+    )
+    parser.add_argument(
+        "--remote-cache-only",
+        action="store_true",
+        help="use only the --cache server, no local ccache volume (ephemeral CI machines)",
     )
     parser.add_argument(
         "--force-flags", action="store_true", help="build even with unknown CMake/build.py names"
@@ -118,12 +136,25 @@ def run(args: argparse.Namespace) -> int:
     if args.parallel is not None and args.parallel < 1:
         raise UsageError("--parallel must be at least 1")
 
-    check_docker_host(args.docker_host)
     check_ort_version(args.ort_version)
+    settings = load_config().build
+    engines = _engines(args, settings)
+    if args.cache is not None:
+        parse_cache_url(args.cache)  # refused before anything else, by the dry run as by the real one
+    targets, variants = _names(args.target, "--target"), _names(args.variant, "--variant")
+    if len(targets) > 1 or len(variants) > 1 or len(engines) > 1:
+        args.remote_cache = _remote_cache(args, settings)
+        from orchestrator.commands.build_batch import run_batch_command
+
+        return run_batch_command(args, targets, variants, engines or [LOCAL], _plan)
+    args.target, args.variant = targets[0], variants[0]
     profile = resolve_target(args.target)
     variant = resolve_variant(args.variant)
     if not variant.build:
         return _stock(args, profile)
+    if engines and engines[0] != LOCAL:
+        args.docker_host = engines[0]
+    args.remote_cache = _remote_cache(args, settings)
     from orchestrator.adapters.engine import Engine
 
     # The engine that compiles: the local one, or another machine's (--docker-host), asked for its
@@ -154,8 +185,50 @@ def _plan(
         scope=args.scope,
         docker_host=args.docker_host,
         force_flags=args.force_flags,
+        cache=args.remote_cache,
     )
     return make_plan(profile, variant, options)
+
+
+def _engines(args: argparse.Namespace, settings: BuildSettings) -> list[str]:
+    """The engines to build on: --docker-host (repeated), else build.engines; [] = the local one.
+    ``args.docker_host`` is left as the one address given on the command line, or None."""
+    given = list(args.docker_host or [])
+    for url in given:
+        if url != LOCAL:
+            check_docker_host(url)
+    repeated = sorted({url for url in given if given.count(url) > 1})
+    if repeated:
+        raise UsageError(f"--docker-host {repeated[0]} is given twice", hint="name each engine once")
+    args.docker_host = given[0] if len(given) == 1 and given[0] != LOCAL else None
+    args.docker_hosts_given = bool(given)
+    return given or list(settings.engines)
+
+
+def _names(value: str, option: str) -> list[str]:
+    """``a,b`` -> [a, b] (several targets or variants build as a batch on the engines)."""
+    names = [name.strip() for name in value.split(",")]
+    if not all(names):
+        raise UsageError(
+            f"{option} {value!r}: an empty name in the list", hint=f"e.g. {option} tuned,default"
+        )
+    if len(set(names)) != len(names):
+        raise UsageError(f"{option} {value!r} names one twice")
+    return names
+
+
+def _remote_cache(args: argparse.Namespace, settings: BuildSettings) -> RemoteCache | None:
+    """--cache / --remote-cache-only, else the settings file's build.cache / build.remote_cache_only."""
+    url = args.cache if args.cache is not None else settings.cache
+    remote_only = args.remote_cache_only or (settings.remote_cache_only and args.cache is None)
+    if url is None:
+        if remote_only:
+            raise UsageError(
+                "--remote-cache-only needs a shared cache",
+                hint="add --cache redis://host:port, or build.cache in orch.yaml",
+            )
+        return None
+    return parse_cache_url(url, remote_only=remote_only, option="--cache" if args.cache else "build.cache")
 
 
 def _show_plan(plan: BuildPlan, args: argparse.Namespace) -> None:
@@ -190,9 +263,15 @@ def _show_plan(plan: BuildPlan, args: argparse.Namespace) -> None:
     for key, value in plan.defines:
         c.print(f"    -D{key}={escape(value)}", soft_wrap=True)
     c.print(
-        f"[bold]parallel jobs:[/] {plan.parallel}   [bold]ccache volume:[/] {plan.ccache_volume}"
+        f"[bold]parallel jobs:[/] {plan.parallel}   [bold]ccache volume:[/] {document['ccache_volume'] or 'none'}"
         f"   [bold]network:[/] {plan.network or 'default'}"
     )
+    if plan.cache is not None:
+        c.print(
+            f"[bold]shared compiler cache:[/] {escape(plan.cache.display)}"
+            f"{' (remote only)' if plan.cache.remote_only else ''}, through a relay container on the"
+            f" engine's network; the build container's network stays {plan.network or 'default'}"
+        )
     c.print("[bold]build command (in the build container):[/]")
     c.print("    " + escape(shlex.join(plan.build_argv)), soft_wrap=True)
     if plan.scope == "wheel":
@@ -273,15 +352,27 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
         console.print(
             f"[green]built[/] {plan.target.name}/{plan.variant.name} ORT {plan.ort_version} in "
             f"{result.duration_s / 60:.1f} min -> {where}  (ccache hits {result.ccache.get('hits')},"
-            f" misses {result.ccache.get('misses')})"
+            f" misses {result.ccache.get('misses')}{_remote_summary(result.ccache)})"
         )
     return 0
 
 
+def _remote_summary(ccache: dict[str, Any]) -> str:
+    if "remote_storage" not in ccache:
+        return ""
+    if not ccache.get("remote_reachable"):
+        return f"; shared cache {ccache['remote_storage']} unreachable"
+    return (
+        f"; local {ccache.get('local_hits', 0)} hits, shared cache {ccache.get('remote_hits', 0)} hits,"
+        f" {ccache.get('remote_misses', 0)} misses"
+    )
+
+
 def _stock(args: argparse.Namespace, profile: TargetProfile) -> int:
-    if args.cmake_define or args.ort_source or args.docker_host is not None:
+    if args.cmake_define or args.ort_source or args.docker_hosts_given or args.cache is not None:
         raise UsageError(
-            "the stock variant is not built: --cmake-define, --ort-source and --docker-host do not apply"
+            "the stock variant is not built: --cmake-define, --ort-source, --docker-host and --cache"
+            " do not apply"
         )
     if args.dry_run:
         document = plan_dict(profile, args.ort_version)
@@ -325,7 +416,10 @@ def _clean(args: argparse.Namespace) -> int:
     from orchestrator.adapters.engine import Engine
 
     target = resolve_target(args.target).name if args.target else None
-    engine = Engine(check_docker_host(args.docker_host))
+    hosts = args.docker_host or []
+    if len(hosts) > 1:
+        raise UsageError("orch build clean cleans one engine at a time: give one --docker-host")
+    engine = Engine(check_docker_host(hosts[0]) if hosts and hosts[0] != LOCAL else None)
     names = volumes_to_clean(engine, target=target, ccache=args.ccache, sources=args.sources)
     if not args.dry_run:
         for name in names:
