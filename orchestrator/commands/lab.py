@@ -43,9 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument(
         "--timeout",
         type=options.positive_float,
-        default=180.0,
+        default=None,
         metavar="SECONDS",
-        help="how long to wait for every board's sshd (default: 180)",
+        help="how long to wait for every board's sshd (default: 180, plus 5 per board beyond 4)",
     )
     up.add_argument(
         "--json", action="store_true", help="print the lab's boards as one JSON document on stdout"
@@ -88,11 +88,13 @@ def _up(engine: Engine, args: argparse.Namespace) -> int:
                 f"[green]✓[/] {board}: sshd answers ({escape(banner)}) after {time.monotonic() - started:.1f} s"
             )
 
+        extra = sum(item.count for item in args.profile_boards)
+        timeout = args.timeout or lab.banner_timeout((args.boards or lab.DEFAULT_BOARDS) + extra)
         state = lab.lab_up(
             engine,
             args.boards,
             profile_boards=args.profile_boards,
-            timeout=args.timeout,
+            timeout=timeout,
             on_log=on_log,
             on_progress=on_progress,
         )

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 LAB_TARGET = "lab"
 LAB_USER = "root"
 DEFAULT_BOARDS = 2
-MAX_BOARDS = 16
+# An idle board is an emulated sshd (~12 MiB in its container, plus the engine's shim and port
+# proxy on the host, ~17 MiB): 64 of them fit a workstation; benchmarks/fleet_scale.py measures it.
+MAX_BOARDS = 64
 BOARD_PREFIX = "lab"
 # What a board needs: sshd, the Python its profile claims (venvs for releases), TLS roots.
 LAB_PACKAGES = ("openssh-server", "python3", "python3-venv", "ca-certificates")
@@ -122,6 +124,12 @@ def wanted_board_count(requested: int | None, existing: int) -> int:
     if requested is None:
         return existing or DEFAULT_BOARDS
     return max(requested, existing)
+
+
+def banner_timeout(boards: int) -> float:
+    """How long `lab up` waits for every sshd by default: each board's first start is seconds of
+    emulated CPU, so a big lab on a small machine needs longer than a small one."""
+    return 180.0 + 5.0 * max(0, boards - 4)
 
 
 def board_image_inputs(base_image: str, base_image_id: str, qemu_cpu: str) -> dict[str, str]:

@@ -297,7 +297,7 @@ CASES = [
     case("bench-ep-full-name-ok", "bench --all-devices --dry-run --json --ep ACLExecutionProvider", 0, '"ACLExecutionProvider"', files=inventory(INVENTORY)),
     case("bench-sysfs-relative", "bench --all-devices --dry-run --sysfs-root sys", 2, "--sysfs-root 'sys': must be an absolute path on the board", files=inventory(INVENTORY)),
     case("lab-up-timeout-zero", "lab up --timeout 0", 2, "argument --timeout: must be a number > 0"),
-    case("lab-up-boards-zero", "lab up --boards 0", 2, "--boards must be between 1 and 16"),
+    case("lab-up-boards-zero", "lab up --boards 0", 2, "--boards must be between 1 and 64"),
     case("demo-boards-zero", "demo --boards 0 --dry-run", 2, "argument --boards: must be a whole number >= 1"),
     # --- results store: damaged files are named and skipped (exit 8), the rest is shown --------------
     case("res-index-garbage", "results list", 0, "index.sqlite: not a usable SQLite database", "kept as index.sqlite.damaged", results=index(RANDOM)),

@@ -86,7 +86,7 @@ def test_lab_rejects_bad_board_counts(orch_env: dict[str, str], orch_cli) -> Non
     for count in ("0", "99"):
         result = orch_cli(orch_env, "lab", "up", "--boards", count)
         assert result.returncode == 2
-        assert "--boards must be between 1 and 16" in result.stderr
+        assert "--boards must be between 1 and 64" in result.stderr
         assert "Traceback" not in result.stderr
     result = orch_cli(orch_env, "lab")
     assert result.returncode == 2 and "orch lab up" in result.stderr
