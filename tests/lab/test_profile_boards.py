@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.errors import TargetError, UsageError
-from orchestrator.lab.boards import lab_suite, os_stand_in_note, parse_board_option, wanted_boards
+from orchestrator.lab.boards import (
+    MAX_BOARDS,
+    lab_suite,
+    os_stand_in_note,
+    parse_board_option,
+    wanted_boards,
+)
 from orchestrator.targets import resolve_target
 
 
@@ -49,7 +55,7 @@ def test_default_boards_and_running_boards_keep_their_profiles() -> None:
 
 def test_too_many_boards_are_refused() -> None:
     with pytest.raises(UsageError, match="at most"):
-        wanted_boards(16, [parse_board_option("rpi5:4")], {})
+        wanted_boards(MAX_BOARDS, [parse_board_option("rpi5:4")], {})
 
 
 def test_each_profile_gets_its_own_os_or_says_it_is_a_cpu_stand_in() -> None:
