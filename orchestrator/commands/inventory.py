@@ -7,7 +7,6 @@ import dataclasses
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
 
 from orchestrator.board import Board
 from orchestrator.commands.options import (
@@ -16,7 +15,7 @@ from orchestrator.commands.options import (
     add_selection_options,
     inventory_path,
 )
-from orchestrator.console import console, emit_json
+from orchestrator.console import console, emit_json, print_table
 from orchestrator.fleet.inventory import load_inventory
 
 NAME = "inventory"
@@ -42,8 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def board_document(board: Board) -> dict[str, Any]:
-    """A board as JSON: every field, paths as strings."""
-    document = dataclasses.asdict(board)
+    """A board as JSON: every field, paths as strings.
+
+    Field by field rather than ``dataclasses.asdict``, whose deep copies of ``extra`` and
+    ``sources`` took a third of a second for 10,000 boards; the JSON text is the same."""
+    document = {item.name: getattr(board, item.name) for item in dataclasses.fields(board)}
+    document["extra"] = dict(board.extra)
+    document["sources"] = dict(board.sources)
     document["identity_file"] = str(board.identity_file) if board.identity_file else None
     document["tags"] = list(board.tags)
     document["groups"] = list(board.groups)
@@ -74,24 +78,22 @@ def _list(args: argparse.Namespace) -> int:
             f"{escape(str(inventory.path))}: no boards (start the lab with `orch lab up`, or add boards)"
         )
         return 0
-    table = Table(title=f"{escape(str(inventory.path))}: {len(boards)} board(s)", title_justify="left")
-    for column in ("name", "address", "user", "target", "groups", "tags"):
-        table.add_column(column, overflow="fold")
-    for board in boards:
-        table.add_row(
-            *(
-                escape(text)
-                for text in (
-                    board.name,
-                    board.address,
-                    board.user or "-",
-                    board.target,
-                    ", ".join(board.groups) or "-",
-                    ", ".join(board.tags) or "-",
-                )
-            )
+    rows = [
+        (
+            board.name,
+            board.address,
+            board.user or "-",
+            board.target,
+            ", ".join(board.groups) or "-",
+            ", ".join(board.tags) or "-",
         )
-    console.print(table)
+        for board in boards
+    ]
+    print_table(
+        f"{inventory.path}: {len(boards)} board(s)",
+        ("name", "address", "user", "target", "groups", "tags"),
+        rows,
+    )
     return 0
 
 
@@ -118,12 +120,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"name": board.name, "groups": list(board.groups), "variables": variables})
         return 0
-    table = Table(
-        title=f"board {escape(board.name)} (groups: {escape(', '.join(board.groups) or '-')})",
-        title_justify="left",
-    )
-    for column in ("variable", "value", "source"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for key, entry in variables.items():
         value = entry["value"]
         shown = (
@@ -133,8 +130,12 @@ def _show(args: argparse.Namespace) -> int:
             if isinstance(value, list)
             else str(value)
         )
-        table.add_row(escape(key), escape(shown), escape(entry["source"]))
-    console.print(table)
+        rows.append((key, shown, entry["source"]))
+    print_table(
+        f"board {board.name} (groups: {', '.join(board.groups) or '-'})",
+        ("variable", "value", "source"),
+        rows,
+    )
     return 0
 
 
