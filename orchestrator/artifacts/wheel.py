@@ -1,10 +1,12 @@
-"""What a wheel needs from a board: its tags and, per shared object, ELF machine and glibc.
+"""What a wheel needs from a board: its tags and, per shared object, ELF machine, glibc and versions.
 
 Pure: reads a ``.whl`` (a zip) on the workstation with pyelftools, no binutils and no
 board. ``inspect_wheel`` says what the wheel is; ``compatibility_problems`` compares that
 with what a board has (architecture, glibc, Python tag) and returns human sentences, so
 ``orch build`` can check its own output and ``orch deploy`` can refuse a wheel *before*
-sending a byte ("wheel needs GLIBC_2.38, nano01 has 2.27").
+sending a byte ("wheel needs GLIBC_2.38, nano01 has 2.27"). Each shared object also lists
+every symbol version it needs per library (ELF verneed), which ``orchestrator.build.sysroots``
+proves against a sysroot's real libraries.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 
@@ -52,16 +55,32 @@ _WHEEL_NAME = re.compile(
 
 
 @dataclass(frozen=True, kw_only=True)
+class VersionNeed:
+    """The symbol versions one shared object needs from one library (one ELF verneed entry)."""
+
+    library: str  # the needed file name as the dynamic linker looks it up: "libc.so.6"
+    versions: tuple[str, ...]  # sorted: ("GLIBC_2.17", "GLIBC_2.34")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SharedObjectInfo:
     """One ELF shared object inside the wheel."""
 
     path: str
     machine: str  # as `uname -m` says it: "aarch64", "x86_64", ... or the raw e_machine when unknown
     glibc: str | None  # highest GLIBC_x.y symbol version required, e.g. "2.28"; None when it needs none
+    # Every library it asks symbol versions of, in file order; empty when it has no verneed section.
+    version_needs: tuple[VersionNeed, ...] = ()
+    soname: str | None = None  # its DT_SONAME: how other shared objects of the wheel name it
 
     @property
     def glibc_tuple(self) -> tuple[int, ...] | None:
         return _version_tuple(self.glibc) if self.glibc else None
+
+    @property
+    def needs(self) -> dict[str, tuple[str, ...]]:
+        """``{"libc.so.6": ("GLIBC_2.17", ...), ...}``: the version needs keyed by library."""
+        return {need.library: need.versions for need in self.version_needs}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,9 +121,14 @@ class WheelInfo:
             "machines": list(self.machines),
             "glibc_required": self.glibc_required,
             "shared_objects": [
-                {"path": so.path, "machine": so.machine, "glibc": so.glibc} for so in self.shared_objects
+                {"path": so.path, "machine": so.machine, "glibc": so.glibc, "needs": _lists(so.needs)}
+                for so in self.shared_objects
             ],
         }
+
+
+def _lists(needs: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    return {library: list(versions) for library, versions in needs.items()}
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -149,20 +173,36 @@ def _inspect_elf(member: str, data: bytes) -> SharedObjectInfo | None:
         elf = ELFFile(io.BytesIO(data))
         machine = _ELF_MACHINES.get(elf["e_machine"], str(elf["e_machine"]))
         highest: tuple[int, ...] | None = None
+        needs: list[VersionNeed] = []
         for section in elf.iter_sections():
             if not isinstance(section, GNUVerNeedSection):
                 continue
-            for _verneed, auxiliaries in section.iter_versions():
-                for aux in auxiliaries:
-                    match = _GLIBC_SYMBOL.match(aux.name)
+            for verneed, auxiliaries in section.iter_versions():
+                names = sorted({aux.name for aux in auxiliaries}, key=_version_sort_key)
+                needs.append(VersionNeed(library=verneed.name or "", versions=tuple(names)))
+                for name in names:
+                    match = _GLIBC_SYMBOL.match(name)
                     if match:
                         version = _version_tuple(match.group(1))
                         if highest is None or version > highest:
                             highest = version
+        soname = None
+        for section in elf.iter_sections():
+            if isinstance(section, DynamicSection):
+                for tag in section.iter_tags("DT_SONAME"):
+                    soname = str(getattr(tag, "soname", "")) or None
     except ELFError as error:
         raise DeployError(f"{member}: unreadable ELF file: {error}") from error
     glibc = ".".join(str(part) for part in highest) if highest else None
-    return SharedObjectInfo(path=member, machine=machine, glibc=glibc)
+    return SharedObjectInfo(
+        path=member, machine=machine, glibc=glibc, version_needs=tuple(needs), soname=soname
+    )
+
+
+def _version_sort_key(name: str) -> tuple[str, tuple[int, ...]]:
+    """Version names grouped by prefix, then in numeric order (``GLIBC_2.4`` before ``GLIBC_2.17``)."""
+    prefix = re.split(r"\d", name, maxsplit=1)[0]
+    return prefix, _version_tuple(name[len(prefix) :])
 
 
 def _is_shared_object(member: str) -> bool:
@@ -197,6 +237,17 @@ def inspect_wheel(path: Path) -> WheelInfo:
         platform_tags=tuple(parts["plat"].split(".")),
         shared_objects=tuple(shared),
     )
+
+
+def python_compatible(info: WheelInfo, python_tag: str) -> bool:
+    """Does a Python whose tag is ``python_tag`` (``cp313``) import this wheel (its tags, abi3 included)?"""
+    return _python_ok(info, python_tag)
+
+
+def promised_glibc(info: WheelInfo) -> tuple[int, int] | None:
+    """The glibc the wheel's manylinux tags promise to need at most (the lowest of them), or None."""
+    promised = [v for v in (_platform_glibc(t) for t in info.platform_tags) if v is not None]
+    return min(promised) if promised else None
 
 
 def _python_ok(info: WheelInfo, python_tag: str) -> bool:

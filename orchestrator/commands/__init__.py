@@ -4,4 +4,16 @@ Each module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args
 ``cli`` discovers them from ``COMMANDS`` below; shared options live in ``options``.
 """
 
-COMMANDS = ("build", "deploy", "bench", "results", "report", "lab", "inventory", "exec", "doctor", "demo")
+COMMANDS = (
+    "build",
+    "sysroot",
+    "deploy",
+    "bench",
+    "results",
+    "report",
+    "lab",
+    "inventory",
+    "exec",
+    "doctor",
+    "demo",
+)

@@ -1,0 +1,76 @@
+# shellcheck shell=sh
+# Packs what a cross compiler needs from this board (a sysroot) into one tarball.
+# Sent to `sh -s -- ARGS` on stdin by orchestrator.build.sysroot_pull, which fetches the tarball.
+#
+# $1 = the directory to write the tarball in (orch's working directory on the board; relative
+#      paths are relative to the login home), $2 = "gzip" or "none" (compression).
+# Packs, with paths relative to / and symlinks kept as symlinks:
+#   usr/include (all of it); from lib/<triplet>, usr/lib/<triplet> and usr/lib/gcc/<triplet>/*
+#   only *.so, *.so.*, *.a, *.o and pkgconfig/*.pc (a Jetson's /usr/lib/aarch64-linux-gnu holds
+#   GBs of other things); the dynamic loader's links; the /lib -> usr/lib links of a merged /usr;
+#   the usr/lib/python3.X directories (no content but _sysconfigdata) that say which Python it is;
+#   the OS release files.
+# Prints key=value lines: tarball (absolute path), entries, bytes.
+set -eu
+workdir="$1"; compress="$2"
+mkdir -p -- "$workdir"
+workdir=$(cd -- "$workdir" && pwd)
+list=$(mktemp "$workdir/sysroot-list.XXXXXX")
+tarball=$(mktemp "$workdir/sysroot-pack.XXXXXX")
+trap 'rm -f -- "$list"' EXIT
+trap 'rm -f -- "$list" "$tarball"; exit 1' HUP INT TERM
+cd /
+
+libraries() {
+  # $1 = a directory: its libraries, link-time objects and pkg-config files, files and symlinks.
+  find "$1" \( -type f -o -type l \) \
+    \( -name '*.so' -o -name '*.so.*' -o -name '*.a' -o -name '*.o' -o -path '*/pkgconfig/*.pc' \) \
+    -print >> "$list" || echo "warning: could not read all of /$1 (find failed)" >&2
+}
+
+if [ -d usr/include ]; then
+  find usr/include \( -type f -o -type l \) -print >> "$list" ||
+    echo "warning: could not read all of /usr/include (find failed)" >&2
+fi
+for top in lib lib64 lib32 libx32 usr/lib64; do
+  # A merged /usr links these to usr/...: the link is packed, its contents come through usr/lib.
+  if [ -L "$top" ]; then echo "$top" >> "$list"; fi
+done
+for top in lib usr/lib lib64 usr/lib64; do
+  if [ -L "$top" ] || [ ! -d "$top" ]; then continue; fi
+  for dir in "$top"/*-linux-gnu*; do
+    if [ -L "$dir" ]; then echo "$dir" >> "$list"; elif [ -d "$dir" ]; then libraries "$dir"; fi
+  done
+  for loader in "$top"/ld-linux*; do
+    if [ -e "$loader" ] || [ -L "$loader" ]; then echo "$loader" >> "$list"; fi
+  done
+done
+for dir in usr/lib/gcc/*-linux-gnu*/*; do
+  if [ -d "$dir" ] && [ ! -L "$dir" ]; then libraries "$dir"; fi
+done
+for dir in usr/lib/python3.*; do
+  if [ -d "$dir" ] && [ ! -L "$dir" ]; then
+    echo "$dir" >> "$list"
+    for data in "$dir"/_sysconfigdata*.py; do
+      if [ -f "$data" ]; then echo "$data" >> "$list"; fi
+    done
+  fi
+done
+for file in etc/os-release usr/lib/os-release etc/debian_version etc/lsb-release etc/nv_tegra_release; do
+  if [ -e "$file" ] || [ -L "$file" ]; then echo "$file" >> "$list"; fi
+done
+
+entries=$(wc -l < "$list")
+if [ "$compress" = gzip ]; then
+  # POSIX sh has no pipefail: tar's failure is noted in a file, or gzip's success would hide it.
+  { tar -c --no-recursion -f - -T "$list" || echo failed > "$list.tar-failed"; } | gzip -1 > "$tarball"
+  if [ -e "$list.tar-failed" ]; then
+    rm -f -- "$list.tar-failed" "$tarball"
+    exit 3
+  fi
+else
+  tar -c --no-recursion -f "$tarball" -T "$list"
+fi
+echo "tarball=$tarball"
+echo "entries=$entries"
+echo "bytes=$(wc -c < "$tarball")"

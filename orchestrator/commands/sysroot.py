@@ -1,0 +1,373 @@
+"""`orch sysroot`: pull boards' headers and libraries, add root file systems, check wheels against them.
+
+``pull`` packs each selected board's sysroot over SSH (boards in parallel) and stores it by
+content hash; ``add`` stores a rootfs tarball or directory the same way (NVIDIA's L4T sample
+root file system, an exported image); ``list`` shows the store; ``check`` proves a wheel's
+symbol version needs against a stored sysroot's real libraries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.board import Board
+from orchestrator.commands import options
+from orchestrator.commands.options import add_json_option, add_selection_options, selected_boards
+from orchestrator.console import console, emit_json
+from orchestrator.errors import BuildError, UsageError
+
+NAME = "sysroot"
+HELP = "pull sysroots from boards, add root file systems, check wheels against them"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="sysroot_command", metavar="ACTION")
+    pull = sub.add_parser(
+        "pull",
+        help="pack the selected boards' headers and libraries over SSH and store them",
+        description="Pack the selected boards' headers and libraries over SSH and store them by content"
+        " hash. Exit code: 0 when every board was pulled; 8 when some were and others not; 4 when none.",
+    )
+    add_selection_options(pull)
+    pull.add_argument(
+        "--parallel", type=options.positive_int, default=4, metavar="N", help="boards at once (default 4)"
+    )
+    pull.add_argument(
+        "--timeout",
+        type=options.positive_float,
+        default=None,
+        metavar="S",
+        help="seconds per board, packing and fetching included (default: none)",
+    )
+    pull.add_argument(
+        "--no-compress",
+        action="store_true",
+        help="send the tarball uncompressed (faster on a slow board with a fast link)",
+    )
+    add_json_option(pull)
+    add = sub.add_parser(
+        "add",
+        help="store a root file system (a tarball or a directory) as a sysroot",
+        description="Store the headers and libraries of a root file system (a tarball in any compression"
+        " tar reads, or a directory) as a sysroot called NAME, e.g. NVIDIA's L4T sample rootfs.",
+    )
+    add.add_argument("path", type=options.path_arg, metavar="PATH", help="a rootfs tarball or directory")
+    add.add_argument("--name", required=True, metavar="NAME", help="what to call it (--sysroot-from NAME)")
+    add_json_option(add)
+    listing = sub.add_parser("list", help="the stored sysroots")
+    add_json_option(listing)
+    check = sub.add_parser(
+        "check",
+        help="prove a wheel's GLIBC_/GLIBCXX_/CXXABI_/GCC_ needs against a stored sysroot",
+        description="Print what the wheel's shared objects need from each library and what the sysroot's"
+        " libraries define. Exit code: 0 when the wheel fits, 5 naming each missing version otherwise.",
+    )
+    check.add_argument(
+        "--sysroot-from", required=True, metavar="NAME", help="a stored sysroot (a board's name, or --name)"
+    )
+    what = check.add_mutually_exclusive_group(required=True)
+    what.add_argument("--wheel", type=options.path_arg, metavar="PATH", help="a .whl file")
+    what.add_argument(
+        "--artifact",
+        type=options.path_arg,
+        metavar="DIR",
+        help="an artifact directory (manifest.json + wheel)",
+    )
+    add_json_option(check)
+
+
+def run(args: argparse.Namespace) -> int:
+    action = getattr(args, "sysroot_command", None)
+    if not action:
+        raise UsageError(
+            "say what to do: `orch sysroot pull --host NAME`, `orch sysroot add PATH --name NAME`,"
+            " `orch sysroot list`, `orch sysroot check --sysroot-from NAME --wheel PATH`"
+        )
+    handlers = {"pull": _pull, "add": _add, "list": _list, "check": _check}
+    return handlers[str(action)](args)
+
+
+# -- shared output -------------------------------------------------------------------------------------
+
+
+def _size(count: int) -> str:
+    if count >= 1 << 30:
+        return f"{count / (1 << 30):.2f} GiB"
+    return f"{count / (1 << 20):.1f} MiB"
+
+
+def _describe(record: dict[str, Any]) -> str:
+    os_name = (record.get("os") or {}).get("name") or "unknown OS"
+    parts = [
+        os_name,
+        f"glibc {record.get('glibc') or '?'}",
+        f"Python {record.get('python') or 'none'}",
+        record.get("triplet") or "no triplet",
+    ]
+    return ", ".join(parts) + f"; {record.get('files', 0)} files, {_size(int(record.get('size', 0)))}"
+
+
+def _headers_note(name: str, record: dict[str, Any], where: str) -> str | None:
+    """Say what a sysroot cannot do yet, and what to install: a minimal board has no -dev packages."""
+    missing = list(record.get("missing_dev_packages") or [])
+    if not missing:
+        return None
+    return (
+        f"{name} lacks headers ({', '.join(missing)} not installed): this sysroot serves wheel checks, not"
+        f" compiling. To compile against it, install them {where} (sudo apt-get install {' '.join(missing)})"
+        " and pull or add it again."
+    )
+
+
+# -- pull ------------------------------------------------------------------------------------------------
+
+
+def _pull_one(board: Board, compress: bool) -> Any:
+    from orchestrator.adapters.ssh import connect
+    from orchestrator.build.sysroot_pull import pull
+    from orchestrator.deploy.board_facts import read_facts
+
+    with connect(board) as session:
+        facts = read_facts(session, board, board.workdir)
+        return pull(session, facts, compress=compress)
+
+
+def _pull(args: argparse.Namespace) -> int:
+    from orchestrator.build.sysroot_pull import PullResult
+    from orchestrator.fleet.parallel import print_failures, run_on_boards
+
+    boards = selected_boards(args)
+    started = time.monotonic()
+    result = run_on_boards(
+        boards,
+        lambda board: _pull_one(board, not args.no_compress),
+        parallel=args.parallel,
+        timeout=args.timeout,
+        label="sysroot pull",
+        progress=None if not args.json else False,
+    )
+    pulled: dict[str, PullResult] = result.values()
+    if args.json:
+        document: dict[str, Any] = {}
+        for name, outcome in result.outcomes.items():
+            if outcome.ok and name in pulled:
+                done = pulled[name]
+                document[name] = {
+                    "ok": True,
+                    "new": done.outcome.new,
+                    "digest": done.outcome.stored.digest,
+                    "path": str(done.outcome.stored.directory),
+                    "previous_digest": done.outcome.previous_digest,
+                    "tarball_bytes": done.tarball_bytes,
+                    "seconds": {
+                        "pack": round(done.pack_seconds, 2),
+                        "fetch": round(done.fetch_seconds, 2),
+                        "store": round(done.store_seconds, 2),
+                    },
+                    "record": done.outcome.stored.record,
+                }
+            else:
+                document[name] = {"ok": False, "error": outcome.message}
+        emit_json(document)
+        return result.exit_code
+    for name, done in pulled.items():
+        stored = done.outcome.stored
+        timing = f"packed {done.pack_seconds:.1f} s, fetched {_size(done.tarball_bytes)} in {done.fetch_seconds:.1f} s"
+        if done.outcome.new:
+            console.print(
+                f"[green]✓[/] {escape(name)}: stored sysroot {stored.digest[:12]} ({escape(_describe(stored.record))};"
+                f" {timing})",
+                soft_wrap=True,
+            )
+        else:
+            console.print(
+                f"[green]✓[/] {escape(name)}: unchanged, same digest {stored.digest[:12]} as stored"
+                f" {escape(str(stored.entry.get('stored_at', '')))}; nothing new stored ({timing})",
+                soft_wrap=True,
+            )
+        if done.outcome.previous_digest and done.outcome.previous_digest != stored.digest:
+            console.print(
+                f"  {escape(name)} now points at {stored.digest[:12]} (was {done.outcome.previous_digest[:12]}:"
+                " the board's libraries changed since the last pull)",
+                soft_wrap=True,
+            )
+        if done.glibc_mismatch:
+            console.print(f"  [yellow]note:[/] {escape(done.glibc_mismatch)}", soft_wrap=True)
+        note = _headers_note(name, stored.record, "on the board")
+        if note:
+            console.print(f"  [yellow]note:[/] {escape(note)}", soft_wrap=True)
+    print_failures(result)
+    style = "green" if result.exit_code == 0 else "red"
+    console.print(
+        f"[{style}]{escape(result.summary())} in {time.monotonic() - started:.1f} s[/]", soft_wrap=True
+    )
+    return result.exit_code
+
+
+# -- add -------------------------------------------------------------------------------------------------
+
+
+def _add(args: argparse.Namespace) -> int:
+    from orchestrator.build import sysroot_store
+
+    name = sysroot_store.check_name(args.name)
+    path = Path(args.path)
+    started = time.monotonic()
+    if path.is_dir():
+        outcome = sysroot_store.store_directory(name, path, source=str(path.resolve()))
+    elif path.is_file():
+        outcome = sysroot_store.store_tarball(
+            name, path, kind="rootfs", source=str(path.resolve()), extra={"added_at": sysroot_store.now()}
+        )
+    else:
+        raise UsageError(f"{path}: no such file or directory", hint="give a rootfs tarball or directory")
+    stored = outcome.stored
+    if args.json:
+        emit_json(
+            {
+                "name": name,
+                "new": outcome.new,
+                "digest": stored.digest,
+                "path": str(stored.directory),
+                "previous_digest": outcome.previous_digest,
+                "record": stored.record,
+            }
+        )
+        return 0
+    what = "stored" if outcome.new else "unchanged (already stored, nothing new written):"
+    console.print(
+        f"[green]✓[/] {escape(name)}: {what} sysroot {stored.digest[:12]} ({escape(_describe(stored.record))};"
+        f" {time.monotonic() - started:.1f} s)",
+        soft_wrap=True,
+    )
+    note = _headers_note(name, stored.record, "in that root file system")
+    if note:
+        console.print(f"  [yellow]note:[/] {escape(note)}", soft_wrap=True)
+    return 0
+
+
+# -- list ------------------------------------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace) -> int:
+    from orchestrator.build import sysroot_store
+
+    stored = sysroot_store.list_sysroots()
+    if args.json:
+        emit_json(
+            [
+                {"name": s.name, "digest": s.digest, "path": str(s.directory), **s.entry, "record": s.record}
+                for s in stored
+            ]
+        )
+        return 0
+    if not stored:
+        console.print(
+            f"no sysroots in {escape(str(sysroot_store.store_root()))}: `orch sysroot pull --host NAME` or"
+            " `orch sysroot add PATH --name NAME`"
+        )
+        return 0
+    table = Table(title=f"sysroots in {escape(str(sysroot_store.store_root()))}", title_justify="left")
+    for column in ("name", "kind", "digest", "OS", "glibc", "Python", "triplet", "files", "size", "headers"):
+        table.add_column(column, justify="right" if column in ("files", "size") else "left")
+    for s in stored:
+        record = s.record
+        missing = record.get("missing_dev_packages") or []
+        table.add_row(
+            escape(s.name),
+            escape(str(s.entry.get("kind", ""))),
+            s.digest[:12],
+            escape((record.get("os") or {}).get("name") or "?"),
+            escape(str(record.get("glibc") or "?")),
+            escape(str(record.get("python") or "none")),
+            escape(str(record.get("triplet") or "?")),
+            str(record.get("files", "")),
+            _size(int(record.get("size", 0))),
+            "complete" if not missing else escape("lacks " + ", ".join(missing)),
+        )
+    console.print(table)
+    return 0
+
+
+# -- check -----------------------------------------------------------------------------------------------
+
+
+def _wheel_path(args: argparse.Namespace) -> Path:
+    if args.wheel:
+        return Path(args.wheel)
+    from orchestrator.artifacts.store import read_manifest
+
+    directory = Path(args.artifact)
+    manifest_path = directory / "manifest.json"
+    if not manifest_path.is_file():
+        raise UsageError(
+            f"{directory}: no manifest.json: not an artifact directory",
+            hint="point --artifact at artifacts/<target>/<variant>/<version>/",
+        )
+    wheel = directory / read_manifest(manifest_path).wheel
+    if not wheel.is_file():
+        raise UsageError(f"{manifest_path} names {wheel.name}, which is not in {directory}")
+    return wheel
+
+
+def _newest(versions: tuple[str, ...] | list[str], prefix: str) -> str | None:
+    from orchestrator.build.sysroots import LibraryVersions
+
+    return LibraryVersions(name="", path="", machine="", versions=frozenset(versions)).highest(prefix)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from orchestrator.build.sysroot_store import find_sysroot
+    from orchestrator.build.sysroots import CHECKED_PREFIXES, check_wheel_against
+
+    stored = find_sysroot(args.sysroot_from)
+    wheel = _wheel_path(args)
+    check = check_wheel_against(wheel, stored.sysroot)
+    if args.json:
+        emit_json({**check.as_dict(), "digest": stored.digest})
+        return 0 if check.ok else BuildError.exit_code
+    sysroot = stored.sysroot
+    console.print(
+        f"[bold]{escape(wheel.name)}[/] against sysroot [bold]{escape(stored.name)}[/] {stored.digest[:12]}"
+        f" ({escape(_describe(stored.record))})",
+        soft_wrap=True,
+    )
+    table = Table(show_edge=False)
+    table.add_column("library")
+    table.add_column("the wheel needs (newest)")
+    table.add_column("the sysroot defines (newest)")
+    table.add_column("")
+    missing_by_library: dict[str, set[str]] = {}
+    for problem in check.problems:
+        missing_by_library.setdefault(problem.library, set()).update(problem.versions or ("(library)",))
+    for library_name, versions in check.needs().items():
+        library = sysroot.library(library_name)
+        needed = [n for p in CHECKED_PREFIXES if (n := _newest(versions, p))]
+        has = [h for p in CHECKED_PREFIXES if library and (h := library.highest(p))]
+        missing = missing_by_library.get(library_name)
+        table.add_row(
+            escape(library_name),
+            escape(", ".join(needed)),
+            escape(", ".join(has) if library else "(not in the sysroot)"),
+            "[red]✗ " + escape(", ".join(sorted(missing))) + "[/]" if missing else "[green]✓[/]",
+        )
+    console.print(table)
+    if check.ok:
+        console.print(
+            f"[green]✓ {escape(wheel.name)} fits sysroot {escape(stored.name)}: every GLIBC_/GLIBCXX_/CXXABI_/GCC_"
+            " version its shared objects need is defined there[/]",
+            soft_wrap=True,
+        )
+        return 0
+    lines = "\n".join(f"  - {message}" for message in check.messages)
+    raise BuildError(
+        f"{wheel.name} does not fit sysroot {stored.name} ({len(check.messages)} problem"
+        f"{'s' if len(check.messages) != 1 else ''}):\n{lines}",
+        hint="build the wheel for this board's OS release (its glibc and libstdc++), or pick one made for it",
+    )

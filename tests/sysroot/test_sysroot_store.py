@@ -1,0 +1,220 @@
+"""The sysroot store and `orch sysroot add/list/check`, on real tarballs and directories.
+
+What a user notices: only headers and libraries are kept (symlinks as symlinks), a second add
+of the same tree stores nothing new, a tarball cannot write outside the store, and `check`
+exits 0 or 5 naming what is missing.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from subprocess import CompletedProcess
+
+import pytest
+from sysroot_elves import TRIPLET, Elves, make_wheel
+
+from orchestrator.build.sysroot_store import wanted
+
+BANNER = "GNU C Library (Test GLIBC 2.41-1) stable release version 2.41."
+
+Orch = Callable[..., CompletedProcess[str]]
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "kept"),
+    [
+        ("usr/include/stdio.h", "file", True),
+        (f"usr/include/{TRIPLET}/bits/types.h", "file", True),
+        (f"usr/lib/{TRIPLET}/libc.so.6", "file", True),
+        (f"usr/lib/{TRIPLET}/libc.so", "file", True),
+        (f"usr/lib/{TRIPLET}/libstdc++.so.6.0.33", "file", True),
+        (f"usr/lib/{TRIPLET}/libc_nonshared.a", "file", True),
+        (f"usr/lib/{TRIPLET}/crt1.o", "file", True),
+        (f"usr/lib/{TRIPLET}/pkgconfig/zlib.pc", "file", True),
+        (f"usr/lib/{TRIPLET}/libz.so", "link", True),
+        (f"lib/{TRIPLET}/libm.so.6", "file", True),
+        (f"usr/lib/gcc/{TRIPLET}/14/crtbeginS.o", "file", True),
+        (f"usr/lib/gcc/{TRIPLET}/14/libgcc.a", "file", True),
+        ("lib", "link", True),
+        ("usr/lib/ld-linux-aarch64.so.1", "link", True),
+        ("usr/lib/python3.13", "dir", True),
+        ("usr/lib/python3.13/_sysconfigdata__aarch64-linux-gnu.py", "file", True),
+        ("etc/os-release", "link", True),
+        # GBs a Jetson has beside its libraries, and what a rootfs has elsewhere:
+        (f"usr/lib/{TRIPLET}/nvidia/firmware.bin", "file", False),
+        (f"usr/lib/{TRIPLET}/gconv/gconv-modules", "file", False),
+        (f"usr/lib/gcc/{TRIPLET}/14/cc1plus", "file", False),
+        ("usr/lib/python3.13/os.py", "file", False),
+        ("usr/share/doc/libc6/copyright", "file", False),
+        ("usr/bin/python3.13", "file", False),
+        ("etc/passwd", "file", False),
+        ("lib", "dir", False),
+    ],
+)
+def test_only_headers_and_libraries_are_kept(path: str, kind: str, kept: bool) -> None:
+    assert wanted(PurePosixPath(path), kind=kind) is kept
+
+
+def _rootfs(
+    root: Path, elves: Elves, *, glibc_versions: tuple[str, ...] = ("GLIBC_2.17", "GLIBC_2.41")
+) -> Path:
+    """A small merged-/usr root file system, with things a sysroot must leave out."""
+    multiarch = root / "usr" / "lib" / TRIPLET
+    multiarch.mkdir(parents=True)
+    (root / "lib").symlink_to("usr/lib")
+    elves.library("libc.so.6", glibc_versions, banner=BANNER).rename(multiarch / "libc.so.6")
+    elves.library("libz.so.1.3", ("ZLIB_1.2.0",)).rename(multiarch / "libz.so.1.3")
+    (multiarch / "libz.so.1").symlink_to("libz.so.1.3")
+    (multiarch / "libz.so").symlink_to("libz.so.1")
+    (multiarch / "gconv").mkdir()
+    (multiarch / "gconv" / "gconv-modules").write_text("x" * 10000)
+    (root / "usr" / "lib" / "python3.13").mkdir()
+    (root / "usr" / "lib" / "python3.13" / "os.py").write_text("# the standard library\n")
+    (root / "usr" / "share" / "doc").mkdir(parents=True)
+    (root / "usr" / "share" / "doc" / "README").write_text("docs\n")
+    (root / "usr" / "lib" / "os-release").write_text('ID=debian\nVERSION_ID="13"\nPRETTY_NAME="Debian 13"\n')
+    (root / "etc").mkdir()
+    (root / "etc" / "os-release").symlink_to("../usr/lib/os-release")
+    return root
+
+
+def _tar(source: Path, tarball: Path) -> Path:
+    with tarfile.open(tarball, "w:gz") as archive:
+        for entry in sorted(source.iterdir()):
+            archive.add(entry, arcname=f"./{entry.name}")
+    return tarball
+
+
+def _home(env: dict[str, str]) -> Path:
+    return Path(env["ORCH_HOME"]) / "sysroots"
+
+
+def test_add_keeps_the_libraries_and_a_second_add_stores_nothing_new(
+    elves: Elves, tmp_path: Path, orch_env: dict[str, str], orch_cli: Orch
+) -> None:
+    rootfs = _rootfs(tmp_path / "rootfs", elves)
+    tarball = _tar(rootfs, tmp_path / "rootfs.tar.gz")
+    first = orch_cli(orch_env, "sysroot", "add", str(tarball), "--name", "trixie-fs", "--json", check=True)
+    document = json.loads(first.stdout)
+    assert document["new"] is True
+    tree = Path(document["path"]) / "root"
+    multiarch = tree / "usr" / "lib" / TRIPLET
+    assert (multiarch / "libc.so.6").is_file()
+    assert os.readlink(multiarch / "libz.so") == "libz.so.1" and os.readlink(tree / "lib") == "usr/lib"
+    assert not (multiarch / "gconv").exists() and not (tree / "usr" / "share").exists()
+    assert (tree / "usr" / "lib" / "python3.13").is_dir() and not (tree / "usr/lib/python3.13/os.py").exists()
+    record = document["record"]
+    assert (record["glibc"], record["python"], record["triplet"]) == ("2.41", "3.13", TRIPLET)
+    assert (
+        record["os"]["name"] == "Debian 13" and record["files"] == 7
+    )  # 2 libraries, 3 links, os-release + its link
+    assert record["missing_dev_packages"][:2] == ["libc6-dev", "python3-dev"]
+    assert (Path(document["path"]) / "sysroot.json").is_file()
+
+    # The same tree again, this time as a directory: same digest, nothing new, and it says so.
+    again = orch_cli(orch_env, "sysroot", "add", str(rootfs), "--name", "trixie-fs", check=True)
+    assert "unchanged (already stored, nothing new written)" in again.stderr
+    assert document["digest"][:12] in again.stderr
+    assert [p.name for p in _home(orch_env).iterdir() if len(p.name) == 64] == [document["digest"]]
+    # It says what it cannot do: compile (no headers), with the packages to install.
+    assert "lacks headers" in again.stderr and "libc6-dev" in again.stderr
+
+    # A changed library: a new digest, and the name now points at it.
+    (multiarch_src := rootfs / "usr" / "lib" / TRIPLET / "libc.so.6").unlink()
+    elves.library("libc.so.6", ("GLIBC_2.17", "GLIBC_2.42"), banner=BANNER).rename(multiarch_src)
+    changed = json.loads(
+        orch_cli(orch_env, "sysroot", "add", str(rootfs), "--name", "trixie-fs", "--json", check=True).stdout
+    )
+    assert changed["new"] and changed["digest"] != document["digest"]
+    assert changed["previous_digest"] == document["digest"]
+    listing = json.loads(orch_cli(orch_env, "sysroot", "list", "--json", check=True).stdout)
+    assert [(s["name"], s["digest"]) for s in listing] == [("trixie-fs", changed["digest"])]
+
+
+def test_a_tarball_cannot_write_outside_the_store(
+    tmp_path: Path, orch_env: dict[str, str], orch_cli: Orch
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    tarball = tmp_path / "evil.tar"
+    with tarfile.open(tarball, "w") as archive:
+        link = tarfile.TarInfo("usr/include/sneaky")
+        link.type, link.linkname = tarfile.SYMTYPE, str(outside)
+        archive.addfile(link)
+        data = b"owned\n"
+        header = tarfile.TarInfo("usr/include/sneaky/stdio.h")
+        header.size = len(data)
+        archive.addfile(header, io.BytesIO(data))
+    result = orch_cli(orch_env, "sysroot", "add", str(tarball), "--name", "evil")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "usr/include/sneaky/stdio.h: lies under usr/include/sneaky, which is a link" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert list(outside.iterdir()) == []
+    # Nothing half-made is left in the store either.
+    assert [p.name for p in _home(orch_env).iterdir() if p.name.startswith(".staging")] == []
+
+
+def test_a_directory_that_is_no_root_file_system_is_refused(
+    tmp_path: Path, orch_env: dict[str, str], orch_cli: Orch
+) -> None:
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "cat.jpg").write_bytes(b"\xff\xd8")
+    result = orch_cli(orch_env, "sysroot", "add", str(tmp_path / "photos"), "--name", "cats")
+    assert result.returncode == 2
+    assert (
+        "no libc.so.6 under lib/<triplet>" in result.stderr
+        and "not a Linux root file system" in result.stderr
+    )
+    missing = orch_cli(orch_env, "sysroot", "add", str(tmp_path / "nowhere"), "--name", "x")
+    assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+    bad_name = orch_cli(orch_env, "sysroot", "add", str(tmp_path), "--name", "../up")
+    assert bad_name.returncode == 2 and "sysroot name '../up'" in bad_name.stderr
+
+
+def test_check_exits_5_naming_each_missing_version_and_0_when_it_fits(
+    elves: Elves, tmp_path: Path, orch_env: dict[str, str], orch_cli: Orch
+) -> None:
+    orch_cli(orch_env, "sysroot", "add", str(_rootfs(tmp_path / "old", elves)), "--name", "old", check=True)
+    new_rootfs = _rootfs(tmp_path / "new", elves, glibc_versions=("GLIBC_2.17", "GLIBC_2.41", "GLIBC_2.99"))
+    orch_cli(orch_env, "sysroot", "add", str(new_rootfs), "--name", "new", check=True)
+    libc = new_rootfs / "usr" / "lib" / TRIPLET / "libc.so.6"
+    consumer = elves.consumer("_demo.so", {libc: ("GLIBC_2.17", "GLIBC_2.99")})
+    wheel = make_wheel(tmp_path, {"demo/_demo.so": consumer})
+
+    refused = orch_cli(orch_env, "sysroot", "check", "--sysroot-from", "old", "--wheel", str(wheel))
+    assert refused.returncode == 5, refused.stdout + refused.stderr
+    assert "does not fit sysroot old" in refused.stderr
+    assert (
+        "demo/_demo.so needs GLIBC_2.99 from libc.so.6 (the sysroot's newest: GLIBC_2.41)" in refused.stderr
+    )
+    fits = orch_cli(orch_env, "sysroot", "check", "--sysroot-from", "new", "--wheel", str(wheel))
+    assert fits.returncode == 0, fits.stdout + fits.stderr
+    assert f"{wheel.name} fits sysroot new" in fits.stderr
+    assert "GLIBC_2.99" in fits.stderr  # the needs are printed beside what the sysroot defines
+
+    # An artifact directory works the same, and --json says the same as the text.
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    (artifact / wheel.name).write_bytes(wheel.read_bytes())
+    manifest = {"target": "lab", "variant": "tuned", "ort_version": "1.0", "wheel": wheel.name}
+    (artifact / "manifest.json").write_text(json.dumps(manifest))
+    as_json = orch_cli(
+        orch_env, "sysroot", "check", "--sysroot-from", "old", "--artifact", str(artifact), "--json"
+    )
+    assert as_json.returncode == 5
+    document = json.loads(as_json.stdout)
+    assert not document["ok"] and document["needs"] == {"libc.so.6": ["GLIBC_2.17", "GLIBC_2.99"]}
+    assert [(p["shared_object"], p["missing"]) for p in document["problems"]] == [
+        ("demo/_demo.so", ["GLIBC_2.99"])
+    ]
+
+    unknown = orch_cli(orch_env, "sysroot", "check", "--sysroot-from", "nano01", "--wheel", str(wheel))
+    assert unknown.returncode == 2
+    assert (
+        "no sysroot called 'nano01'" in unknown.stderr and "orch sysroot pull --host nano01" in unknown.stderr
+    )
