@@ -6,6 +6,7 @@ print exactly one JSON document on stdout.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -14,8 +15,9 @@ from typing import Any, TextIO
 
 from rich import box
 from rich.cells import cell_len
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -117,3 +119,90 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
 
 def _pad(cell: str, width: int) -> str:
     return cell + " " * (width - cell_len(cell))
+
+
+def compact_table(**options: Any) -> Table:
+    """The style of orch's wide tables: a rule under the header, no vertical rules, two spaces
+    between columns (9 columns cost 17 characters of rules and padding instead of 28 boxed), so
+    more of 80 columns goes to the figures."""
+    return Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0), pad_edge=False, **options)
+
+
+# A name (board, model) may fold across lines rather than force the whole table into stacked form,
+# but not into pieces shorter than this.
+FOLD_MIN = 10
+
+
+def fit(table: Table, width: int, on: Console | None = None) -> bool:
+    """Give the wrappable columns of ``table`` widths that fit ``width`` while keeping every word of
+    theirs whole (names in ``overflow="fold"`` columns may fold down to FOLD_MIN), and the
+    ``no_wrap`` columns their full width. False when no such widths exist.
+
+    rich's own shrinking narrows the widest columns first and, when that is not enough, cuts every
+    column with an ellipsis: a CI bound or a version would be lost. Here the columns start from
+    their longest word and share what is left, up to their natural width."""
+    target = on or console
+    wide = target.options.update_width(10_000)
+    natural = Measurement.get(target, wide, table).maximum
+    if natural <= width:
+        return True
+    ranges = []
+    for column in table.columns:
+        measures = [Measurement.get(target, wide, cell) for cell in (column.header, *column.cells)]
+        longest_word = max(m.minimum for m in measures)
+        full = max(m.maximum for m in measures)
+        if column.overflow == "fold":
+            longest_word = min(longest_word, FOLD_MIN)
+        ranges.append((longest_word, full))
+    overhead = natural - sum(full for _, full in ranges)
+    room = width - overhead - sum(full for column, (_, full) in zip(table.columns, ranges) if column.no_wrap)
+    flexible = {
+        i: low for i, (column, (low, _)) in enumerate(zip(table.columns, ranges)) if not column.no_wrap
+    }
+    spare = room - sum(flexible.values())
+    if spare < 0:
+        return False
+    while spare > 0:
+        growing = [i for i, now in flexible.items() if now < ranges[i][1]]
+        if not growing:
+            break
+        for i in growing[:spare]:
+            flexible[i] += 1
+        spare -= min(spare, len(growing))
+    for i, now in flexible.items():
+        table.columns[i].width = now
+    return True
+
+
+def cuts(table: Table, width: int) -> bool:
+    """Whether rich, drawing ``table`` in ``width`` columns, would cut a cell (it marks a cut with an
+    ellipsis): the table is drawn once into a buffer to find out."""
+    buffer = io.StringIO()
+    Console(width=width, file=buffer, color_system=None, highlight=False).print(table)
+    return "\u2026" in buffer.getvalue()
+
+
+def stacked(table: Table) -> RenderableType:
+    """The same table as one block per row, ``header  value`` per line: fits any width, because
+    the values wrap (and long words fold) in the full width instead of a narrow column."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    columns = [(column.header, list(column.cells)) for column in table.columns]
+    for index in range(table.row_count):
+        if index:
+            grid.add_row("", "")
+        for header, cells in columns:
+            label = header.plain if isinstance(header, Text) else str(header)
+            grid.add_row(" ".join(label.split()), cells[index])
+    parts: list[RenderableType] = [part for part in (table.title, grid, table.caption) if part]
+    return Group(*parts)
+
+
+def print_whole(table: Table, on: Console | None = None) -> None:
+    """Print a table whole, never cutting a number or a version: as a table when it fits the
+    terminal or log width (80 when the output is a pipe, unless COLUMNS says otherwise), else
+    stacked, one block per row."""
+    target = on or console
+    whole = fit(table, target.width, target) and not cuts(table, target.width)
+    target.print(table if whole else stacked(table))

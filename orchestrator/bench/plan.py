@@ -21,7 +21,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from orchestrator.artifacts.identity import route_of
 from orchestrator.board import Board
+from orchestrator.build.sources import check_ort_version
 from orchestrator.errors import BenchError, UsageError
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
@@ -46,8 +48,8 @@ class AgentOptions:
     """How long the agent measures. The defaults suit a real board; the lab wants tiny values."""
 
     warmup: int = 5
-    min_runs: int = 50
-    min_duration: float = 10.0
+    min_runs: int = 30
+    min_duration: float = 3.0
     max_runs: int = 100000
     shapes: tuple[str, ...] = ()
     sysfs_root: str | None = None  # None = the board's /sys
@@ -68,6 +70,7 @@ class ReleaseRef:
     ort_version: str = ""
     created: str = ""
     current: bool = False
+    route: str = ""  # how its wheel was made (orchestrator.artifacts.identity)
 
     @classmethod
     def from_info(cls, info: Any) -> ReleaseRef:
@@ -80,6 +83,7 @@ class ReleaseRef:
             ort_version=info.ort_version,
             created=getattr(info, "created", "") or "",
             current=bool(getattr(info, "current", False)),
+            route=route_of((getattr(info, "document", None) or {}).get("manifest")),
         )
 
     def model_path(self, model_file: str) -> str:
@@ -97,9 +101,12 @@ class BenchPlan:
     models: tuple[str, ...] = ()  # empty: every model of the release
     settings: tuple[Setting, ...] = (Setting(),)
     quantize: str | None = None
-    rounds: int = 3
-    cooldown_s: float = 5.0
+    rounds: int = 10
+    cooldown_s: float = 2.0
     agent: AgentOptions = field(default_factory=AgentOptions)
+    # --ort-version: (variant, version) pairs; variant "" = every variant. Empty: no choice made.
+    ort_versions: tuple[tuple[str, str], ...] = ()
+    allow_version_mismatch: bool = False
     pin_clocks: bool = False
     parallel: int = 8
     step_timeout_s: float = 1800.0
@@ -119,7 +126,14 @@ class BenchPlan:
             "parallel": self.parallel,
             "step_timeout_s": self.step_timeout_s,
             "threshold": self.threshold,
+            "ort_versions": {variant or "*": version for variant, version in self.ort_versions},
+            "allow_version_mismatch": self.allow_version_mismatch,
         }
+
+    def ort_version_for(self, variant: str) -> str | None:
+        """The ORT release --ort-version asks of a variant (None: any)."""
+        chosen = dict(self.ort_versions)
+        return chosen.get(variant) or chosen.get("") or None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,6 +245,27 @@ def _is_onnx(data: bytes) -> bool:
     return model.ir_version > 0 and len(model.graph.node) > 0
 
 
+def parse_ort_versions(values: Sequence[str], variants: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """--ort-version values: ``1.21.0`` (every variant) or ``VARIANT=1.21.0`` (one variant, for a
+    deliberate cross-release A/B with --allow-version-mismatch)."""
+    chosen: dict[str, str] = {}
+    for value in values:
+        variant, sep, version = value.rpartition("=")
+        if sep and not variant:
+            raise UsageError(f"--ort-version {value!r}: expected X.Y.Z or VARIANT=X.Y.Z")
+        check_ort_version(version)
+        if variant and variants and variant not in variants:
+            raise UsageError(
+                f"--ort-version {value!r}: {variant!r} is not one of the --variant values ({', '.join(variants)})"
+            )
+        if variant in chosen and chosen[variant] != version:
+            raise UsageError(
+                f"--ort-version gives {variant or 'every variant'} two releases: {chosen[variant]}, {version}"
+            )
+        chosen[variant] = version
+    return tuple(chosen.items())
+
+
 def make_settings(
     *,
     threads: Sequence[int] = (),
@@ -266,9 +301,11 @@ def make_plan(
     models: Sequence[str] = (),
     settings: Sequence[Setting] = (Setting(),),
     quantize: str | None = None,
-    rounds: int = 3,
-    cooldown_s: float = 5.0,
+    rounds: int = 10,
+    cooldown_s: float = 2.0,
     agent: AgentOptions | None = None,
+    ort_versions: Sequence[tuple[str, str]] = (),
+    allow_version_mismatch: bool = False,
     pin_clocks: bool = False,
     parallel: int = 8,
     step_timeout_s: float = 1800.0,
@@ -314,14 +351,24 @@ def make_plan(
         parallel=parallel,
         step_timeout_s=step_timeout_s,
         threshold=threshold,
+        ort_versions=tuple(ort_versions),
+        allow_version_mismatch=allow_version_mismatch,
     )
 
 
 # --------------------------------------------------------------------------- per board
 
 
+def _listed(releases: Sequence[ReleaseRef]) -> str:
+    return ", ".join(f"{r.id} (ORT {r.ort_version or '?'}, {r.route or '?'})" for r in releases)
+
+
 def pick_releases(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -> tuple[ReleaseRef, ...]:
-    """The release measured for each variant: the newest of that variant (or the current one)."""
+    """The release measured for each variant: of that variant and the --ort-version asked for, the
+    newest one (or the current release when no variant is given). Releases of one variant with
+    different ORT versions are refused unless --ort-version picks one: which release was measured
+    must never depend on which was deployed last. An A/B of releases of different ORT versions is
+    refused unless --allow-version-mismatch is given."""
     if not releases:
         raise BenchError(
             f"{board}: no release is deployed", hint=f"deploy one first: orch deploy --host {board}"
@@ -330,6 +377,12 @@ def pick_releases(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -
         current = [release for release in releases if release.current]
         if not current:
             raise BenchError(f"{board}: no release is current", hint=f"orch deploy --host {board}")
+        wanted = plan.ort_version_for(current[0].variant)
+        if wanted and current[0].ort_version != wanted:
+            raise BenchError(
+                f"{board}: the current release {current[0].id} is ORT {current[0].ort_version}, not {wanted}",
+                hint=f"name the variant to measure: orch bench --host {board} --variant V --ort-version {wanted}",
+            )
         return (current[0],)
     chosen = []
     for variant in plan.variants:
@@ -340,8 +393,34 @@ def pick_releases(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -
                 f"{board}: no release of variant {variant!r} is deployed (deployed: {present})",
                 hint=f"orch deploy --host {board} --variant {variant}",
             )
+        wanted = plan.ort_version_for(variant)
+        if wanted:
+            matching = [release for release in mine if release.ort_version == wanted]
+            if not matching:
+                raise BenchError(
+                    f"{board}: no release of variant {variant!r} with ORT {wanted} is deployed"
+                    f" (deployed: {_listed(mine)})",
+                    hint=f"orch deploy --host {board} --variant {variant} --ort-version {wanted}",
+                )
+            mine = matching
+        versions = sorted({release.ort_version for release in mine})
+        if len(versions) > 1:
+            raise BenchError(
+                f"{board}: releases of variant {variant!r} with different ORT versions are deployed:"
+                f" {_listed(mine)}; which one to measure is not guessed",
+                hint=f"choose one with --ort-version ({' or '.join(versions)})",
+            )
         # Newest by creation time; among equals the list order (least recently used first) decides.
         chosen.append(max(enumerate(mine), key=lambda item: (item[1].created, item[0]))[1])
+    versions = list(dict.fromkeys(release.ort_version for release in chosen))
+    if len(versions) > 1 and not plan.allow_version_mismatch:
+        raise BenchError(
+            f"{board}: refusing an A/B across ORT releases: {_listed(chosen)}. The difference would mix"
+            " the upstream changes between the releases with the effect of the build",
+            hint="deploy one release of each variant (orch build --variant V --ort-version X; orch deploy"
+            " --variant V --ort-version X) and bench with --ort-version X, or pass --allow-version-mismatch"
+            " to compare them anyway (every table then says so)",
+        )
     return tuple(chosen)
 
 

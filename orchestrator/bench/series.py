@@ -1,7 +1,9 @@
 """Series and comparisons: what tables, plots and verdicts work on.
 
 A *series* is every timed latency of one (board, release, model, quantisation, setting) over all
-rounds of a run. A *pairing* compares two series of one board that differ in exactly one dimension."""
+rounds of a run, kept per round: each round is its own agent process (a *run*, the independent
+unit of the statistics). A *pairing* compares two series of one board that differ in exactly one
+dimension, run against run (``stats.compare_runs``)."""
 
 from __future__ import annotations
 
@@ -62,10 +64,24 @@ class Series:
     # Per round: (round index, latencies) so the report can plot drift over the run.
     rounds: tuple[tuple[int, tuple[float, ...]], ...] = ()
     agents: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    # What the release is: the ORT version its agents loaded and the build route of its artifact.
+    ort_version: str = field(default="", compare=False)
+    route: str = field(default="", compare=False)
 
     @property
     def label(self) -> str:
         return self.key.label()
+
+    @property
+    def runs(self) -> tuple[tuple[float, ...], ...]:
+        """The latencies of each agent run (one per round); the whole series as one run when the
+        rounds were not recorded."""
+        return tuple(values for _, values in self.rounds if values) or (self.latencies_ms,)
+
+    @property
+    def build(self) -> str:
+        """``variant ORT-version route``: which build ran, as every comparison names it."""
+        return " ".join(part for part in (self.key.variant, self.ort_version or "?", self.route) if part)
 
     def summary(self) -> stats.Summary:
         return stats.summarize(self.latencies_ms)
@@ -77,6 +93,9 @@ def series_of(board_doc: dict[str, Any]) -> list[Series]:
     for measurement in board_doc.get("measurements", []):
         key = SeriesKey.from_dict(measurement["key"])
         grouped.setdefault(key, []).append(measurement)
+    known = {
+        release.get("id"): release for release in board_doc.get("releases") or [] if isinstance(release, dict)
+    }
     result = []
     for key, items in grouped.items():
         latencies: list[float] = []
@@ -92,9 +111,19 @@ def series_of(board_doc: dict[str, Any]) -> list[Series]:
                 latencies_ms=tuple(latencies),
                 rounds=tuple(rounds),
                 agents=tuple(item["agent"] for item in items),
+                ort_version=_loaded_version(items)
+                or str(known.get(key.release, {}).get("ort_version") or ""),
+                route=str(known.get(key.release, {}).get("route") or ""),
             )
         )
     return result
+
+
+def _loaded_version(items: Sequence[dict[str, Any]]) -> str:
+    """The ORT version(s) the agents of a series really loaded (what the board ran, not what the
+    release claims)."""
+    versions = dict.fromkeys(str((item["agent"].get("ort") or {}).get("version") or "") for item in items)
+    return ",".join(v for v in versions if v)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,12 +136,18 @@ class Pairing:
     b: Series
     comparison: stats.Comparison
 
+    @property
+    def version_mismatch(self) -> bool:
+        """A and B ran different ORT releases: the comparison mixes upstream changes with the build."""
+        return self.a.ort_version != self.b.ort_version
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "board": self.board,
             "dimension": self.dimension,
-            "a": self.a.key.as_dict(),
-            "b": self.b.key.as_dict(),
+            "a": {**self.a.key.as_dict(), "ort_version": self.a.ort_version, "route": self.a.route},
+            "b": {**self.b.key.as_dict(), "ort_version": self.b.ort_version, "route": self.b.route},
+            "version_mismatch": self.version_mismatch,
             **self.comparison.as_dict(),
         }
 
@@ -176,5 +211,5 @@ def pairings_between(
 
 
 def _pair(board: str, dimension: str, a: Series, b: Series, threshold: float) -> Pairing:
-    comparison = stats.compare(a.latencies_ms, b.latencies_ms, threshold=threshold)
+    comparison = stats.compare_runs(a.runs, b.runs, threshold=threshold)
     return Pairing(board=board, dimension=dimension, a=a, b=b, comparison=comparison)

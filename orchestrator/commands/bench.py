@@ -12,15 +12,19 @@ from orchestrator.bench import plan as bench_plan
 from orchestrator.bench import results
 from orchestrator.bench.execute import run_bench
 from orchestrator.bench.plan import AgentOptions
-from orchestrator.bench.report.tables import run_tables
+from orchestrator.bench.report.tables import comparison_warnings, run_tables
 from orchestrator.bench.series import pairings_within
 from orchestrator.commands import options
-from orchestrator.console import console, emit_json
+from orchestrator.console import console, emit_json, print_whole
 from orchestrator.errors import BenchError, PartialFailure
 
 # Explicit options always win; --quick only changes the defaults.
-BOARD_DEFAULTS = {"rounds": 3, "cooldown": 5.0, "warmup": 5, "min_runs": 50, "min_duration": 10.0}
-QUICK_DEFAULTS = {"rounds": 2, "cooldown": 0.0, "warmup": 1, "min_runs": 5, "min_duration": 0.0}
+# Runs (agent processes) are the statistics' unit: a board's defaults give 10 per side, short ones
+# (a verdict needs 4 at least; see stats.runs_needed). On a Pi 4 class board one agent run of a
+# small model is ~3 s of start-up + 3 s measured + 2 s cooldown: an A/B of two builds is ~20 runs,
+# under 3 minutes per model. --quick is for emulated boards, where start-up alone takes ~15 s.
+BOARD_DEFAULTS = {"rounds": 10, "cooldown": 2.0, "warmup": 5, "min_runs": 30, "min_duration": 3.0}
+QUICK_DEFAULTS = {"rounds": 4, "cooldown": 0.0, "warmup": 1, "min_runs": 5, "min_duration": 0.0}
 
 NAME = "bench"
 HELP = "run on-device benchmarks on boards in parallel and compare"
@@ -34,7 +38,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="A,B",
-        help="A/B the newest release of each variant (first = baseline); default: the current release",
+        help="A/B a release of each variant (first = baseline); default: the current release",
+    )
+    what.add_argument(
+        "--ort-version",
+        action="append",
+        default=[],
+        metavar="X.Y.Z",
+        help="measure the releases of this ONNX Runtime version (VARIANT=X.Y.Z for one variant); needed"
+        " when a variant has releases of several versions deployed",
+    )
+    what.add_argument(
+        "--allow-version-mismatch",
+        action="store_true",
+        help="allow an A/B of releases of different ORT versions (every table then says so)",
     )
     what.add_argument(
         "--model",
@@ -85,25 +102,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     how = parser.add_argument_group("how long (defaults suit a real board)")
     how.add_argument(
-        "--rounds", type=options.positive_int, help="interleaved rounds (A B A B ...), default 3"
+        "--rounds",
+        type=options.positive_int,
+        help="interleaved rounds (A B A B ...), each agent run its own process, default 10 (--quick 4)",
     )
     how.add_argument(
         "--cooldown",
         type=options.non_negative_float,
         metavar="S",
-        help="seconds between agent runs, default 5",
+        help="seconds between agent runs, default 2",
     )
     how.add_argument(
         "--warmup", type=options.non_negative_int, help="warm-up inferences after the first one, default 5"
     )
     how.add_argument(
-        "--min-runs", type=options.positive_int, help="minimum timed inferences per agent run, default 50"
+        "--min-runs", type=options.positive_int, help="minimum timed inferences per agent run, default 30"
     )
     how.add_argument(
         "--min-duration",
         type=options.non_negative_float,
         metavar="S",
-        help="minimum timed seconds per agent run, default 10",
+        help="minimum timed seconds per agent run, default 3",
     )
     how.add_argument(
         "--max-runs",
@@ -115,7 +134,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--quick",
         dest="quick",
         action="store_true",
-        help="defaults for emulated boards: 2 rounds, no cooldown, 1 warm-up, 5 runs, no minimum time",
+        help="defaults for emulated boards: 4 rounds, no cooldown, 1 warm-up, 5 runs, no minimum time",
     )
     how.add_argument(
         "--step-timeout",
@@ -175,9 +194,12 @@ def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
         sysfs_root=args.sysfs_root,
     )
     rounds, cooldown = int(pick("rounds")), float(pick("cooldown"))
+    variants = _joined(args.variant)
     return bench_plan.make_plan(
         boards,
-        variants=_joined(args.variant),
+        variants=variants,
+        ort_versions=bench_plan.parse_ort_versions(_joined(args.ort_version), variants),
+        allow_version_mismatch=args.allow_version_mismatch,
         models=_joined(args.model),
         settings=settings,
         quantize=args.quantize,
@@ -231,7 +253,9 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     for table in run_tables(series, pairings, record.failed):
-        console.print(table)
+        print_whole(table)
+    for warning in comparison_warnings(pairings):
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     console.print(f"results stored in [bold]{escape(str(done.path))}[/] ({done.outcome.summary()})")
     console.print(f"report: orch report {run_id} --html report.html")
     failed = done.outcome.failed

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.bench.report.export import export_rows, to_csv
-from orchestrator.bench.report.tables import board_state_table, comparison_table, run_tables
+from orchestrator.bench.report.tables import (
+    board_state_table,
+    comparison_table,
+    comparison_warnings,
+    run_tables,
+)
 from orchestrator.bench.results import ResultStore, flatten_series
-from orchestrator.bench.series import pairings_between, pairings_within
+from orchestrator.bench.series import Pairing, pairings_between, pairings_within
 from orchestrator.commands import options
-from orchestrator.console import console, emit_json, quiet_stdout
+from orchestrator.console import console, emit_json, print_whole, quiet_stdout
 from orchestrator.errors import PartialFailure, UsageError
 
 NAME = "results"
@@ -69,6 +75,11 @@ def report_damaged(store: ResultStore) -> int:
         )
         return PartialFailure.exit_code
     return 0
+
+
+def print_warnings(pairings: Sequence[Pairing]) -> None:
+    for warning in comparison_warnings(pairings):
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
 
 
 def write_output(path: Path, text: str) -> None:
@@ -130,9 +141,10 @@ def _run(args: argparse.Namespace, store: ResultStore) -> int:
             )
             return 0
         console.print(f"run [bold]{record.run_id}[/]: {escape(str(record.meta.get('command', '')))}")
-        console.print(board_state_table(record))
+        print_whole(board_state_table(record))
         for table in run_tables(series, pairings, record.failed):
-            console.print(table)
+            print_whole(table)
+        print_warnings(pairings)
         return 0
     if args.action == "compare":
         a, b = store.load(args.run_a), store.load(args.run_b)
@@ -142,7 +154,8 @@ def _run(args: argparse.Namespace, store: ResultStore) -> int:
             return 0
         if not pairings:
             raise UsageError(f"{a.run_id} and {b.run_id} have no board and measurement in common")
-        console.print(comparison_table(pairings, title=f"{b.run_id} (B) vs {a.run_id} (A)"))
+        print_whole(comparison_table(pairings, title=f"{b.run_id} (B) vs {a.run_id} (A)"))
+        print_warnings(pairings)
         return 0
     # export
     refs = args.runs or [run_["run_id"] for run_ in store.list_runs()]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from orchestrator.bench import plan as bench_plan
@@ -24,18 +26,22 @@ def release(
         models=models,
         created=created,
         current=current,
+        ort_version=rid.split("-")[1],
+        route="official" if variant == "stock" else "system",
     )
 
 
 STOCK_OLD = release("stock", "stock-1.32.0-aaaa0000", "2026-11-01T00:00:00Z")
 STOCK_NEW = release("stock", "stock-1.32.0-bbbb0000", "2026-11-20T00:00:00Z", current=True)
-TUNED = release("tuned", "tuned-1.21.0-cccc0000", "2026-11-10T00:00:00Z", models=("tiny.onnx", "big.onnx"))
+TUNED = release("tuned", "tuned-1.32.0-cccc0000", "2026-11-10T00:00:00Z", models=("tiny.onnx", "big.onnx"))
+TUNED_121 = release("tuned", "tuned-1.21.0-dddd0000", "2026-11-12T00:00:00Z")
+STOCK_121 = release("stock", "stock-1.21.0-eeee0000", "2026-11-25T00:00:00Z")
 
 
 def test_ab_rounds_are_interleaved_and_cooled_down():
     plan = bench_plan.make_plan([BOARD], variants=["stock", "tuned"], rounds=3, cooldown_s=2.5)
     releases = bench_plan.pick_releases(plan, [STOCK_OLD, TUNED, STOCK_NEW], BOARD.name)
-    assert [r.id for r in releases] == ["stock-1.32.0-bbbb0000", "tuned-1.21.0-cccc0000"]  # newest stock
+    assert [r.id for r in releases] == ["stock-1.32.0-bbbb0000", "tuned-1.32.0-cccc0000"]  # newest stock
     steps = bench_plan.board_steps(plan, releases, bench_plan.pick_models(plan, releases, BOARD.name))
     assert [(s.round, s.release.variant) for s in steps] == [
         (1, "stock"),
@@ -135,3 +141,76 @@ def test_missing_variant_or_model_names_the_board_and_the_fix():
         bench_plan.pick_models(bench_plan.make_plan([BOARD], models=["resnet"]), [STOCK_NEW], "nano01")
     with pytest.raises(BenchError, match="no release is deployed"):
         bench_plan.pick_releases(plan, [], "nano01")
+
+
+def test_an_ab_across_ort_releases_is_refused_unless_allowed():
+    plan = bench_plan.make_plan([BOARD], variants=["stock", "tuned"])
+    with pytest.raises(BenchError) as refused:
+        bench_plan.pick_releases(plan, [STOCK_NEW, TUNED_121], BOARD.name)
+    message = refused.value.message
+    assert message.startswith("nano01: refusing an A/B across ORT releases:")
+    assert (
+        "stock-1.32.0-bbbb0000 (ORT 1.32.0, official), tuned-1.21.0-dddd0000 (ORT 1.21.0, system)" in message
+    )
+    assert "--allow-version-mismatch" in refused.value.hint and "--ort-version X" in refused.value.hint
+    allowed = bench_plan.make_plan([BOARD], variants=["stock", "tuned"], allow_version_mismatch=True)
+    chosen = bench_plan.pick_releases(allowed, [STOCK_NEW, TUNED_121], BOARD.name)
+    assert [r.id for r in chosen] == ["stock-1.32.0-bbbb0000", "tuned-1.21.0-dddd0000"]
+    assert allowed.as_dict()["allow_version_mismatch"] is True
+
+
+def test_ort_version_chooses_among_releases_of_a_variant_and_several_are_never_guessed():
+    deployed = [STOCK_NEW, STOCK_121, TUNED, TUNED_121]
+    plan = bench_plan.make_plan([BOARD], variants=["stock", "tuned"])
+    with pytest.raises(BenchError) as refused:
+        bench_plan.pick_releases(plan, deployed, BOARD.name)
+    assert refused.value.message == (
+        "nano01: releases of variant 'stock' with different ORT versions are deployed:"
+        " stock-1.32.0-bbbb0000 (ORT 1.32.0, official), stock-1.21.0-eeee0000 (ORT 1.21.0, official);"
+        " which one to measure is not guessed"
+    )
+    assert refused.value.hint == "choose one with --ort-version (1.21.0 or 1.32.0)"
+    for version in ("1.21.0", "1.32.0"):
+        chosen_plan = bench_plan.make_plan(
+            [BOARD],
+            variants=["stock", "tuned"],
+            ort_versions=bench_plan.parse_ort_versions([version], ["stock"]),
+        )
+        chosen = bench_plan.pick_releases(chosen_plan, deployed, BOARD.name)
+        assert [(r.variant, r.ort_version) for r in chosen] == [("stock", version), ("tuned", version)]
+    # A deliberate cross-release A/B, one version per variant.
+    per_variant = bench_plan.parse_ort_versions(["stock=1.32.0", "tuned=1.21.0"], ["stock", "tuned"])
+    crossed = bench_plan.make_plan(
+        [BOARD], variants=["stock", "tuned"], ort_versions=per_variant, allow_version_mismatch=True
+    )
+    assert [r.id for r in bench_plan.pick_releases(crossed, deployed, BOARD.name)] == [
+        "stock-1.32.0-bbbb0000",
+        "tuned-1.21.0-dddd0000",
+    ]
+    missing = bench_plan.make_plan([BOARD], variants=["stock"], ort_versions=(("", "1.23.2"),))
+    with pytest.raises(BenchError, match=r"no release of variant 'stock' with ORT 1\.23\.2 is deployed"):
+        bench_plan.pick_releases(missing, deployed, BOARD.name)
+    # The current release, when no variant is named, must be the version asked for.
+    current = bench_plan.make_plan([BOARD], ort_versions=(("", "1.21.0"),))
+    with pytest.raises(
+        BenchError, match="the current release stock-1.32.0-bbbb0000 is ORT 1.32.0, not 1.21.0"
+    ):
+        bench_plan.pick_releases(current, deployed, BOARD.name)
+
+
+@pytest.mark.parametrize(
+    ("values", "variants", "words"),
+    [
+        (["=1.21.0"], ["stock"], "expected X.Y.Z or VARIANT=X.Y.Z"),
+        (["latest"], ["stock"], "is not an ONNX Runtime version"),
+        (
+            ["default=1.21.0"],
+            ["stock", "tuned"],
+            "'default' is not one of the --variant values (stock, tuned)",
+        ),
+        (["1.21.0", "1.32.0"], [], "two releases: 1.21.0, 1.32.0"),
+    ],
+)
+def test_bad_ort_versions(values, variants, words):
+    with pytest.raises(UsageError, match=re.escape(words)):
+        bench_plan.parse_ort_versions(values, variants)

@@ -38,7 +38,7 @@ def agent_doc(model: Path, opt_level: str) -> dict:
             "--warmup",
             "3",
             "--min-runs",
-            "60",
+            "20",
             "--min-duration",
             "0",
             "--intra-op-threads",
@@ -84,15 +84,19 @@ def board_doc(run_id: str, board: str, agents: list[tuple[str, int, dict]]) -> d
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory) -> tuple[ResultStore, str]:
-    """One run of two 'boards': opt-level disable vs all, 2 interleaved rounds each, on a model where
-    constant folding removes most of the work."""
+    """One run of two 'boards': opt-level disable vs all, 6 interleaved rounds each (each round its
+    own agent process; 4 is the fewest a verdict can rest on, 6 keeps one run disturbed by a busy
+    machine from deciding it), on a model where constant folding
+    removes most of the work."""
     root = tmp_path_factory.mktemp("store")
     model = conv_model(root / "fold.onnx", folded_chain=24)
     store = ResultStore(root / "results")
     run_id = results.new_run_id()
     store.begin_run(run_id, command="orch bench --opt-level disable,all")
     for board in ("labA", "labB"):
-        agents = [(opt, round_, agent_doc(model, opt)) for round_ in (1, 2) for opt in ("disable", "all")]
+        agents = [
+            (opt, round_, agent_doc(model, opt)) for round_ in range(1, 7) for opt in ("disable", "all")
+        ]
         store.write_board(run_id, board_doc(run_id, board, agents))
     store.write_board(
         run_id,
@@ -123,10 +127,10 @@ def test_series_comparisons_and_index(stored):
     assert record.failed == {"labC": "labC: connection refused"}
     series = record.series()
     assert [(s.board, s.key.opt_level, len(s.latencies_ms), len(s.rounds)) for s in series] == [
-        ("labA", "disable", 120, 2),
-        ("labA", "all", 120, 2),
-        ("labB", "disable", 120, 2),
-        ("labB", "all", 120, 2),
+        ("labA", "disable", 120, 6),
+        ("labA", "all", 120, 6),
+        ("labB", "disable", 120, 6),
+        ("labB", "all", 120, 6),
     ]
     pairings = series_module.pairings_within(series)
     assert [(p.board, p.dimension, p.a.key.opt_level, p.b.key.opt_level) for p in pairings] == [
@@ -209,11 +213,10 @@ def test_cli_list_show_compare_export_report(stored, orch_env, orch_cli, tmp_pat
     assert [r["run_id"] for r in json.loads(listing.stdout)] == [run_id]
     shown = orch_cli(env, "results", "show", run_id[:15], check=True)
     assert "P50 / P99 latency" in shown.stderr and "labC: connection refused" in shown.stderr
-    # The comparison row of each board ends in its verdict ("faster" alone is in every table's caption).
+    # The comparison row of each board names side A's build and setting and ends in its verdict
+    # ("faster" alone is in every table's caption).
     for board in ("labA", "labB"):
-        assert re.search(rf"│ {board} +│ fold +│ opt disable → all .*│ faster \(-\d+%\) +│", shown.stderr), (
-            shown.stderr
-        )
+        assert re.search(rf"{board} +A stock 1\.32\.0 .* faster \(-\d+%\)", shown.stderr), shown.stderr
     compared = orch_cli(env, "results", "compare", "latest", run_id, "--json", check=True)
     assert len(json.loads(compared.stdout)["comparisons"]) == 4
     exported = orch_cli(env, "results", "export", "--csv", check=True)
@@ -228,3 +231,68 @@ def test_cli_list_show_compare_export_report(stored, orch_env, orch_cli, tmp_pat
         and "no run 'doesnotexist'" in missing.stderr
         and "Traceback" not in missing.stderr
     )
+
+
+def _mismatched_copy(store: ResultStore, run_id: str) -> str:
+    """A stored run whose labA 'all' series ran another ORT release (as `--variant stock,tuned
+    --allow-version-mismatch` stores it): the same agent documents under another variant and version."""
+    record = store.load(run_id)
+    new_id = results.new_run_id()
+    store.begin_run(new_id, command="orch bench --variant stock,tuned --allow-version-mismatch")
+    doc = json.loads(json.dumps(record.boards["labA"]))
+    doc["run_id"] = new_id
+    doc["releases"] = [
+        {"id": "stock-1.32.0-00000000", "variant": "stock", "ort_version": "1.32.0", "route": "official"},
+        {"id": "tuned-1.21.0-11111111", "variant": "tuned", "ort_version": "1.21.0", "route": "system"},
+    ]
+    for measurement in doc["measurements"]:
+        if measurement["key"]["opt_level"] == "all":
+            measurement["key"].update(variant="tuned", release="tuned-1.21.0-11111111", opt_level="disable")
+            measurement["agent"]["ort"]["version"] = "1.21.0"
+    store.write_board(new_id, doc)
+    store.finish_run(
+        new_id, {"run_id": new_id, "command": "orch bench", "boards": {"labA": {"status": "ok"}}}
+    )
+    return new_id
+
+
+@pytest.mark.parametrize("columns", ["80", None], ids=["COLUMNS=80", "pipe"])
+def test_tables_cut_no_number_or_version_at_80_columns_or_in_a_pipe(
+    stored, orch_env, orch_cli, tmp_path, columns
+):
+    store, run_id = stored
+    mixed = _mismatched_copy(store, run_id)
+    env = {**orch_env, "ORCH_RESULTS": str(store.root)}
+    env.pop("COLUMNS")
+    if columns:
+        env["COLUMNS"] = columns
+    for run in (run_id, mixed):
+        shown = orch_cli(env, "results", "show", run, check=True)  # stderr is a pipe here
+        text = shown.stderr
+        assert "\u2026" not in text, text  # rich's mark of a cut cell
+        assert max(len(line) for line in text.splitlines()) <= 80, text
+        document = json.loads(orch_cli(env, "results", "show", run, "--json", check=True).stdout)
+        for c in document["comparisons"]:
+            digits = 3 if c["ci_high"] - c["ci_low"] < 0.02 else 2
+            # Every figure whole: the ratio, both CI bounds, the p-value, the versions and runs.
+            assert (
+                f"{c['ratio']:.{digits}f}" in text
+                and f"[{c['ci_low']:.{digits}f},{c['ci_high']:.{digits}f}]" in text
+            )
+            assert f"{c['p_value']:.2g}" in text and f"{c['runs_a']} ({c['n_a']})" in text
+            for side in ("a", "b"):
+                build = f"{side.upper()} {c[side]['variant']} {c[side]['ort_version']}"
+                assert build in text and f"  {c[side]['route'] or '?'}" in text
+    # The cross-release run says so in each of its tables, and names both builds with their routes.
+    # (the route on the side's second line)
+    assert re.search(r"A stock 1\.32\.0 [^\n]*\n\s+official", text), text
+    assert re.search(r"B tuned 1\.21\.0 [^\n]*\n\s+system", text), text
+    assert text.count("ORT VERSION MISMATCH") == 3, text  # boards, latency, comparisons
+    # The verdict's "ORT versions differ" wraps in its column; the boards table lists both releases.
+    assert "differ" in text and "1.32.0 (stock)" in text and "1.21.0 (tuned)" in text
+    assert "warning:" in text and "A ran ORT 1.32.0, B ran 1.21.0" in " ".join(text.split())
+    page = tmp_path / "mixed.html"
+    orch_cli(env, "report", mixed, "--html", str(page), check=True)
+    html_text = page.read_text()
+    assert html_text.count("ORT VERSION MISMATCH") == 3, html_text
+    assert "<td>1.32.0 (stock), 1.21.0 (tuned)</td>" in html_text

@@ -12,7 +12,14 @@ from typing import Any
 from orchestrator.bench import stats
 from orchestrator.bench.report.export import export_rows, to_csv
 from orchestrator.bench.report.plots import PLOT_PIXELS, plot_distribution, plot_over_runs, plot_p50_ci
-from orchestrator.bench.report.tables import board_facts, comparison_caption, fmt_ms, side_label
+from orchestrator.bench.report.tables import (
+    board_facts,
+    comparison_caption,
+    comparison_warnings,
+    fmt_ms,
+    side_label,
+    version_note,
+)
 from orchestrator.bench.results import RunRecord
 from orchestrator.bench.series import Pairing
 
@@ -29,7 +36,7 @@ table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
 .faster { color: #080; font-weight: bold; } .slower { color: #b00; font-weight: bold; }
-.failed { color: #b00; } img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
+.failed, .mismatch { color: #b00; } .mismatch { font-weight: bold; } img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 """
 
 
@@ -74,6 +81,9 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
             f"Stored in <code>{html.escape(str(record.path))}</code></p>"
         ),
     ]
+    note = version_note(series)
+    if note:
+        parts.append(f"<p class='mismatch'>{html.escape(note)}</p>")
     if record.failed:
         parts.append(
             "<h2 class='failed'>Failed boards</h2><ul>"
@@ -90,7 +100,7 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
             [
                 "board",
                 "status",
-                "ORT",
+                "ORT versions that ran (variants)",
                 "kernel",
                 "CPU",
                 "cores",
@@ -101,16 +111,22 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
             facts,
         )
     )
-    parts.append("<h2>P50 / P99 latency per board and variant</h2>")
+    parts.append("<h2>P50 / P99 latency per board and build</h2>")
+    if note:
+        parts.append(f"<p class='mismatch'>{html.escape(note)}</p>")
     parts.append(
         _html_table(
             [
                 "board",
                 "variant",
+                "ORT",
+                "route",
                 "model",
                 "quant",
                 "setting",
+                "runs",
                 "n",
+                "run spread",
                 "p50 ms",
                 "p90 ms",
                 "p99 ms",
@@ -122,10 +138,14 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
                 (
                     s.board,
                     s.key.variant,
+                    s.ort_version or "?",
+                    s.route or "?",
                     s.key.model,
                     s.key.quant,
                     f"{s.key.ep} opt={s.key.opt_level} threads={s.key.intra_threads or 'default'}",
+                    len(s.runs),
                     summary.n,
+                    f"{stats.run_spread(s.runs):.1%}" if len(s.runs) > 1 else "-",
                     fmt_ms(summary.p50),
                     fmt_ms(summary.p90),
                     fmt_ms(summary.p99),
@@ -140,6 +160,8 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
     )
     if pairings:
         parts.append("<h2>Comparisons (B vs baseline A)</h2>")
+        if any(pair.version_mismatch for pair in pairings):
+            parts.append(f"<p class='mismatch'>{html.escape(note)}</p>")
         comparison_rows = []
         for pair in pairings:
             c = pair.comparison
@@ -151,14 +173,16 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
                     pair.dimension,
                     side_label(pair.a, pair.dimension),
                     side_label(pair.b, pair.dimension),
+                    f"{c.runs_a}/{c.runs_b}",
                     f"{c.n_a}/{c.n_b}",
+                    f"{c.spread_a:.1%} / {c.spread_b:.1%}",
                     fmt_ms(c.median_a),
                     fmt_ms(c.median_b),
                     f"{c.ratio:.3f}",
                     ci,
                     f"{c.change_percent:+.1f}%",
                     "-" if math.isnan(c.p_value) else f"{c.p_value:.2g}",
-                    c.verdict,
+                    c.verdict + (" (ORT versions differ)" if pair.version_mismatch else ""),
                 )
             )
         table = _html_table(
@@ -166,15 +190,17 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
                 "board",
                 "model",
                 "compared",
-                "A",
-                "B",
+                "A (variant ORT route)",
+                "B (variant ORT route)",
+                "runs A/B",
                 "n A/B",
+                "run spread A / B",
                 "p50 A ms",
                 "p50 B ms",
                 "B/A",
-                "95% CI",
+                "95% CI (hierarchical)",
                 "change",
-                "p (U test)",
+                "p (U test of run medians)",
                 "verdict",
             ],
             comparison_rows,
@@ -183,6 +209,11 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
             table = table.replace(f"<td>{verdict}</td>", f"<td class='{css}'>{verdict}</td>")
         parts.append(table)
         parts.append(f"<p>{html.escape(comparison_caption(pairings))}</p>")
+        warnings = comparison_warnings(pairings)
+        if warnings:
+            parts.append(
+                "<ul>" + "".join(f"<li class='mismatch'>{html.escape(w)}</li>" for w in warnings) + "</ul>"
+            )
     for key, title in (
         ("distribution", "Latency distribution"),
         ("p50_ci", "P50 with 95% CI"),

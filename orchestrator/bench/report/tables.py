@@ -17,6 +17,7 @@ from rich.table import Table
 from orchestrator.bench import stats
 from orchestrator.bench.results import RunRecord
 from orchestrator.bench.series import Pairing, Series
+from orchestrator.console import compact_table
 
 _SHORT = {
     "opt_level": "opt",
@@ -69,69 +70,141 @@ def _constant_caption(series: Sequence[Series]) -> str:
     )
 
 
-def summary_table(
-    series: Sequence[Series], *, title: str = "P50 / P99 latency per board and variant"
-) -> Table:
-    varying = varying_dimensions(series)
-    table = Table(
-        title=title, title_justify="left", caption=_constant_caption(series), caption_justify="left"
+def version_note(series: Sequence[Series]) -> str:
+    """'' for a same-release run; else the label every table of the run carries: which boards ran
+    which ORT releases side by side (only with --allow-version-mismatch)."""
+    mixed = []
+    for board in dict.fromkeys(s.board for s in series):
+        versions = list(dict.fromkeys(s.ort_version or "?" for s in series if s.board == board))
+        if len(versions) > 1:
+            mixed.append(f"{board} {' vs '.join(versions)}")
+    if not mixed:
+        return ""
+    return "ORT VERSION MISMATCH (--allow-version-mismatch): " + "; ".join(mixed)
+
+
+def _titled(title: str, note: str) -> str:
+    return f"{title}\n[bold red]{escape(note)}[/]" if note else title
+
+
+def _spread(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value * 100:.1f}%"
+
+
+def summary_table(series: Sequence[Series], *, title: str = "P50 / P99 latency per board and build") -> Table:
+    varying = [d for d in varying_dimensions(series) if d != "variant"]
+    table = compact_table(
+        title=_titled(title, version_note(series)),
+        title_justify="left",
+        caption=_constant_caption(series)
+        + "; build = variant, ORT release, route; run spread = range of per-run medians / their median",
+        caption_justify="left",
+        show_lines=True,
     )
-    table.add_column("board", style="bold")
+    table.add_column("board", style="bold", overflow="fold")
+    table.add_column("build", no_wrap=True)
     for dimension in varying:
-        table.add_column(dimension.replace("intra_threads", "threads").replace("_", " "))
-    for column in ("n", "p50 ms", "p99 ms", "mean±std", "IQR", "inf/s"):
-        table.add_column(column, justify="right")
+        table.add_column(dimension.replace("intra_threads", "threads").replace("_", "\n"), no_wrap=True)
+    # Pairs of figures share a column, one above the other, so a board's row fits 80 columns.
+    for column in ("runs\nn", "p50\np99 ms", "mean\n±std", "IQR\nms", "run\nspread", "inf/s"):
+        table.add_column(column, justify="right", no_wrap=True)
     for item in series:
         summary = item.summary()
         throughput = [a["stats"]["throughput_ips"] for a in item.agents if "stats" in a]
+        runs = item.runs
         table.add_row(
             escape(item.board),
+            escape(f"{item.key.variant} {item.ort_version or '?'}\n{item.route or '?'}"),
             *(escape(_value(d, getattr(item.key, d))) for d in varying),
-            str(summary.n),
-            fmt_ms(summary.p50),
-            fmt_ms(summary.p99),
-            f"{fmt_ms(summary.mean)}±{fmt_ms(summary.std)}",
+            f"{len(runs)}\n{summary.n}",
+            f"{fmt_ms(summary.p50)}\n{fmt_ms(summary.p99)}",
+            f"{fmt_ms(summary.mean)}\n±{fmt_ms(summary.std)}",
             fmt_ms(summary.iqr),
-            f"{sum(throughput) / len(throughput):.3g}" if throughput else "-",
+            _spread(stats.run_spread(runs)) if len(runs) > 1 else "-",
+            fmt_ms(sum(throughput) / len(throughput)) if throughput else "-",
         )
     return table
 
 
-def side_label(series: Series, dimension: str) -> str:
+def _setting(series: Series, dimension: str) -> str:
+    """What a side of a pairing set apart from the other, besides its build."""
+    if dimension in ("variant", "release"):
+        return ""
     if dimension == "run":
-        return series.label
-    return _value(dimension, getattr(series.key, dimension))
+        key = series.key
+        threads = "default" if key.intra_threads == 0 else str(key.intra_threads)
+        return f"{key.quant} {key.ep} opt={key.opt_level} threads={threads}"
+    if dimension == "quant":
+        return _value(dimension, getattr(series.key, dimension))
+    return f"{_SHORT.get(dimension) or dimension}={_value(dimension, getattr(series.key, dimension))}"
+
+
+def side_label(series: Series, dimension: str) -> str:
+    """One side of a comparison: its build (variant, ORT release, route) and what the comparison varied."""
+    return " ".join(part for part in (series.build, _setting(series, dimension)) if part)
+
+
+def _side_lines(letter: str, series: Series, dimension: str) -> str:
+    """A side's build on short lines that are never wrapped: variant and version, then the route,
+    then what the comparison varied."""
+    lines = [f"{letter} {series.key.variant} {series.ort_version or '?'}", f"  {series.route or '?'}"]
+    setting = _setting(series, dimension)
+    return "\n".join([*lines, *(f"  {part}" for part in setting.split())] if setting else lines)
+
+
+def _ratio(c: stats.Comparison) -> tuple[str, str]:
+    """B/A and its interval, with a third digit when the interval is narrower than 0.02."""
+    if math.isnan(c.ci_low):
+        return f"{c.ratio:.2f}", "[-]"
+    digits = 3 if c.ci_high - c.ci_low < 0.02 else 2
+    return f"{c.ratio:.{digits}f}", f"[{c.ci_low:.{digits}f},{c.ci_high:.{digits}f}]"
 
 
 def comparison_table(
     pairings: Sequence[Pairing], *, title: str = "A/B comparisons (B vs baseline A)"
 ) -> Table:
-    table = Table(
-        title=title, title_justify="left", caption=comparison_caption(pairings), caption_justify="left"
+    series = [s for pair in pairings for s in (pair.a, pair.b)]
+    note = version_note(series) if any(p.version_mismatch for p in pairings) else ""
+    table = compact_table(
+        title=_titled(title, note),
+        title_justify="left",
+        caption=comparison_caption(pairings),
+        caption_justify="left",
     )
-    table.add_column("board", style="bold")
-    table.add_column("model")
-    table.add_column("A → B")
-    for column in ("n A/B", "p50 A→B ms", "B/A [95% CI]", "p"):
-        table.add_column(column, justify="right")
-    table.add_column("verdict")
+    table.add_column("board\nmodel", style="bold", overflow="fold")
+    table.add_column("A, B: variant\nORT, route", no_wrap=True)
+    for column in ("runs\n(n)", "p50\nms", "run\nspread", "B/A\n95% CI", "p"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("verdict", overflow="fold")
     for pair in pairings:
         c = pair.comparison
-        ci = "" if math.isnan(c.ci_low) else f" [{c.ci_low:.2f},{c.ci_high:.2f}]"
-        p_value = "-" if math.isnan(c.p_value) else f"{c.p_value:.2g}"
         style = _VERDICT_STYLE.get(c.verdict, "")
         verdict = f"{c.verdict} ({c.change_percent:+.0f}%)"
-        short = "" if pair.dimension == "run" else _SHORT.get(pair.dimension, pair.dimension)
-        label = f"{short} " if short else ""
+        verdict = f"[{style}]{verdict}[/]" if style else verdict
+        if pair.version_mismatch:
+            verdict += "\n[bold red]ORT versions differ[/]"
+        # One line per side: A's figures on A's row, B's below, the pair's own figures split over both.
+        ratio, interval = _ratio(c)
         table.add_row(
             escape(pair.board),
-            escape(pair.b.key.model.removesuffix(".onnx")),
-            escape(f"{label}{side_label(pair.a, pair.dimension)} → {side_label(pair.b, pair.dimension)}"),
-            f"{c.n_a}/{c.n_b}",
-            f"{fmt_ms(c.median_a)}→{fmt_ms(c.median_b)}",
-            f"{c.ratio:.2f}{ci}",
-            p_value,
-            f"[{style}]{verdict}[/]" if style else verdict,
+            escape(_side_lines("A", pair.a, pair.dimension)),
+            f"{len(pair.a.runs)} ({c.n_a})",
+            fmt_ms(c.median_a),
+            _spread(c.spread_a),
+            ratio,
+            "-" if math.isnan(c.p_value) else f"{c.p_value:.2g}",
+            verdict,
+        )
+        table.add_row(
+            f"[not bold]{escape(pair.b.key.model.removesuffix('.onnx'))}[/]",
+            escape(_side_lines("B", pair.b, pair.dimension)),
+            f"{len(pair.b.runs)} ({c.n_b})",
+            fmt_ms(c.median_b),
+            _spread(c.spread_b),
+            interval,
+            "",
+            "",
+            end_section=True,
         )
     return table
 
@@ -141,15 +214,48 @@ def comparison_caption(pairings: Sequence[Pairing]) -> str:
         return ""
     c = pairings[0].comparison
     return (
-        f"B/A = median(B)/median(A), below 1: B is faster. Called faster/slower only when the U test's"
-        f" p < {c.alpha:g}, the CI excludes 1 and the change exceeds {c.threshold:.0%}."
+        f"B/A = median(B)/median(A) of every inference (below 1: B is faster); its 95% CI from a hierarchical"
+        f" bootstrap (runs, then inferences within a run); p = two-sided U test of the per-run medians; runs ="
+        f" agent processes, n = inferences. Called faster/slower only when p < {c.alpha:g}, the CI excludes 1"
+        f" and the change exceeds {c.threshold:.0%} (at least {stats.runs_needed(c.alpha)} runs per side)."
+        f" Run spread = range of per-run medians / their median."
     )
+
+
+def comparison_warnings(pairings: Sequence[Pairing]) -> list[str]:
+    """What a reader of the comparison table must not miss, one sentence each."""
+    out = []
+    for pair in pairings:
+        c = pair.comparison
+        what = (
+            f"{pair.board} {pair.b.key.model.removesuffix('.onnx')}: "
+            f"{side_label(pair.a, pair.dimension)} -> {side_label(pair.b, pair.dimension)}"
+        )
+        if pair.version_mismatch:
+            out.append(
+                f"{what}: A ran ORT {pair.a.ort_version or '?'}, B ran {pair.b.ort_version or '?'}: the change mixes"
+                " upstream changes between the releases with the effect of the build"
+            )
+        if c.verdict == stats.TOO_FEW_RUNS:
+            needed = stats.runs_needed(c.alpha)
+            out.append(
+                f"{what}: {c.runs_a} and {c.runs_b} runs; a verdict needs at least {needed} runs per side"
+                f" (--rounds {needed})"
+            )
+        if c.runs_disagree:
+            spread = max(c.spread_a, c.spread_b)
+            out.append(
+                f"{what}: its runs disagree by up to {spread:.0%} (range of per-run medians), more than the"
+                f" {abs(c.change_percent):.0f}% effect: the processes differ more than the builds do; use more"
+                " --rounds, --pin-clocks or a quieter board"
+            )
+    return out
 
 
 def failures_table(failed: dict[str, str]) -> Table:
     table = Table(title="Failed boards", title_justify="left", title_style="bold red")
-    table.add_column("board", style="bold")
-    table.add_column("error")
+    table.add_column("board", style="bold", overflow="fold")
+    table.add_column("error", overflow="fold")
     for board, error in failed.items():
         table.add_row(escape(board), escape(error))
     return table
@@ -168,30 +274,43 @@ def run_tables(series: Sequence[Series], pairings: Sequence[Pairing], failed: di
 
 
 def board_state_table(record: RunRecord) -> Table:
-    table = Table(title="Boards", title_justify="left")
-    for column in (
-        "board",
-        "status",
-        "ORT",
-        "kernel",
-        "CPU",
-        "cores",
-        "governor",
-        "°C before→after",
-        "pinned",
+    note = version_note(record.series())
+    table = compact_table(title=_titled("Boards", note), title_justify="left")
+    # Names and free text may fold; versions and figures are never wrapped (a table that cannot hold
+    # them is printed stacked instead: orchestrator.console.print_whole).
+    for column, fold in (
+        ("board", True),
+        ("status", False),
+        ("ORT (variants)", False),
+        ("kernel\nCPU", False),
+        ("cores\ngovernor", False),
+        ("°C before\n→after", False),
+        ("clocks\npinned", True),
     ):
-        table.add_column(column)
+        table.add_column(column, overflow="fold", no_wrap=not fold)
     for name, doc in record.boards.items():
         facts = board_facts(doc)
         table.add_row(
             escape(name),
             doc.get("status", "?"),
-            *(
-                escape(str(facts[k]))
-                for k in ("ort", "kernel", "cpu", "cores", "governor", "temperature", "pinned")
-            ),
+            escape(facts["ort"].replace("), ", ")\n")),
+            escape(f"{facts['kernel']}\n{facts['cpu']}"),
+            escape(f"{facts['cores']}\n{facts['governor']}"),
+            escape(facts["temperature"]),
+            escape(facts["pinned"]),
         )
     return table
+
+
+def ort_versions(doc: dict[str, Any]) -> str:
+    """Every ORT version that ran on a board, with the variants that ran it: ``1.21.0 (stock, tuned)``."""
+    seen: dict[str, list[str]] = {}
+    for measurement in doc.get("measurements") or []:
+        version = str((measurement["agent"].get("ort") or {}).get("version") or "?")
+        variant = str(measurement.get("key", {}).get("variant") or "?")
+        if variant not in seen.setdefault(version, []):
+            seen[version].append(variant)
+    return ", ".join(f"{version} ({', '.join(variants)})" for version, variants in seen.items()) or "-"
 
 
 def board_facts(doc: dict[str, Any]) -> dict[str, str]:
@@ -214,7 +333,7 @@ def board_facts(doc: dict[str, Any]) -> dict[str, str]:
     if clocks and clocks.get("restored") is False:
         pinned += " (NOT restored)"
     return {
-        "ort": (first.get("ort") or {}).get("version", "-"),
+        "ort": ort_versions(doc),
         "kernel": before.get("kernel", "-"),
         "cpu": before.get("cpu_model") or "-",
         "cores": str(before.get("online_cores", "-")),
