@@ -255,7 +255,7 @@ CASES = [
             ("shape-zero-dim", ("--shape", "input=1x0x3"), ("--shape 'input=1x0x3'",)),
             ("shape-no-name", ("--shape", "=1x3"), ("--shape '=1x3'",)),
             ("max-runs-zero", ("--max-runs", "0"), ("argument --max-runs: must be a whole number >= 1, not '0'",)),
-            ("max-runs-below-min", ("--max-runs", "10"), ("--max-runs 10 is below --min-runs 50",)),
+            ("max-runs-below-min", ("--max-runs", "10"), ("--max-runs 10 is below --min-runs 30",)),
             ("rounds-zero", ("--rounds", "0"), ("argument --rounds: must be a whole number >= 1",)),
             ("cooldown-negative", ("--cooldown", "-1"), ("argument --cooldown: must be a number >= 0, not '-1'",)),
             ("warmup-negative", ("--warmup", "-2"), ("argument --warmup: must be a whole number >= 0",)),
