@@ -302,8 +302,15 @@ class StoredSysroot:
     name: str
     digest: str
     directory: Path  # $ORCH_HOME/sysroots/<digest>
-    record: dict[str, Any]  # sysroot.json
-    entry: dict[str, Any]  # the index entry: kind, source, stored_at, checked_at
+    tree: dict[str, Any]  # sysroot.json, written when the tree was first stored (under any name)
+    entry: dict[str, Any]  # this name's index entry: kind, source, stored_at, checked_at, its own facts
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """What is known under this name: the tree's facts, with this name's own provenance on top.
+
+        Two identical boards share one stored tree; each keeps its own board facts and pull time."""
+        return {**self.tree, **{k: v for k, v in self.entry.items() if k != "checked_at"}, "name": self.name}
 
     @property
     def sysroot(self) -> Sysroot:
@@ -426,14 +433,12 @@ def store(
             shutil.rmtree(staging, ignore_errors=True)
     with _locked_index(base) as index:
         previous = index["sysroots"].get(name, {}).get("digest")
-        entry = {"digest": digest, "kind": kind, "source": source, "checked_at": now_text}
+        entry = {"digest": digest, "kind": kind, "source": source, **(extra or {}), "checked_at": now_text}
         entry["stored_at"] = (
             now_text if previous != digest else index["sysroots"][name].get("stored_at", now_text)
         )
         index["sysroots"][name] = entry
-    stored = StoredSysroot(
-        name=name, digest=digest, directory=target, record=_read_record(target), entry=entry
-    )
+    stored = StoredSysroot(name=name, digest=digest, directory=target, tree=_read_record(target), entry=entry)
     return StoreOutcome(stored=stored, new=new, previous_digest=previous)
 
 
@@ -473,7 +478,7 @@ def list_sysroots(root: Path | None = None) -> list[StoredSysroot]:
         directory = base / digest
         found.append(
             StoredSysroot(
-                name=name, digest=digest, directory=directory, record=_read_record(directory), entry=entry
+                name=name, digest=digest, directory=directory, tree=_read_record(directory), entry=entry
             )
         )
     return found

@@ -125,6 +125,21 @@ def _headers_note(name: str, record: dict[str, Any], where: str) -> str | None:
     )
 
 
+def _stored_text(outcome: Any) -> str:
+    """What a pull or add did to the store, in words: new tree, the same tree again, or a shared one."""
+    stored = outcome.stored
+    short = stored.digest[:12]
+    if outcome.previous_digest == stored.digest:
+        return f"unchanged, same digest {short} as stored {stored.entry.get('stored_at', '')}; nothing new stored"
+    if outcome.new:
+        text = f"stored sysroot {short} ({_describe(stored.record)})"
+    else:
+        text = f"sysroot {short} ({_describe(stored.record)}): the same tree is already stored, nothing new written"
+    if outcome.previous_digest:
+        text += f"; the name now points at it (was {outcome.previous_digest[:12]}: its libraries changed)"
+    return text
+
+
 # -- pull ------------------------------------------------------------------------------------------------
 
 
@@ -179,24 +194,9 @@ def _pull(args: argparse.Namespace) -> int:
     for name, done in pulled.items():
         stored = done.outcome.stored
         timing = f"packed {done.pack_seconds:.1f} s, fetched {_size(done.tarball_bytes)} in {done.fetch_seconds:.1f} s"
-        if done.outcome.new:
-            console.print(
-                f"[green]✓[/] {escape(name)}: stored sysroot {stored.digest[:12]} ({escape(_describe(stored.record))};"
-                f" {timing})",
-                soft_wrap=True,
-            )
-        else:
-            console.print(
-                f"[green]✓[/] {escape(name)}: unchanged, same digest {stored.digest[:12]} as stored"
-                f" {escape(str(stored.entry.get('stored_at', '')))}; nothing new stored ({timing})",
-                soft_wrap=True,
-            )
-        if done.outcome.previous_digest and done.outcome.previous_digest != stored.digest:
-            console.print(
-                f"  {escape(name)} now points at {stored.digest[:12]} (was {done.outcome.previous_digest[:12]}:"
-                " the board's libraries changed since the last pull)",
-                soft_wrap=True,
-            )
+        console.print(
+            f"[green]✓[/] {escape(name)}: {escape(_stored_text(done.outcome))} ({timing})", soft_wrap=True
+        )
         if done.glibc_mismatch:
             console.print(f"  [yellow]note:[/] {escape(done.glibc_mismatch)}", soft_wrap=True)
         note = _headers_note(name, stored.record, "on the board")
@@ -240,10 +240,8 @@ def _add(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    what = "stored" if outcome.new else "unchanged (already stored, nothing new written):"
     console.print(
-        f"[green]✓[/] {escape(name)}: {what} sysroot {stored.digest[:12]} ({escape(_describe(stored.record))};"
-        f" {time.monotonic() - started:.1f} s)",
+        f"[green]✓[/] {escape(name)}: {escape(_stored_text(outcome))} ({time.monotonic() - started:.1f} s)",
         soft_wrap=True,
     )
     note = _headers_note(name, stored.record, "in that root file system")
@@ -262,7 +260,7 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(
             [
-                {"name": s.name, "digest": s.digest, "path": str(s.directory), **s.entry, "record": s.record}
+                {"name": s.name, "digest": s.digest, "path": str(s.directory), "record": s.record}
                 for s in stored
             ]
         )

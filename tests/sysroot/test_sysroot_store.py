@@ -118,8 +118,13 @@ def test_add_keeps_the_libraries_and_a_second_add_stores_nothing_new(
 
     # The same tree again, this time as a directory: same digest, nothing new, and it says so.
     again = orch_cli(orch_env, "sysroot", "add", str(rootfs), "--name", "trixie-fs", check=True)
-    assert "unchanged (already stored, nothing new written)" in again.stderr
-    assert document["digest"][:12] in again.stderr
+    assert f"trixie-fs: unchanged, same digest {document['digest'][:12]}" in again.stderr
+    assert "nothing new stored" in again.stderr
+    # Under another name: one tree, two names, each with its own provenance.
+    other = orch_cli(orch_env, "sysroot", "add", str(tarball), "--name", "copy", "--json", check=True)
+    assert (
+        json.loads(other.stdout)["new"] is False and json.loads(other.stdout)["digest"] == document["digest"]
+    )
     assert [p.name for p in _home(orch_env).iterdir() if len(p.name) == 64] == [document["digest"]]
     # It says what it cannot do: compile (no headers), with the packages to install.
     assert "lacks headers" in again.stderr and "libc6-dev" in again.stderr
@@ -133,7 +138,12 @@ def test_add_keeps_the_libraries_and_a_second_add_stores_nothing_new(
     assert changed["new"] and changed["digest"] != document["digest"]
     assert changed["previous_digest"] == document["digest"]
     listing = json.loads(orch_cli(orch_env, "sysroot", "list", "--json", check=True).stdout)
-    assert [(s["name"], s["digest"]) for s in listing] == [("trixie-fs", changed["digest"])]
+    assert [(s["name"], s["digest"]) for s in listing] == [
+        ("copy", document["digest"]),
+        ("trixie-fs", changed["digest"]),
+    ]
+    sources = {s["name"]: s["record"]["source"] for s in listing}
+    assert sources == {"copy": str(tarball), "trixie-fs": str(rootfs)}
 
 
 def test_a_tarball_cannot_write_outside_the_store(
