@@ -79,3 +79,9 @@ class PartialFailure(OrchError):
     """Some boards succeeded and some failed; results of the successful ones were kept."""
 
     exit_code = 8
+
+
+class VerifyError(OrchError):
+    """orch verify could not run: no reference wheel, no cases, nothing deployed to verify."""
+
+    exit_code = 9

@@ -9,6 +9,7 @@ COMMANDS = (
     "sysroot",
     "deploy",
     "bench",
+    "verify",
     "results",
     "report",
     "lab",

@@ -1,0 +1,229 @@
+"""`orch verify`: ONNX's node conformance cases and the deployed models on each board's own CPU,
+judged against the x86-64 stock onnxruntime of the same release."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.bench.plan import split_list
+from orchestrator.bench.results import new_run_id, utc_now
+from orchestrator.commands import options
+from orchestrator.console import console, emit_json
+from orchestrator.errors import PartialFailure, VerifyError
+from orchestrator.fleet.parallel import print_failures
+from orchestrator.paths import results_dir
+from orchestrator.verify import plan as verify_plan
+from orchestrator.verify.execute import VERIFY_PREFIX, BoardVerify, VerifyRun, run_verify
+
+NAME = "verify"
+HELP = "run ONNX's conformance cases and your deployed models on the boards, against stock onnxruntime"
+# Exit code when a build fails a case the stock wheel of its release passes.
+REGRESSION_EXIT = 1
+SHOWN_DETAIL = 160
+# Builds of different releases differ in hundreds of cases (opsets one release lacks): the first
+# ones are shown, the JSON document and the stored result have them all.
+SHOWN_CASES = 25
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    options.add_selection_options(parser)
+    what = parser.add_argument_group("what to verify")
+    what.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="A,B",
+        help="the newest deployed release of each variant (default: the current release)",
+    )
+    what.add_argument(
+        "--ort-version",
+        metavar="X.Y.Z",
+        help="only releases of this onnxruntime version",
+    )
+    what.add_argument(
+        "--subset",
+        type=options.positive_int,
+        metavar="N",
+        help="N node cases spread evenly over the operators (a fast pre-flight); default: all",
+    )
+    what.add_argument(
+        "--no-models", action="store_true", help="node cases only, not the models deployed in the release"
+    )
+    parser.add_argument(
+        "--parallel", type=options.positive_int, default=4, help="boards verified at the same time"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=options.positive_float,
+        default=3600.0,
+        metavar="S",
+        help="limit for one build's runner process (default 3600)",
+    )
+    options.add_json_option(parser)
+    options.add_dry_run_option(parser)
+
+
+def plan_from_args(args: argparse.Namespace) -> verify_plan.VerifyPlan:
+    return verify_plan.make_plan(
+        options.selected_boards(args),
+        variants=[item for value in args.variant for item in split_list(value)],
+        ort_version=args.ort_version,
+        subset=args.subset,
+        models=not args.no_models,
+        parallel=args.parallel,
+        timeout_s=args.timeout,
+    )
+
+
+def _progress(board: str, message: str) -> None:
+    console.print(f"[bold]{escape(board)}[/] {escape(message)}", soft_wrap=True)
+
+
+def document(done: VerifyRun, plan: verify_plan.VerifyPlan, run_id: str) -> dict[str, Any]:
+    boards: dict[str, Any] = {}
+    for name, board_outcome in done.outcome.outcomes.items():
+        if board_outcome.ok and isinstance(board_outcome.value, BoardVerify):
+            boards[name] = {"status": "ok", **board_outcome.value.as_dict()}
+        else:
+            boards[name] = {"status": "failed", "error": board_outcome.message}
+    return {
+        "schema": "orch-verify/1",
+        "run_id": run_id,
+        "created": utc_now(),
+        "plan": plan.as_dict(),
+        "onnx": done.onnx_version,
+        "node_cases": done.node_cases,
+        "node_cases_left_out": done.skipped,
+        "wall_s": round(done.wall_s, 2),
+        "boards": boards,
+    }
+
+
+def _summary_table(doc: dict[str, Any]) -> Table:
+    table = Table(title="conformance per build (reference: x86-64 stock onnxruntime, same release)")
+    for column in (
+        "board",
+        "build",
+        "ort",
+        "cases",
+        "pass",
+        "fail",
+        "not supp.",
+        "stock pass",
+        "regress.",
+        "gaps",
+        "time",
+    ):
+        table.add_column(
+            column, overflow="fold", justify="right" if column in {"cases", "pass", "fail"} else "left"
+        )
+    for name, board in doc["boards"].items():
+        for build in board.get("builds", []):
+            counted, ref = build["counts"], build["reference_counts"]
+            table.add_row(
+                name,
+                build["release"],
+                build["ort_version"],
+                str(build["cases"]),
+                str(counted["pass"]),
+                str(counted["fail"]),
+                str(counted["unsupported"]),
+                str(ref["pass"]),
+                str(len(build["regressions"])),
+                str(len(build["gaps"])),
+                f"{build['wall_s']:.0f} s",
+            )
+    return table
+
+
+def _print_differences(doc: dict[str, Any]) -> None:
+    for name, board in doc["boards"].items():
+        for build in board.get("builds", []):
+            where = f"{name} {build['release']}"
+            for kind, title in (
+                ("regressions", "FAILS where stock passes"),
+                ("gaps", "not supported, stock passes"),
+            ):
+                for item in build[kind]:
+                    detail = item["build"].get("detail", "")
+                    shown = detail if len(detail) <= SHOWN_DETAIL else detail[: SHOWN_DETAIL - 3] + "..."
+                    colour = "red" if kind == "regressions" else "yellow"
+                    console.print(
+                        f"[{colour}]{escape(where)}: {title}:[/] {escape(item['case'])}"
+                        f" ({escape(item['build'].get('stage', ''))}: {escape(shown)})",
+                        soft_wrap=True,
+                    )
+        differing = board.get("pass_set_differences") or {}
+        if len(board.get("builds", [])) > 1:
+            if differing:
+                console.print(f"{escape(name)}: {len(differing)} case(s) differ between the builds:")
+                for case, statuses in list(differing.items())[:SHOWN_CASES]:
+                    shown = ", ".join(f"{release} {status}" for release, status in statuses.items())
+                    console.print(f"  {escape(case)}: {escape(shown)}", soft_wrap=True)
+                if len(differing) > SHOWN_CASES:
+                    console.print(f"  ... and {len(differing) - SHOWN_CASES} more (all of them: --json)")
+            else:
+                console.print(f"{escape(name)}: every build has the same pass set")
+        for note in board.get("notes", []):
+            console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
+
+
+def _store(doc: dict[str, Any]) -> Path:
+    # A file beside the bench runs' directories (the bench store reads directories only).
+    directory = results_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{VERIFY_PREFIX}{doc['run_id']}.json"
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    partial.replace(path)
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = plan_from_args(args)
+    if args.dry_run:
+        if args.json:
+            emit_json(plan.as_dict())
+        else:
+            console.print_json(data=plan.as_dict())
+        return 0
+    run_id = new_run_id()
+    done = run_verify(plan, _progress)
+    doc = document(done, plan, run_id)
+    path = _store(doc)
+    if args.json:
+        emit_json(doc)
+    console.print(_summary_table(doc))
+    _print_differences(doc)
+    left_out = sum(done.skipped.values())
+    console.print(
+        f"{done.node_cases} node cases from onnx {done.onnx_version}"
+        + (
+            f" ({left_out} left out: {', '.join(f'{k}: {v}' for k, v in done.skipped.items())})"
+            if left_out
+            else ""
+        )
+        + f"; stored in {escape(str(path))}",
+        soft_wrap=True,
+    )
+    print_failures(done.outcome)
+    regressions = sum(
+        len(b["regressions"]) for board in doc["boards"].values() for b in board.get("builds", [])
+    )
+    if done.outcome.failed:
+        names = ", ".join(done.outcome.failed)
+        if done.outcome.succeeded:
+            raise PartialFailure(f"verify failed on {names}; the other boards' results are in {path}")
+        raise VerifyError(f"verify failed on every board ({names})", hint="see the errors above")
+    if regressions:
+        console.print(
+            f"[red]{regressions} case(s) fail on a build where stock onnxruntime of its release passes[/]"
+        )
+        return REGRESSION_EXIT
+    return 0

@@ -1,0 +1,123 @@
+"""VerifyPlan: what `orch verify` will run, decided before anything runs (no SSH, no processes).
+
+Boards x builds (deployed releases, chosen by variant and ORT release) x cases (ONNX's node
+cases, or an evenly spread subset of them, plus the user's deployed models). The releases are
+only known once connected, so ``pick_releases`` runs per board with what the board reported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.board import Board
+from orchestrator.deploy.releases import ReleaseInfo
+from orchestrator.errors import UsageError, VerifyError
+
+# Each case's own tolerances come from ONNX (rtol 1e-3, atol 1e-7 by default). A deployed model's
+# outputs are compared with x86-64 stock onnxruntime of the same release: other kernels and
+# another summation order, so an absolute floor suited to float32 sums is added.
+MODEL_RTOL = 1e-3
+MODEL_ATOL = 1e-5
+# A build that kills its runner process this many times is not worth running further.
+MAX_CRASHES = 20
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([.+-][0-9A-Za-z.+-]+)?$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyPlan:
+    boards: tuple[Board, ...]
+    variants: tuple[str, ...] = ()  # empty: each board's current release
+    ort_version: str | None = None
+    subset: int | None = None  # None: every node case
+    models: bool = True  # also the models deployed in each release
+    parallel: int = 4
+    timeout_s: float = 3600.0  # one runner process (all cases of one build)
+    max_crashes: int = MAX_CRASHES
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "boards": [board.name for board in self.boards],
+            "variants": list(self.variants) or ["<current release>"],
+            "ort_version": self.ort_version or "<any>",
+            "node_cases": f"subset of {self.subset}" if self.subset is not None else "all",
+            "models": self.models,
+            "tolerances": {
+                "node_cases": "each case's own (ONNX default rtol 1e-3, atol 1e-7)",
+                "models": {"rtol": MODEL_RTOL, "atol": MODEL_ATOL},
+            },
+            "reference": "x86-64 stock onnxruntime of each build's release, on the workstation",
+            "parallel": self.parallel,
+            "timeout_s": self.timeout_s,
+        }
+
+
+def make_plan(
+    boards: Sequence[Board],
+    *,
+    variants: Sequence[str] = (),
+    ort_version: str | None = None,
+    subset: int | None = None,
+    models: bool = True,
+    parallel: int = 4,
+    timeout_s: float = 3600.0,
+) -> VerifyPlan:
+    if len(set(variants)) != len(variants):
+        raise UsageError(f"--variant lists a variant twice: {','.join(variants)}")
+    if ort_version is not None and not _VERSION.match(ort_version):
+        raise UsageError(f"--ort-version {ort_version!r}: expected a release number such as 1.21.0")
+    if subset is not None and subset < 1:
+        raise UsageError(f"--subset {subset}: must be at least 1")
+    if parallel < 1 or timeout_s <= 0:
+        raise UsageError("--parallel must be >= 1 and --timeout > 0")
+    if not boards:
+        raise UsageError("no board selected", hint="use --host NAME, --group NAME or --all-devices")
+    return VerifyPlan(
+        boards=tuple(boards),
+        variants=tuple(variants),
+        ort_version=ort_version,
+        subset=subset,
+        models=models,
+        parallel=parallel,
+        timeout_s=timeout_s,
+    )
+
+
+def pick_releases(plan: VerifyPlan, releases: Sequence[ReleaseInfo], board: str) -> tuple[ReleaseInfo, ...]:
+    """The builds verified on a board: the newest release of each variant asked for (of the ORT
+    release asked for), or the current release."""
+    if not releases:
+        raise VerifyError(f"{board}: no release is deployed", hint=f"orch deploy --host {board}")
+    pool = [r for r in releases if plan.ort_version is None or r.ort_version == plan.ort_version]
+    if not pool:
+        present = ", ".join(sorted({f"{r.variant} {r.ort_version}" for r in releases}))
+        raise VerifyError(
+            f"{board}: no release of onnxruntime {plan.ort_version} is deployed (deployed: {present})",
+            hint=f"orch deploy --host {board} --ort-version {plan.ort_version}",
+        )
+    if not plan.variants:
+        current = [r for r in pool if r.current]
+        if current:
+            return (current[0],)
+        if plan.ort_version is None:
+            raise VerifyError(f"{board}: no release is current", hint=f"orch deploy --host {board}")
+        return tuple(_newest(pool, variant) for variant in dict.fromkeys(r.variant for r in pool))
+    chosen = []
+    for variant in plan.variants:
+        mine = [r for r in pool if r.variant == variant]
+        if not mine:
+            present = ", ".join(sorted({f"{r.variant} {r.ort_version}" for r in releases}))
+            version = f" of onnxruntime {plan.ort_version}" if plan.ort_version else ""
+            raise VerifyError(
+                f"{board}: no release of variant {variant!r}{version} is deployed (deployed: {present})",
+                hint=f"orch deploy --host {board} --variant {variant}",
+            )
+        chosen.append(_newest(mine, variant))
+    return tuple(chosen)
+
+
+def _newest(releases: Sequence[ReleaseInfo], variant: str) -> ReleaseInfo:
+    mine = [r for r in releases if r.variant == variant]
+    return max(enumerate(mine), key=lambda item: (item[1].created, item[0]))[1]
