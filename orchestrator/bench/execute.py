@@ -104,10 +104,14 @@ def _run_board(board: Board, plan: BenchPlan, document: dict[str, Any], progress
         models = bench_plan.pick_models(plan, chosen, board.name)
         document["releases"] = [vars(release) for release in chosen]
         if plan.quantize:
+            quantised = document.setdefault("quantization", {})
             for release in chosen:
                 for model in models:
-                    progress(board.name, f"quantising {model} for {release.id}")
-                    quantized_copy(session, release, model)
+                    progress(board.name, f"quantising {model} for {release.id} ({plan.quantize})")
+                    made = quantized_copy(session, release, model, plan.quantize, plan.calibration)
+                    for warning in made.warnings:
+                        progress(board.name, f"[yellow]warning:[/] {escape(warning)}")
+                    quantised.setdefault(release.id, {})[model] = made.as_dict()
         steps = bench_plan.board_steps(plan, chosen, models)
         clocks: ClockState | None = None
         if plan.pin_clocks:

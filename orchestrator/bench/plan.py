@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.artifacts.identity import route_of
+from orchestrator.bench.calibration import CalibrationSpec
 from orchestrator.board import Board
 from orchestrator.build.sources import check_ort_version
 from orchestrator.errors import BenchError, UsageError
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 EXECUTION_PROVIDERS = ("cpu", "xnnpack", "cuda", "tensorrt")  # what bench_agent.py maps to providers
-QUANTIZE_MODES = ("dynamic",)
+QUANTIZE_MODES = ("dynamic", "static")
 AGENT_SCRIPT = "agent/bench_agent.py"
 INT8_SUFFIX = ".int8.onnx"
 
@@ -101,6 +102,7 @@ class BenchPlan:
     models: tuple[str, ...] = ()  # empty: every model of the release
     settings: tuple[Setting, ...] = (Setting(),)
     quantize: str | None = None
+    calibration: CalibrationSpec = field(default_factory=CalibrationSpec)  # --quantize static
     rounds: int = 10
     cooldown_s: float = 2.0
     agent: AgentOptions = field(default_factory=AgentOptions)
@@ -119,6 +121,7 @@ class BenchPlan:
             "models": list(self.models) or ["<every deployed model>"],
             "settings": [vars(setting) for setting in self.settings],
             "quantize": self.quantize,
+            **({"calibration": self.calibration.as_dict()} if self.quantize == "static" else {}),
             "rounds": self.rounds,
             "cooldown_s": self.cooldown_s,
             "agent": {**vars(self.agent), "shapes": list(self.agent.shapes)},
@@ -301,6 +304,7 @@ def make_plan(
     models: Sequence[str] = (),
     settings: Sequence[Setting] = (Setting(),),
     quantize: str | None = None,
+    calibration: CalibrationSpec | None = None,
     rounds: int = 10,
     cooldown_s: float = 2.0,
     agent: AgentOptions | None = None,
@@ -315,6 +319,9 @@ def make_plan(
         raise UsageError(f"--variant lists a variant twice: {','.join(variants)}")
     if quantize is not None and quantize not in QUANTIZE_MODES:
         raise UsageError(f"--quantize {quantize!r}: supported: {', '.join(QUANTIZE_MODES)}")
+    calibration = calibration or CalibrationSpec()
+    if calibration.files and quantize != "static":
+        raise UsageError("--calibration is for --quantize static (dynamic quantisation needs no data)")
     if rounds < 1:
         raise UsageError("--rounds must be at least 1")
     if cooldown_s < 0 or step_timeout_s <= 0 or parallel < 1:
@@ -344,6 +351,7 @@ def make_plan(
         models=tuple(models),
         settings=tuple(settings),
         quantize=quantize,
+        calibration=calibration,
         rounds=rounds,
         cooldown_s=cooldown_s,
         agent=agent,
@@ -456,8 +464,15 @@ def pick_models(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -> 
     return tuple(dict.fromkeys(chosen))
 
 
-def int8_name(model_file: str) -> str:
-    return model_file.removesuffix(".onnx") + INT8_SUFFIX
+def int8_name(model_file: str, mode: str = "dynamic", calibration_id: str = "") -> str:
+    """``m.int8.onnx`` (dynamic) or ``m.static-<calibration id>.int8.onnx`` (static)."""
+    stem = model_file.removesuffix(".onnx")
+    return stem + (f".static-{calibration_id}" if mode == "static" else "") + INT8_SUFFIX
+
+
+def quant_label(mode: str | None) -> str:
+    """The ``quant`` of the int8 series: ``int8`` (dynamic) or ``int8-static``."""
+    return "int8-static" if mode == "static" else "int8"
 
 
 def agent_argv(
@@ -494,14 +509,18 @@ def agent_argv(
 
 def board_steps(plan: BenchPlan, releases: Sequence[ReleaseRef], models: Sequence[str]) -> list[Step]:
     """Every agent run of one board, interleaved: round 1 (A B ...), round 2 (A B ...), ..."""
-    quants = ("fp32", "int8") if plan.quantize else ("fp32",)
+    quants = ("fp32", quant_label(plan.quantize)) if plan.quantize else ("fp32",)
     steps: list[Step] = []
     for round_index in range(1, plan.rounds + 1):
         for model in models:
             for setting in plan.settings:
                 for quant in quants:
                     for release in releases:
-                        model_file = int8_name(model) if quant == "int8" else model
+                        model_file = (
+                            model
+                            if quant == "fp32"
+                            else int8_name(model, plan.quantize or "", plan.calibration.id)
+                        )
                         steps.append(
                             Step(
                                 index=len(steps),

@@ -10,8 +10,10 @@ from rich.markup import escape
 
 from orchestrator.bench import plan as bench_plan
 from orchestrator.bench import results
+from orchestrator.bench.calibration import parse_specs
 from orchestrator.bench.execute import run_bench
 from orchestrator.bench.plan import AgentOptions
+from orchestrator.bench.report.quantisation import quantisation_table
 from orchestrator.bench.report.tables import comparison_warnings, run_tables
 from orchestrator.bench.series import pairings_within
 from orchestrator.commands import options
@@ -92,6 +94,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--quantize",
         choices=bench_plan.QUANTIZE_MODES,
         help="also measure an int8 copy of each model (quantised on the workstation)",
+    )
+    what.add_argument(
+        "--calibration",
+        action="append",
+        default=[],
+        metavar="[INPUT=]FILE.npy",
+        help="--quantize static: calibration samples, [samples, *input shape] per input "
+        "(default: generated from the input metadata, with a warning)",
     )
     what.add_argument(
         "--shape",
@@ -203,6 +213,7 @@ def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
         models=_joined(args.model),
         settings=settings,
         quantize=args.quantize,
+        calibration=parse_specs(args.calibration),
         rounds=rounds,
         cooldown_s=cooldown,
         agent=agent,
@@ -250,12 +261,20 @@ def run(args: argparse.Namespace) -> int:
                 },
                 "series": results.flatten_series([record]),
                 "comparisons": [p.as_dict() for p in pairings],
+                "quantization": {
+                    name: doc["quantization"]
+                    for name, doc in record.boards.items()
+                    if doc.get("quantization")
+                },
             }
         )
     for table in run_tables(series, pairings, record.failed):
         print_whole(table)
     for warning in comparison_warnings(pairings):
         console.print(f"[yellow]warning:[/] {escape(warning)}")
+    quantised = quantisation_table(record.boards, series)
+    if quantised is not None:
+        print_whole(quantised)
     console.print(f"results stored in [bold]{escape(str(done.path))}[/] ({done.outcome.summary()})")
     console.print(f"report: orch report {run_id} --html report.html")
     failed = done.outcome.failed

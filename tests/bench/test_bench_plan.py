@@ -112,7 +112,7 @@ def test_agent_options_reach_the_argv():
     ("kwargs", "words"),
     [
         ({"variants": ["stock", "stock"]}, "twice"),
-        ({"quantize": "static"}, "supported: dynamic"),
+        ({"quantize": "qat"}, "supported: dynamic, static"),
         ({"rounds": 0}, "--rounds"),
         ({"threshold": -1}, "--threshold"),
         ({"agent": AgentOptions(min_runs=0)}, "--min-runs"),

@@ -12,6 +12,7 @@ from typing import Any
 from orchestrator.bench import stats
 from orchestrator.bench.report.export import export_rows, to_csv
 from orchestrator.bench.report.plots import PLOT_PIXELS, plot_distribution, plot_over_runs, plot_p50_ci
+from orchestrator.bench.report.sections import quantisation_section, verify_section
 from orchestrator.bench.report.tables import (
     board_facts,
     comparison_caption,
@@ -214,6 +215,7 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
             parts.append(
                 "<ul>" + "".join(f"<li class='mismatch'>{html.escape(w)}</li>" for w in warnings) + "</ul>"
             )
+    parts += quantisation_section(record, series, _html_table) + verify_section(record, _html_table)
     for key, title in (
         ("distribution", "Latency distribution"),
         ("p50_ci", "P50 with 95% CI"),

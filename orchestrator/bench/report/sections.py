@@ -1,0 +1,134 @@
+"""HTML sections beside the latency tables: fp32 vs int8 (speed and agreement) of the run, and the
+newest `orch verify` result of each board of the run (stored as ``results/verify-<id>.json``)."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from orchestrator.bench.report import quantisation
+from orchestrator.bench.results import RunRecord
+from orchestrator.bench.series import Series
+from orchestrator.paths import results_dir
+
+Table = Callable[[Sequence[str], Sequence[Sequence[Any]]], str]
+
+
+def quantisation_section(record: RunRecord, series: Sequence[Series], table: Table) -> list[str]:
+    rows = quantisation.rows(record.boards, series)
+    if not rows:
+        return []
+    body = []
+    for row in rows:
+        diff, top1 = quantisation.agreement_cells(row)
+        ratio = (
+            f"{row['int8_p50_ms'] / row['fp32_p50_ms']:.2f}"
+            if row.get("int8_p50_ms") and row.get("fp32_p50_ms")
+            else "-"
+        )
+        body.append(
+            [
+                row["board"],
+                row["release"],
+                row["model"],
+                row["mode"],
+                ", ".join(f"{k} {v}" for k, v in (row.get("ops") or {}).items()),
+                f"{row['fp32_p50_ms']:.3g} (n={row['fp32_n']})" if "fp32_p50_ms" in row else "-",
+                f"{row['int8_p50_ms']:.3g} (n={row['int8_n']})" if "int8_p50_ms" in row else "-",
+                ratio,
+                diff,
+                top1,
+            ]
+        )
+    headers = [
+        "board",
+        "release",
+        "model",
+        "int8",
+        "int8 operators",
+        "fp32 p50 ms",
+        "int8 p50 ms",
+        "int8/fp32",
+    ]
+    return [
+        "<h2>fp32 vs int8: speed and agreement</h2>",
+        table([*headers, "max |diff|", "top-1 agreement"], body),
+        (
+            "<p>Agreement: both models on the board's CPU over the calibration samples. Timings on "
+            "emulated boards are relative only.</p>"
+        ),
+    ]
+
+
+def latest_verify(boards: Sequence[str], directory: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Per board, the newest stored verify document that has it (damaged files are skipped)."""
+    directory = directory or results_dir()
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted(directory.glob("verify-*.json"), reverse=True) if directory.is_dir() else []:
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(document, dict) or document.get("schema") != "orch-verify/1":
+            continue
+        for board in boards:
+            entry = (document.get("boards") or {}).get(board)
+            if board not in found and isinstance(entry, dict) and entry.get("status") == "ok":
+                found[board] = {"run_id": document.get("run_id"), "onnx": document.get("onnx"), **entry}
+    return found
+
+
+def verify_section(record: RunRecord, table: Table, directory: Path | None = None) -> list[str]:
+    found = latest_verify(sorted(record.boards), directory)
+    if not found:
+        return []
+    rows, listed = [], []
+    for board, entry in found.items():
+        for build in entry.get("builds", []):
+            counted, ref = build["counts"], build["reference_counts"]
+            rows.append(
+                [
+                    board,
+                    build["release"],
+                    build["ort_version"],
+                    build["cases"],
+                    counted["pass"],
+                    counted["fail"],
+                    counted["unsupported"],
+                    ref["pass"],
+                    len(build["regressions"]),
+                    len(build["gaps"]),
+                    entry["run_id"],
+                ]
+            )
+            for item in build["regressions"]:
+                listed.append(f"{board} {build['release']}: {item['case']} fails, stock passes")
+    parts = [
+        "<h2>Conformance (orch verify)</h2>",
+        table(
+            [
+                "board",
+                "build",
+                "ort",
+                "cases",
+                "pass",
+                "fail",
+                "not supported",
+                "stock pass",
+                "regressions",
+                "gaps",
+                "verify run",
+            ],
+            rows,
+        ),
+        (
+            "<p>ONNX's node cases and the deployed models on the board's CPU, against x86-64 stock "
+            "onnxruntime of the same release (newest verify run per board).</p>"
+        ),
+    ]
+    if listed:
+        parts.append("<ul class='failed'>" + "".join(f"<li>{html.escape(x)}</li>" for x in listed) + "</ul>")
+    return parts
