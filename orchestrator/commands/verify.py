@@ -14,7 +14,7 @@ from rich.table import Table
 from orchestrator.bench.plan import split_list
 from orchestrator.bench.results import new_run_id, utc_now
 from orchestrator.commands import options
-from orchestrator.console import console, emit_json
+from orchestrator.console import console, emit_json, print_whole
 from orchestrator.errors import PartialFailure, VerifyError
 from orchestrator.fleet.parallel import print_failures
 from orchestrator.paths import results_dir
@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     path = _store(doc)
     if args.json:
         emit_json(doc)
-    console.print(_summary_table(doc))
+    print_whole(_summary_table(doc))
     _print_differences(doc)
     left_out = sum(done.skipped.values())
     console.print(
