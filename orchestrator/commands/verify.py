@@ -161,8 +161,14 @@ def _print_differences(doc: dict[str, Any]) -> None:
                     )
         differing = board.get("pass_set_differences") or {}
         if len(board.get("builds", [])) > 1:
+            versions = sorted({build["ort_version"] for build in board.get("builds", [])})
             if differing:
-                console.print(f"{escape(name)}: {len(differing)} case(s) differ between the builds:")
+                across = (
+                    f" (onnxruntime {' vs '.join(versions)}: a release lacks the other's newer opsets)"
+                    if len(versions) > 1
+                    else ""
+                )
+                console.print(f"{escape(name)}: {len(differing)} case(s) differ between the builds{across}:")
                 for case, statuses in list(differing.items())[:SHOWN_CASES]:
                     shown = ", ".join(f"{release} {status}" for release, status in statuses.items())
                     console.print(f"  {escape(case)}: {escape(shown)}", soft_wrap=True)
