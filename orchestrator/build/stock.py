@@ -17,12 +17,20 @@ from orchestrator.adapters import process
 from orchestrator.artifacts.dependencies import pip_platforms
 from orchestrator.artifacts.store import BuildRecord, Source
 from orchestrator.build.execute import finish_artifact
+from orchestrator.build.sources import parse_source
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile
 
 if TYPE_CHECKING:
     from orchestrator.adapters.engine import Engine
     from orchestrator.artifacts.store import Artifact
+
+
+def default_version(profile: TargetProfile) -> str:
+    """The ORT release a stock baseline defaults to: the one ``orch build`` compiles for this target
+    when no --ort-version is given (the build plan's own default), so that stock and the builds it
+    is compared with are one release and an A/B measures the build, not upstream's changes."""
+    return parse_source(None, version=None, suite=profile.bootstrap_suite).version
 
 
 def download_argv(profile: TargetProfile, version: str | None, dest: Path) -> list[str]:
@@ -58,6 +66,7 @@ def plan_dict(profile: TargetProfile, version: str | None) -> dict[str, Any]:
         "target": profile.name,
         "variant": "stock",
         "ort_version": version or "latest",
+        "ort_version_default": default_version(profile),
         "download_argv": download_argv(profile, version, Path("<download-dir>")),
         "preflight": {"qemu_cpu": profile.qemu_cpu},
         "wheel": {

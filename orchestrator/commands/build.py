@@ -31,7 +31,7 @@ from orchestrator.build.plan import (
     parse_define,
 )
 from orchestrator.build.sources import check_ort_version, parse_source
-from orchestrator.build.stock import fetch_stock, plan_dict
+from orchestrator.build.stock import default_version, fetch_stock, plan_dict
 from orchestrator.build.variants import Variant, resolve_variant
 from orchestrator.build.workspace import volumes_to_clean
 from orchestrator.commands import options
@@ -73,7 +73,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " (default: debian when it carries --ort-version, else upstream git)",
     )
     parser.add_argument(
-        "--ort-version", metavar="X.Y.Z", help="ONNX Runtime version (default 1.21.0; stock: latest)"
+        "--ort-version",
+        metavar="X.Y.Z",
+        help="ONNX Runtime version (default: the release orch builds for the target, stock included,"
+        " so that an A/B compares one release)",
     )
     parser.add_argument(
         "--cmake-define",
@@ -374,8 +377,15 @@ def _stock(args: argparse.Namespace, profile: TargetProfile) -> int:
             "the stock variant is not built: --cmake-define, --ort-source, --docker-host and --cache"
             " do not apply"
         )
+    # The same release as the builds it will be compared with, unless asked otherwise.
+    version = args.ort_version or default_version(profile)
+    if not args.ort_version:
+        console.print(
+            f"stock baseline: ONNX Runtime {version}, the release orch builds for {profile.name}"
+            " (--ort-version to choose another)"
+        )
     if args.dry_run:
-        document = plan_dict(profile, args.ort_version)
+        document = plan_dict(profile, version)
         if args.json:
             emit_json(document)
         else:
@@ -392,9 +402,7 @@ def _stock(args: argparse.Namespace, profile: TargetProfile) -> int:
 
     from orchestrator.adapters.engine import Engine
 
-    artifact = fetch_stock(
-        Engine(), profile, args.ort_version, root=None, log=log, preflight=not args.no_preflight
-    )
+    artifact = fetch_stock(Engine(), profile, version, root=None, log=log, preflight=not args.no_preflight)
     if args.json:
         emit_json(
             {

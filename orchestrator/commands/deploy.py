@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.artifacts.store import Artifact
+from orchestrator.artifacts.identity import route_of
+from orchestrator.artifacts.store import Artifact, list_artifacts
+from orchestrator.board import Board
+from orchestrator.build.sources import check_ort_version
 from orchestrator.commands.options import (
     add_dry_run_option,
     add_json_option,
@@ -18,11 +23,20 @@ from orchestrator.commands.options import (
     path_arg,
     selected_boards,
 )
-from orchestrator.console import console, emit_json
+from orchestrator.console import compact_table, console, emit_json, print_whole
 from orchestrator.deploy.execute import BoardReport, DeployRequest, load_artifact_dir, run_deploy
-from orchestrator.deploy.plan import BoardPlan, RollbackPlan, agent_files, default_model_paths, model_files
+from orchestrator.deploy.plan import (
+    BoardPlan,
+    RollbackPlan,
+    agent_files,
+    artifact_label,
+    default_model_paths,
+    model_files,
+    select_artifact,
+)
 from orchestrator.errors import UsageError
 from orchestrator.fleet.parallel import FleetResult, Outcome, print_failures
+from orchestrator.paths import artifacts_dir
 
 NAME = "deploy"
 HELP = "push a wheel and models to boards over SSH and install them"
@@ -35,7 +49,14 @@ DEFAULT_TIMEOUT = 3600.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_selection_options(parser)
     parser.add_argument(
-        "--variant", metavar="V", help="which build variant to deploy (default: the newest build)"
+        "--variant",
+        metavar="V",
+        help="which build variant to deploy (default: the target's only artifact; several are refused)",
+    )
+    parser.add_argument(
+        "--ort-version",
+        metavar="X.Y.Z",
+        help="which ONNX Runtime release to deploy, when artifacts of several are built",
     )
     parser.add_argument(
         "--artifact",
@@ -89,15 +110,16 @@ def run(args: argparse.Namespace) -> int:
     _check_options(args)
     artifact = _artifact(args)
     boards = selected_boards(args)
-    request = _request(args, artifact)
+    request = _request(args, artifact)  # the local files first: a missing model is the first error
+    request = dataclasses.replace(request, by_target=_chosen(args, artifact, boards))
     if not args.rollback and not request.models:
         console.print(
             "[yellow]no models to deploy (none given, ./models/*.onnx is empty): deploying the wheel alone[/]"
         )
     result = run_deploy(boards, request, parallel=args.parallel, timeout=args.timeout)
     if args.json:
-        emit_json(_json_document(args, result))
-    console.print(_table(args, result))
+        emit_json(_json_document(args, result, request.by_target))
+    print_whole(_table(args, result))
     if args.dry_run and not args.json:
         for outcome in result.succeeded.values():
             if outcome.value is not None and outcome.value.plan is not None:
@@ -114,10 +136,11 @@ def _check_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--keep must be at least 1 (got {args.keep})")
     if not 0 < args.timeout < math.inf:  # NaN and infinity too
         raise UsageError(f"--timeout must be positive (got {args.timeout:g})")
-    if args.rollback and (args.artifact or args.model or args.variant):
+    if args.rollback and (args.artifact or args.model or args.variant or args.ort_version):
         raise UsageError(
-            "--rollback switches to the previous release; it takes no --artifact/--model/--variant"
+            "--rollback switches to the previous release; it takes no --artifact/--model/--variant/--ort-version"
         )
+    check_ort_version(args.ort_version)
 
 
 def _artifact(args: argparse.Namespace) -> Artifact | None:
@@ -127,13 +150,45 @@ def _artifact(args: argparse.Namespace) -> Artifact | None:
     artifact = load_artifact_dir(args.artifact)
     if args.variant and artifact.variant != args.variant:
         raise UsageError(f"--artifact {args.artifact} is variant '{artifact.variant}', not '{args.variant}'")
+    if args.ort_version and artifact.ort_version != args.ort_version:
+        raise UsageError(f"--artifact {args.artifact} is ORT {artifact.ort_version}, not {args.ort_version}")
     return artifact
+
+
+def _chosen(
+    args: argparse.Namespace, artifact: Artifact | None, boards: Sequence[Board]
+) -> dict[str, Artifact]:
+    """The one artifact each target of the selected boards gets, chosen (or refused, when several
+    match) before any board is touched, and named: variant, ORT release, route, directory."""
+    if args.rollback:
+        return {}
+    targets = list(dict.fromkeys(board.target for board in boards if board.target))
+    if artifact is not None:
+        chosen = dict.fromkeys(targets, artifact)
+    else:
+        artifacts = list_artifacts()
+        chosen = {
+            target: select_artifact(
+                artifacts,
+                target=target,
+                variant=args.variant,
+                ort_version=args.ort_version,
+                where=str(artifacts_dir()),
+            )
+            for target in targets
+        }
+    for target, picked in chosen.items():
+        console.print(
+            f"{escape(target)}: {escape(artifact_label(picked))} from {escape(str(picked.directory))}"
+        )
+    return chosen
 
 
 def _request(args: argparse.Namespace, artifact: Artifact | None) -> DeployRequest:
     deploying = not args.rollback
     return DeployRequest(
         artifact=artifact,
+        ort_version=args.ort_version,
         variant=args.variant,
         models=tuple(model_files(args.model or default_model_paths())) if deploying else (),
         agent=tuple(agent_files()) if deploying else (),
@@ -143,9 +198,20 @@ def _request(args: argparse.Namespace, artifact: Artifact | None) -> DeployReque
     )
 
 
-def _json_document(args: argparse.Namespace, result: FleetResult[BoardReport]) -> dict[str, Any]:
+def _json_document(
+    args: argparse.Namespace, result: FleetResult[BoardReport], chosen: Mapping[str, Artifact]
+) -> dict[str, Any]:
     return {
         "command": "deploy",
+        "artifacts": {
+            target: {
+                "variant": a.variant,
+                "ort_version": a.ort_version,
+                "route": route_of(a.manifest.to_json()),
+                "directory": str(a.directory),
+            }
+            for target, a in chosen.items()
+        },
         "rollback": args.rollback,
         "dry_run": args.dry_run,
         "exit_code": result.exit_code,
@@ -165,9 +231,10 @@ def _board_json(outcome: Outcome[BoardReport]) -> dict[str, Any]:
 
 
 def _table(args: argparse.Namespace, result: FleetResult[BoardReport]) -> Table:
-    table = Table(title="deploy" + (" (dry run)" if args.dry_run else ""), title_justify="left")
+    table = compact_table(title="deploy" + (" (dry run)" if args.dry_run else ""), title_justify="left")
     for column in ("board", "result", "release", "sent", "rate", "verified", "time"):
-        table.add_column(column)
+        # The release id (variant-version-hash) and figures stay whole; names and sentences wrap.
+        table.add_column(column, no_wrap=column in ("release", "rate", "time"), overflow="fold")
     for name, outcome in result.outcomes.items():
         report = outcome.value
         if outcome.ok and report is not None:

@@ -20,7 +20,7 @@ import posixpath
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,7 +40,13 @@ from rich.progress import (
 from orchestrator.adapters import ssh as remote
 from orchestrator.adapters.session import BoardSession
 from orchestrator.artifacts.dependencies import resolve_dependencies
-from orchestrator.artifacts.store import Artifact, Manifest, ManifestError, find_artifact, read_manifest
+from orchestrator.artifacts.store import (
+    Artifact,
+    Manifest,
+    ManifestError,
+    list_artifacts,
+    read_manifest,
+)
 from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, inspect_wheel
 from orchestrator.board import Board
 from orchestrator.board_side import read_text
@@ -51,6 +57,7 @@ from orchestrator.deploy.plan import (
     LocalFile,
     RollbackPlan,
     plan_board,
+    select_artifact,
     sha256_file,
     stage_pairs,
     wheel_files,
@@ -68,6 +75,7 @@ from orchestrator.deploy.releases import (
 from orchestrator.deploy.verification import Verification, parse_verification
 from orchestrator.errors import DeployError, RemoteError
 from orchestrator.fleet.parallel import FleetResult, run_on_boards
+from orchestrator.paths import artifacts_dir
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -77,7 +85,7 @@ if TYPE_CHECKING:
 class DeployRequest:
     """What the user asked for, resolved on the workstation (no board touched yet)."""
 
-    artifact: Artifact | None  # --artifact DIR; None = the newest good artifact for each board's target
+    artifact: Artifact | None  # --artifact DIR; None = each board's target's one matching artifact
     variant: str | None
     models: tuple[LocalFile, ...]
     agent: tuple[LocalFile, ...]
@@ -86,6 +94,9 @@ class DeployRequest:
     rollback: bool = False
     connect_timeout: float = 30.0
     dependency_cache: Path | None = None
+    ort_version: str | None = None  # --ort-version
+    # The artifact chosen for each target before any board is touched (commands/deploy.py).
+    by_target: Mapping[str, Artifact] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,7 +224,17 @@ class _Artifacts:
         key = "--artifact" if self.request.artifact else board.target
         with self.lock:
             if key not in self.cache:
-                artifact = self.request.artifact or find_artifact(board.target, self.request.variant)
+                artifact = (
+                    self.request.artifact
+                    or self.request.by_target.get(board.target)
+                    or select_artifact(
+                        list_artifacts(),
+                        target=board.target,
+                        variant=self.request.variant,
+                        ort_version=self.request.ort_version,
+                        where=str(artifacts_dir()),
+                    )
+                )
                 sha = sha256_file(artifact.wheel_path)
                 expected = artifact.manifest.wheel_sha256
                 if expected and expected != sha:

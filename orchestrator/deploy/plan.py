@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from orchestrator.artifacts.identity import describe, route_of
 from orchestrator.artifacts.store import Artifact
 from orchestrator.board import Board
 from orchestrator.deploy.board_facts import BoardFacts
@@ -94,6 +95,60 @@ def local_file(role: str, path: Path, name: str) -> LocalFile:
         path=path,
         sha256=sha256_file(path),
         size=path.stat().st_size,
+    )
+
+
+def artifact_label(artifact: Artifact) -> str:
+    """``stock 1.21.0 official``: the variant, ORT release and route of an artifact."""
+    return describe(artifact.variant, artifact.ort_version, route_of(artifact.manifest.to_json()))
+
+
+def select_artifact(
+    artifacts: Sequence[Artifact], *, target: str, variant: str | None, ort_version: str | None, where: str
+) -> Artifact:
+    """The one artifact a deploy to a ``target`` board uses: pre-flighted, of the variant and ORT
+    version asked for. Several matches are refused with the list, never settled by build time:
+    which release a board runs must not depend on what was built last. ``where`` names the
+    artifacts directory in messages."""
+    good = [a for a in artifacts if a.target == target and a.manifest.preflight_ok]
+    matching = [
+        a
+        for a in good
+        if (variant is None or a.variant == variant) and (ort_version is None or a.ort_version == ort_version)
+    ]
+    asked = " ".join(
+        part
+        for part in (
+            f"--variant {variant}" if variant else "",
+            f"--ort-version {ort_version}" if ort_version else "",
+        )
+        if part
+    )
+    if len(matching) == 1:
+        return matching[0]
+    if not matching:
+        what = f"target '{target}'" + (f", {asked}" if asked else "")
+        present = "; ".join(f"{artifact_label(a)} ({a.directory})" for a in good)
+        raise UsageError(
+            f"no pre-flighted artifact for {what} in {where}"
+            + (f" (there are: {present})" if present else ""),
+            hint=f"build one first: orch build --target {target}"
+            + (f" --variant {variant}" if variant else "")
+            + (f" --ort-version {ort_version}" if ort_version else ""),
+        )
+    listed = "; ".join(f"{artifact_label(a)} ({a.directory})" for a in matching)
+    variants = sorted({a.variant for a in matching})
+    versions = sorted({a.ort_version for a in matching})
+    choose = []
+    if len(variants) > 1:
+        choose.append(f"--variant ({' or '.join(variants)})")
+    if len(versions) > 1:
+        choose.append(f"--ort-version ({' or '.join(versions)})")
+    raise UsageError(
+        f"{len(matching)} artifacts match target '{target}'"
+        + (f" with {asked}" if asked else "")
+        + f": {listed}; which one to deploy is not guessed",
+        hint=f"choose with {' and '.join(choose) or '--artifact DIR'}, or give --artifact DIR",
     )
 
 
