@@ -241,7 +241,7 @@ def _add(args: argparse.Namespace) -> int:
         )
         return 0
     console.print(
-        f"[green]✓[/] {escape(name)}: {escape(_stored_text(outcome))} ({time.monotonic() - started:.1f} s)",
+        f"[green]✓[/] {escape(name)}: {escape(_stored_text(outcome))} in {time.monotonic() - started:.1f} s",
         soft_wrap=True,
     )
     note = _headers_note(name, stored.record, "in that root file system")
@@ -346,8 +346,10 @@ def _check(args: argparse.Namespace) -> int:
         missing_by_library.setdefault(problem.library, set()).update(problem.versions or ("(library)",))
     for library_name, versions in check.needs().items():
         library = sysroot.library(library_name)
-        needed = [n for p in CHECKED_PREFIXES if (n := _newest(versions, p))]
-        has = [h for p in CHECKED_PREFIXES if library and (h := library.highest(p))]
+        families = [p for p in CHECKED_PREFIXES if _newest(versions, p)]
+        needed = [n for p in families if (n := _newest(versions, p))]
+        # Only the families the wheel asks of this library (libgcc_s also defines old GLIBC_ names).
+        has = [h for p in families if library and (h := library.highest(p))]
         missing = missing_by_library.get(library_name)
         table.add_row(
             escape(library_name),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -55,26 +56,22 @@ def orch(world: dict[str, Any], *args: str, timeout: float = 900) -> subprocess.
     )
 
 
+@pytest.fixture(scope="module")
+def pulled(world: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Two boards pulled in parallel, and one that is down.
+
+    Uncompressed (gzip under emulation is slower than the loopback link); the second pull gzips."""
+    args = ("--host", "lab1", "--host", "lab2", "--host", "ghost", "--no-compress", "--json")
+    result = orch(world, "sysroot", "pull", *args)
+    return result, json.loads(result.stdout)
+
+
 def test_pull_from_a_lab_board_matches_what_the_board_reports(
-    world: dict[str, Any], stock_wheel: Path
+    world: dict[str, Any], pulled: tuple[subprocess.CompletedProcess[str], dict[str, Any]], stock_wheel: Path
 ) -> None:
-    # Two boards in parallel and one that is down: the down one is named, the others are stored.
-    # Uncompressed here (gzip under emulation is slower than the loopback link); the second pull gzips.
-    pulled = orch(
-        world,
-        "sysroot",
-        "pull",
-        "--host",
-        "lab1",
-        "--host",
-        "lab2",
-        "--host",
-        "ghost",
-        "--no-compress",
-        "--json",
-    )
-    assert pulled.returncode == 8, pulled.stdout + pulled.stderr
-    document = json.loads(pulled.stdout)
+    # The board that is down is named, the others are stored: exit 8, as for every fleet command.
+    result, document = pulled
+    assert result.returncode == 8, result.stdout + result.stderr
     assert not document["ghost"]["ok"] and "connection refused" in document["ghost"]["error"]
     lab1, lab2 = document["lab1"], document["lab2"]
     assert lab1["ok"] and lab2["ok"]
@@ -116,7 +113,17 @@ def test_pull_from_a_lab_board_matches_what_the_board_reports(
     assert "libstdc++.so.6" in check.stderr and "GLIBCXX_3.4.33" in check.stderr
 
 
-def test_stock_wheel_against_a_debian_12_rootfs(world: dict[str, Any], stock_wheel: Path) -> None:
+def _wheel_of(directory: Path, members: dict[str, Path]) -> Path:
+    wheel = directory / "native-1.0-cp313-cp313-linux_aarch64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for member, path in members.items():
+            archive.write(path, member)
+    return wheel
+
+
+def test_debian_12_rootfs_refuses_what_debian_13_libraries_need(
+    world: dict[str, Any], pulled: tuple[subprocess.CompletedProcess[str], dict[str, Any]], stock_wheel: Path
+) -> None:
     from orchestrator.adapters.engine import Engine
     from orchestrator.build.base_images import ensure_base_image
 
@@ -146,3 +153,25 @@ def test_stock_wheel_against_a_debian_12_rootfs(world: dict[str, Any], stock_whe
     assert document["tag_problems"] == [
         f"{stock_wheel.name} is for Python cp313, sysroot bookworm has Python 3.11"
     ]
+
+    # Native code built on Debian 13 (two of the trixie board's own libraries, as a wheel's
+    # extensions): it fits the board it came from and is refused for Debian 12, naming each need.
+    trixie = Path(pulled[1]["lab1"]["path"]) / "root" / "usr" / "lib" / "aarch64-linux-gnu"
+    native = _wheel_of(
+        world["root"],
+        {
+            "native/_sqlite.so": trixie / "libsqlite3.so.0.8.6",
+            "native/_apt.so": trixie / "libapt-private.so.0.0.0",
+        },
+    )
+    fits = orch(world, "sysroot", "check", "--sysroot-from", "lab1", "--wheel", str(native))
+    assert fits.returncode == 0, fits.stdout + fits.stderr
+    refused = orch(world, "sysroot", "check", "--sysroot-from", "bookworm", "--wheel", str(native))
+    assert refused.returncode == 5, refused.stdout + refused.stderr
+    text = " ".join(refused.stderr.split())
+    assert "native/_sqlite.so needs GLIBC_2.38 from libm.so.6 (the sysroot's newest: GLIBC_2.35)" in text
+    assert "native/_apt.so needs GLIBC_2.38 from libc.so.6 (the sysroot's newest: GLIBC_2.36)" in text
+    assert (
+        "native/_apt.so needs GLIBCXX_3.4.32 from libstdc++.so.6 (the sysroot's newest: GLIBCXX_3.4.30)"
+        in text
+    )
