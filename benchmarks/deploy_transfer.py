@@ -1,8 +1,10 @@
 """Deploy benchmark: first deploy vs unchanged re-deploy, and orch's upload rate vs plain scp.
 
 Runs against a lab board (``orch lab up`` is run when no lab is up) in a fresh working
-directory, so nothing already on the board helps the first deploy. Prints figures and whether
-the re-deploy goal (under half the first deploy) is met; asserts nothing. Usage::
+directory, so nothing already on the board helps the first deploy. Prints figures, the ratio of
+the unchanged re-deploy to the first deploy (one run of each) and whether the re-deploy goal (at
+most 5% of the first deploy: one listing of the board, no verification) is met; asserts
+nothing. Usage::
 
     python benchmarks/deploy_transfer.py [--board lab1] [--keep-workdir]
 
@@ -31,11 +33,11 @@ from orchestrator.deploy.plan import sha256_file
 from orchestrator.lab.sample_models import write_tiny_convnet
 from orchestrator.paths import known_hosts_path
 
-# The speed goal of an unchanged re-deploy: under half the wall time of the first deploy.
+# The speed goal of an unchanged re-deploy: at most 5% of the wall time of the first deploy.
 # Measured here, in one run on one board, rather than asserted by the lab tests, whose timings
 # depend on whatever else the machine is doing; the tests assert what makes it fast (0 bytes sent,
-# no install step).
-REDEPLOY_GOAL = 0.5
+# no install step, one remote call, the verification recorded by the first deploy).
+REDEPLOY_GOAL = 0.05
 
 
 def orch(env: dict[str, str], *args: str) -> tuple[float, dict]:
@@ -181,13 +183,18 @@ def main() -> int:
             + ")"
         )
         print(
-            f"unchanged re-deploy : {second_wall:7.1f} s wall  (sent {b['bytes_sent']} bytes; steps: "
+            f"unchanged re-deploy : {second_wall:7.1f} s wall  (sent {b['bytes_sent']} bytes,"
+            f" {b['remote_calls']} remote call(s), verification "
+            + ("recorded by the first deploy" if b["verification_recorded"] else "run again")
+            + "; steps: "
             + ", ".join(f"{k} {v:.1f}s" for k, v in b["phases"].items())
             + ")"
         )
         ratio = second_wall / first_wall
-        verdict = "met" if ratio < REDEPLOY_GOAL else "NOT met"
-        print(f"re-deploy / first   : {ratio:7.2f}  (goal: under {REDEPLOY_GOAL:.2f}, {verdict})")
+        verdict = "met" if ratio <= REDEPLOY_GOAL else "NOT met"
+        print(
+            f"re-deploy / first   : {ratio:7.3f}  (one run each; goal: at most {REDEPLOY_GOAL:.2f}, {verdict})"
+        )
         print(
             f"orch upload rate    : {a['rate_bytes_per_s'] / mb:7.2f} MB/s  ({a['transfer_seconds']:.1f} s of"
             " SFTP transfers on an open session)"

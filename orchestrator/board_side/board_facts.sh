@@ -1,11 +1,13 @@
 # shellcheck shell=sh
 # The facts that decide whether a wheel fits a board.
-# Sent to `sh -s -- ARGS` on stdin by orchestrator.deploy.board_facts.read_facts, which parses the output.
+# Sent to `sh -s -- ARGS` on stdin by orchestrator.deploy.board_facts.read_facts, and by
+# orchestrator.deploy.survey with list_releases.sh after it; orchestrator.deploy.board_facts parses it.
 #
 # $1 = the board's python, $2 = orch's working directory on the board.
 # Prints key=value lines: home, arch, kernel, glibc_raw, python_raw, os_id, os_version, os_name
 # (when /etc/os-release exists), cpu_features (the Features line of /proc/cpuinfo), disk_dir (the workdir or its closest existing parent) and free_kib.
 # `python -V` answers before the interpreter initialises: much faster than `-c` under emulation.
+# orchestrator.deploy.survey sends list_releases.sh after this script and reads $workdir.
 py="$1"; workdir="$2"
 echo "home=$(pwd)"
 echo "arch=$(uname -m)"

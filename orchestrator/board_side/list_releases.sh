@@ -4,7 +4,9 @@
 #
 # $1 = workdir. One line per fact, tab-separated, so a release.json (one line) passes untouched:
 # "workdir<TAB>abs path" (empty when missing), "current<TAB>link target", "history<TAB>line",
-# "blob<TAB>sha256", "release<TAB>id<TAB>release.json" or "incomplete<TAB>id".
+# "blob<TAB>sha256", "release<TAB>id<TAB>release.json" or "incomplete<TAB>id", and
+# "verified<TAB>id<TAB>verified.json" for a release whose verification passed on this board.
+# A deploy sends it after board_facts.sh in the same script (orchestrator.deploy.survey: one round trip).
 w="$1"
 if [ -d "$w" ]; then printf 'workdir\t%s\n' "$(cd -- "$w" && pwd)"; else printf 'workdir\t\n'; fi
 if [ -L "$w/current" ]; then printf 'current\t%s\n' "$(readlink -- "$w/current")"; fi
@@ -17,6 +19,9 @@ for d in "$w"/releases/*/; do
   id=$(basename -- "$d")
   if [ -f "$d/release.json" ]; then
     printf 'release\t%s\t' "$id"; tr -d '\n' < "$d/release.json"; printf '\n'
+    if [ -f "$d/verified.json" ]; then
+      printf 'verified\t%s\t' "$id"; tr -d '\n' < "$d/verified.json"; printf '\n'
+    fi
   else
     printf 'incomplete\t%s\n' "$id"
   fi

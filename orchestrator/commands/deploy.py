@@ -88,6 +88,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rollback", action="store_true", help="switch back to the previous release")
     parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="verify on the board even when the release is current and was verified there already",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT,
@@ -195,6 +200,7 @@ def _request(args: argparse.Namespace, artifact: Artifact | None) -> DeployReque
         keep=args.keep,
         dry_run=args.dry_run,
         rollback=args.rollback,
+        verify=args.verify,
     )
 
 
@@ -264,7 +270,10 @@ def _sent(report: BoardReport, *, rollback: bool) -> str:
 def _verified(report: BoardReport) -> str:
     if report.verification is None:
         return "-"
-    return f"ort {report.verification.version}, {len(report.verification.models)} model(s)"
+    text = f"ort {report.verification.version}, {len(report.verification.models)} model(s)"
+    if report.verification_recorded:
+        text += f" (at {report.verified_at or 'an earlier deploy'})"
+    return text
 
 
 def _print_plan(board: str, plan: BoardPlan | RollbackPlan) -> None:
@@ -279,7 +288,13 @@ def _print_plan(board: str, plan: BoardPlan | RollbackPlan) -> None:
     for item in plan.to_send:
         console.print(f"  send {escape(item.name)} ({_size(item.size)})")
     console.print(f"  already there: {len(plan.already_there)} file(s)")
-    if plan.unchanged:
+    if plan.already_verified:
+        when = (plan.verified or {}).get("verified_at") or "an earlier deploy"
+        console.print(
+            f"  already current, verified (at {escape(str(when))}): nothing to do"
+            " (--verify verifies it again)"
+        )
+    elif plan.unchanged:
         console.print("  already the current release: nothing to install, verification only")
     elif plan.release_exists:
         console.print("  release already on the board: switch current to it, then verify")

@@ -2,8 +2,9 @@
 
 ``board_side/board_facts.sh`` is a POSIX sh script sent to the board (values reach it only as
 quoted positional arguments); it prints ``key=value`` lines. ``parse_facts`` turns that text into
-``BoardFacts`` and is tested from sample outputs, without a board. ``read_facts`` glues
-the two through an ``orchestrator.adapters.ssh`` session.
+``BoardFacts`` and is tested from sample outputs, without a board. ``read_facts`` glues the two
+through a session; a deploy sends the script together with the release listing instead, in one
+round trip (``orchestrator.deploy.survey``).
 """
 
 from __future__ import annotations

@@ -2,14 +2,17 @@
 
 Per board, in this order, so that a failure at any step leaves the previous release current:
 
-1. read the board's facts and refuse an incompatible wheel *before any byte is sent*;
+1. read the board's facts and its releases (one script: ``orchestrator.deploy.survey``) and
+   refuse an incompatible wheel *before any byte is sent*;
 2. resolve the wheel's dependencies for the board on the workstation (cached);
-3. plan (``deploy_plan``): what the store lacks, the release id, the argv lists;
+3. plan (``deploy_plan``): what the store lacks, the release id, the argv lists; a release that
+   is current and was verified on the board already is done here (that one round trip);
 4. upload the missing contents to temporary names, renamed into ``store/sha256/<hex>``;
 5. build the release directory (hard links into the store), venv, ``pip install --no-index``,
    then ``release.json`` (a release without it is never used);
 6. switch ``current`` atomically, verify on the board (import, version, build info, one
-   inference per model); a failed verification switches back;
+   inference per model); a failed verification switches back, a passed one is recorded in the
+   release (``verified.json``);
 7. prune to ``--keep`` releases.
 """
 
@@ -38,7 +41,7 @@ from rich.progress import (
 )
 
 from orchestrator.adapters import ssh as remote
-from orchestrator.adapters.session import BoardSession
+from orchestrator.adapters.session import BoardSession, CommandResult, Stream
 from orchestrator.artifacts.dependencies import resolve_dependencies
 from orchestrator.artifacts.store import (
     Artifact,
@@ -51,7 +54,7 @@ from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, insp
 from orchestrator.board import Board
 from orchestrator.board_side import read_text
 from orchestrator.console import console
-from orchestrator.deploy.board_facts import BoardFacts, cpu_problems, read_facts
+from orchestrator.deploy.board_facts import BoardFacts, cpu_problems
 from orchestrator.deploy.plan import (
     BoardPlan,
     LocalFile,
@@ -72,6 +75,7 @@ from orchestrator.deploy.releases import (
     read_listing,
     switch_current,
 )
+from orchestrator.deploy.survey import read_survey
 from orchestrator.deploy.verification import Verification, parse_verification
 from orchestrator.errors import DeployError, RemoteError
 from orchestrator.fleet.parallel import FleetResult, run_on_boards
@@ -97,6 +101,7 @@ class DeployRequest:
     ort_version: str | None = None  # --ort-version
     # The artifact chosen for each target before any board is touched (commands/deploy.py).
     by_target: Mapping[str, Artifact] = field(default_factory=dict)
+    verify: bool = False  # verify even a release that is current and verified already
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,6 +120,9 @@ class BoardReport:
     transfer_seconds: float = 0.0
     seconds: float = 0.0
     verification: Verification | None = None  # None: not verified (a dry run)
+    verified_at: str | None = None  # when that verification ran (UTC, ISO 8601)
+    verification_recorded: bool = False  # it is the board's record of an earlier run, not run now
+    remote_calls: int = 0  # commands and file operations sent to the board after connecting
     pruned: tuple[str, ...] = ()
     phases: dict[str, float] = field(default_factory=dict)  # seconds per step: facts, upload, install...
     plan: BoardPlan | RollbackPlan | None = None  # a dry run's plan
@@ -139,6 +147,9 @@ class BoardReport:
             "rate_bytes_per_s": round(self.rate),
             "seconds": round(self.seconds, 3),
             "verification": self.verification.as_dict() if self.verification else {},
+            "verified_at": self.verified_at,
+            "verification_recorded": self.verification_recorded,
+            "remote_calls": self.remote_calls,
             "pruned": list(self.pruned),
             "phases": {k: round(v, 3) for k, v in self.phases.items()},
             **({"plan": self.plan.as_dict()} if self.plan else {}),
@@ -319,6 +330,99 @@ def verify_release(
     return report
 
 
+class _Counted:
+    """A ``BoardSession`` that counts what it sends to the board (the report's ``remote_calls``:
+    an unchanged re-deploy should need one)."""
+
+    def __init__(self, session: BoardSession) -> None:
+        self._session = session
+        self.board = session.board
+        self.label = session.label
+        self.calls = 0
+
+    def close(self) -> None:
+        self._session.close()
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        check: bool = True,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        self.calls += 1
+        return self._session.run(argv, timeout=timeout, check=check, stdin=stdin)
+
+    def run_command_line(
+        self, command_line: str, *, timeout: float | None = None, check: bool = True
+    ) -> CommandResult:
+        self.calls += 1
+        return self._session.run_command_line(command_line, timeout=timeout, check=check)
+
+    def run_script(
+        self, script: str, args: Sequence[str] = (), *, timeout: float | None = None, check: bool = True
+    ) -> CommandResult:
+        self.calls += 1
+        return self._session.run_script(script, args, timeout=timeout, check=check)
+
+    def open_stream(self, argv: Sequence[str]) -> Stream:
+        self.calls += 1
+        return self._session.open_stream(argv)
+
+    def put(
+        self, local: Path, remote_path: str, *, progress: Callable[[int, int], None] | None = None
+    ) -> None:
+        self.calls += 1
+        self._session.put(local, remote_path, progress=progress)
+
+    def get(self, remote_path: str, local: Path) -> None:
+        self.calls += 1
+        self._session.get(remote_path, local)
+
+    def rename(self, src: str, dst: str) -> None:
+        self.calls += 1
+        self._session.rename(src, dst)
+
+    def stat(self, path: str) -> int | None:
+        self.calls += 1
+        return self._session.stat(path)
+
+    def mkdir_p(self, path: str) -> None:
+        self.calls += 1
+        self._session.mkdir_p(path)
+
+    def home(self) -> str:
+        self.calls += 1
+        return self._session.home()
+
+
+def record_verified(
+    session: BoardSession, layout: Layout, release_id: str, verification: Verification
+) -> str:
+    """Write the release's ``verified.json``; returns the time recorded."""
+    when = _now()
+    record = {"release": release_id, "verified_at": when, "verification": verification.as_dict()}
+    session.run_script(
+        read_text("record_verified.sh"),
+        (layout.release(release_id), json.dumps(record, sort_keys=True)),
+        timeout=60,
+    )
+    return when
+
+
+def recorded_verification(plan: BoardPlan, *, board: str) -> Verification | None:
+    """The board's record of this release's verification, or None when it cannot be read (then
+    the release is verified again)."""
+    record = plan.verified or {}
+    try:
+        return parse_verification(
+            json.dumps(record.get("verification")), where=f"{board}: verified.json of {plan.release_id}"
+        )
+    except DeployError:
+        return None
+
+
 class _Clock:
     """Seconds spent per deploy step, for the report (where does the time of a deploy go?)."""
 
@@ -340,10 +444,12 @@ def deploy_board(
     layout = layout_for(board)
     artifact, info, wheel_sha = artifacts.for_board(board)
     view.status(board.name, "connecting")
-    with remote.connect(board, connect_timeout=request.connect_timeout) as session:
-        view.status(board.name, "reading board facts")
+    with remote.connect(board, connect_timeout=request.connect_timeout) as connection:
+        session = _Counted(connection)
+        view.status(board.name, "reading board facts and releases")
         clock.lap("connect")
-        facts = read_facts(session, board, layout.workdir)
+        survey = read_survey(session, board, layout)
+        facts, listing = survey.facts, survey.listing
         check_compatible(info, facts, artifact.manifest.build.compiler_flags or ())  # before any byte is sent
         clock.lap("facts")
         view.status(board.name, f"resolving dependencies for {facts.arch} Python {facts.python_short}")
@@ -356,7 +462,6 @@ def deploy_board(
             cache=request.dependency_cache,
         )
         clock.lap("dependencies")
-        listing = read_listing(session, layout)
         plan = plan_board(
             board=board,
             facts=facts,
@@ -393,6 +498,30 @@ def deploy_board(
                 python=python_abs,
                 plan=plan,
                 seconds=time.monotonic() - started,
+                files_skipped=files_skipped,
+                bytes_skipped=bytes_skipped,
+            )
+        recorded = recorded_verification(plan, board=board.name) if plan.already_verified else None
+        if recorded is not None and not request.verify:
+            # Current and verified on this board already: the survey was the only round trip
+            # (and pruning, when --keep now keeps fewer releases).
+            if plan.prune:
+                prune(session, layout, plan.prune)
+                clock.lap("prune")
+            view.status(board.name, f"unchanged {plan.release_id} (current, verified)", log=True)
+            return BoardReport(
+                board=board.name,
+                action="unchanged",
+                release_id=plan.release_id,
+                previous=plan.current,
+                python=python_abs,
+                seconds=time.monotonic() - started,
+                verification=recorded,
+                verified_at=str((plan.verified or {}).get("verified_at") or "") or None,
+                verification_recorded=True,
+                remote_calls=session.calls,
+                pruned=plan.prune,
+                phases=clock.phases,
                 files_skipped=files_skipped,
                 bytes_skipped=bytes_skipped,
             )
@@ -451,6 +580,7 @@ def deploy_board(
             expected_build_info=artifact.manifest.build_info,
             view=view,
         )
+        verified_at = record_verified(session, layout, plan.release_id, verification)
         clock.lap("verify")
         # The plan already knows what --keep drops once this release is current.
         prune(session, layout, plan.prune)
@@ -469,6 +599,8 @@ def deploy_board(
             transfer_seconds=transfer_seconds,
             seconds=time.monotonic() - started,
             verification=verification,
+            verified_at=verified_at,
+            remote_calls=session.calls,
             pruned=tuple(pruned),
             phases=clock.phases,
             files_skipped=files_skipped,
@@ -554,6 +686,7 @@ def rollback_board(board: Board, request: DeployRequest, view: TransferView) -> 
             expected_build_info=_recorded_build_info(target),
             view=view,
         )
+        verified_at = record_verified(session, layout, target.id, verification)
         view.status(board.name, f"rolled back {listing.current} -> {target.id}", log=True)
         return BoardReport(
             board=board.name,
@@ -563,6 +696,7 @@ def rollback_board(board: Board, request: DeployRequest, view: TransferView) -> 
             python=target.python,
             seconds=time.monotonic() - started,
             verification=verification,
+            verified_at=verified_at,
         )
 
 

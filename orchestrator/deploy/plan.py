@@ -212,6 +212,8 @@ class BoardPlan:
     free_bytes: int | None
     space_needed: int
     facts: BoardFacts  # what was read from the board
+    # The board's record of this release's passed verification (verified.json), if it has one.
+    verified: dict[str, Any] | None = None
 
     @property
     def bytes_to_send(self) -> int:
@@ -225,6 +227,12 @@ class BoardPlan:
     def unchanged(self) -> bool:
         return self.release_exists and self.current == self.release_id
 
+    @property
+    def already_verified(self) -> bool:
+        """Current already, and verified on this board since it became so: nothing to do (the
+        release's content is fixed by its id), unless ``--verify`` asks to verify again."""
+        return self.unchanged and self.verified is not None
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "board": self.board,
@@ -236,6 +244,8 @@ class BoardPlan:
             "current": self.current,
             "release_exists": self.release_exists,
             "unchanged": self.unchanged,
+            "already_verified": self.already_verified,
+            "verified": self.verified,
             "reuse_from": self.reuse_from,
             "files": [f.as_dict() for f in self.files],
             "send": [f.as_dict() for f in self.to_send],
@@ -294,7 +304,8 @@ def plan_board(
         unique.setdefault(f.sha256, f)
     to_send = tuple(f for sha, f in unique.items() if sha not in present)
     already = tuple(f for sha, f in unique.items() if sha in present)
-    release_exists = listing.get(release_id) is not None
+    existing = listing.get(release_id)
+    release_exists = existing is not None
 
     pip_wheel = next((f for f in wheels if f.role == "dependency" and f.name.startswith("wheels/pip-")), None)
     python = layout.python(release_id)
@@ -384,6 +395,7 @@ def plan_board(
         free_bytes=facts.free_bytes,
         space_needed=space,
         facts=facts,
+        verified=existing.verified if existing is not None else None,
     )
 
 

@@ -109,6 +109,9 @@ class ReleaseInfo:
     current: bool = False
     last_used: str = ""  # last time `current` was switched to it ("" when never)
     document: dict[str, Any] = field(default_factory=dict, compare=False)
+    # verified.json: the verification that passed on this board once the release was current
+    # (a release's content never changes, so it stays true until the board itself changes).
+    verified: dict[str, Any] | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -151,6 +154,7 @@ def parse_listing(text: str) -> Listing:
     current: str | None = None
     last_used: dict[str, str] = {}
     documents: dict[str, dict[str, Any]] = {}
+    verified: dict[str, dict[str, Any]] = {}
     incomplete: list[str] = []
     store: set[str] = set()
     for line in text.splitlines():
@@ -169,6 +173,14 @@ def parse_listing(text: str) -> Listing:
                 documents[release_id] = json.loads(document)
             except json.JSONDecodeError:
                 incomplete.append(release_id)  # a damaged release.json is as good as none
+        elif kind == "verified":
+            release_id, _, document = rest.partition("\t")
+            try:
+                record = json.loads(document)
+            except json.JSONDecodeError:
+                continue  # a damaged record proves nothing: the release is verified again
+            if isinstance(record, dict) and record.get("release") == release_id:
+                verified[release_id] = record
         elif kind == "incomplete":
             incomplete.append(rest)
         elif kind == "blob" and _SHA256.match(rest):
@@ -189,6 +201,7 @@ def parse_listing(text: str) -> Listing:
                 current=release_id == current,
                 last_used=last_used.get(release_id, ""),
                 document=doc,
+                verified=verified.get(release_id),
             )
         )
     releases.sort(key=recency)

@@ -223,7 +223,8 @@ def test_first_deploy_installs_and_runs_a_model_on_both_boards(world: dict[str, 
 
 def test_unchanged_redeploy_sends_no_bytes_and_installs_nothing(world: dict[str, Any]) -> None:
     # How much faster this is than the first deploy is measured by benchmarks/deploy_transfer.py;
-    # here: nothing travels, nothing is installed, and the same release is verified again.
+    # here: nothing travels, nothing is installed, nothing is verified again: one listing of the
+    # board answers "already current, verified" (with the first deploy's verification).
     assert State.first, "needs the first deploy"
     result, doc = orch(
         world, "deploy", "--host", "d1", "--host", "d2", "--model", str(world["tiny"]), "--json"
@@ -237,8 +238,20 @@ def test_unchanged_redeploy_sends_no_bytes_and_installs_nothing(world: dict[str,
         # Every file the first deploy sent is found on the board; no venv or pip step ran.
         assert report["files_skipped"] == first["files_sent"] + first["files_skipped"] > 0, report
         assert "install" in first["phases"] and "install" not in report["phases"], report["phases"]
+        assert report["remote_calls"] == 1 and "verify" not in report["phases"], report
+        assert report["verification_recorded"] and report["verified_at"] == first["verified_at"], report
         assert report["verification"]["models"]["tiny.onnx"]["ok"]
         print(f"{name}: first {first['seconds']:.0f} s, unchanged re-deploy {report['seconds']:.0f} s")
+    # --verify runs the verification on the board again, and records it anew.
+    result, doc = orch(world, "deploy", "--host", "d1", "--model", str(world["tiny"]), "--verify", "--json")
+    assert result.returncode == 0, explain(result)
+    report = doc["boards"]["d1"]
+    assert report["action"] == "unchanged" and "verify" in report["phases"], report
+    assert (
+        not report["verification_recorded"]
+        and report["verified_at"] != State.first["boards"]["d1"]["verified_at"]
+    )
+    assert report["verification"]["models"]["tiny.onnx"]["ok"]
 
 
 def test_new_model_sends_only_the_model_then_rollback_restores_the_previous_release(

@@ -1,0 +1,57 @@
+"""One round trip to a board before a deploy: its facts and its releases, read by one script.
+
+``board_facts.sh`` and ``list_releases.sh`` stay two files (each is read on its own elsewhere:
+the lab's health check, ``orch bench``'s release lookup); a deploy sends them as one script,
+the facts first, then a marker line, then the listing, and splits the output at the marker.
+An unchanged re-deploy then needs nothing else from the board: the listing holds the current
+release and the record of its verification (``verified.json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.adapters.session import BoardSession
+from orchestrator.board import Board
+from orchestrator.board_side import read_text
+from orchestrator.deploy.board_facts import BoardFacts, parse_facts
+from orchestrator.deploy.releases import Layout, Listing, parse_listing
+from orchestrator.errors import RemoteError
+
+MARK = "--- orch releases ---"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Survey:
+    """What one script read from the board."""
+
+    facts: BoardFacts
+    listing: Listing
+
+
+def survey_script() -> str:
+    """board_facts.sh ($1 = python, $2 = workdir, kept in $workdir), the marker, list_releases.sh
+    with its $1 set to that workdir."""
+    return "\n".join(
+        (
+            read_text("board_facts.sh"),
+            f"printf '%s\\n' '{MARK}'",
+            'set -- "$workdir"',
+            read_text("list_releases.sh"),
+        )
+    )
+
+
+def parse_survey(text: str, *, board: str, python: str = "python3") -> Survey:
+    """Pure: the script's output -> facts and listing."""
+    facts_text, mark, listing_text = text.partition(f"\n{MARK}\n")
+    if not mark:
+        raise RemoteError(f"{board}: the board's survey ended early (no release listing): {text[-300:]!r}")
+    return Survey(
+        facts=parse_facts(facts_text, board=board, python=python), listing=parse_listing(listing_text)
+    )
+
+
+def read_survey(session: BoardSession, board: Board, layout: Layout) -> Survey:
+    result = session.run_script(survey_script(), (board.python, layout.workdir), timeout=120)
+    return parse_survey(result.stdout, board=board.name, python=board.python)
