@@ -3,7 +3,8 @@
 # Sent to `sh -s -- ARGS` on stdin by orchestrator.build.sysroot_pull, which fetches the tarball.
 #
 # $1 = the directory to write the tarball in (orch's working directory on the board; relative
-#      paths are relative to the login home), $2 = "gzip" or "none" (compression).
+#      paths are relative to the login home), $2 = "gzip" or "none" (compression),
+# $3 = the root to pack (default /; another one packs a chroot or a mounted image).
 # Packs, with paths relative to / and symlinks kept as symlinks:
 #   usr/include (all of it); from lib/<triplet>, usr/lib/<triplet> and usr/lib/gcc/<triplet>/*
 #   only *.so, *.so.*, *.a, *.o and pkgconfig/*.pc (a Jetson's /usr/lib/aarch64-linux-gnu holds
@@ -12,14 +13,14 @@
 #   the OS release files.
 # Prints key=value lines: tarball (absolute path), entries, bytes.
 set -eu
-workdir="$1"; compress="$2"
+workdir="$1"; compress="$2"; root="${3:-/}"
 mkdir -p -- "$workdir"
 workdir=$(cd -- "$workdir" && pwd)
 list=$(mktemp "$workdir/sysroot-list.XXXXXX")
 tarball=$(mktemp "$workdir/sysroot-pack.XXXXXX")
 trap 'rm -f -- "$list"' EXIT
 trap 'rm -f -- "$list" "$tarball"; exit 1' HUP INT TERM
-cd /
+cd -- "$root"
 
 libraries() {
   # $1 = a directory: its libraries, link-time objects and pkg-config files, files and symlinks.

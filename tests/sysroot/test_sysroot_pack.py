@@ -1,0 +1,111 @@
+"""The board-side pack script, run here on a small root file system exactly as a board runs it
+(``sh -s -- ARGS`` with the script on stdin): it packs what the store keeps, and nothing the store
+would throw away after the transfer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tarfile
+from pathlib import Path, PurePosixPath
+
+from orchestrator.board_side import read_text
+from orchestrator.build.sysroot_store import wanted
+
+T = "aarch64-linux-gnu"
+FILES = [
+    "usr/include/stdio.h",
+    f"usr/include/{T}/bits/types.h",
+    "usr/include/python3.13/Python.h",
+    f"usr/lib/{T}/libc.so.6",
+    f"usr/lib/{T}/libc_nonshared.a",
+    f"usr/lib/{T}/crt1.o",
+    f"usr/lib/{T}/libstdc++.so.6.0.33",
+    f"usr/lib/{T}/pkgconfig/zlib.pc",
+    f"usr/lib/{T}/tegra/libnvos.so",
+    f"usr/lib/{T}/gconv/gconv-modules",
+    f"usr/lib/{T}/nvidia/firmware.bin",
+    f"usr/lib/gcc/{T}/14/crtbeginS.o",
+    f"usr/lib/gcc/{T}/14/libgcc.a",
+    f"usr/lib/gcc/{T}/14/cc1plus",
+    f"usr/lib/gcc/{T}/14/include/stddef.h",
+    "usr/lib/python3.13/os.py",
+    "usr/lib/python3.13/_sysconfigdata__aarch64-linux-gnu.py",
+    "usr/lib/os-release",
+    "usr/share/doc/libc6/copyright",
+    "usr/bin/python3.13",
+    "etc/passwd",
+    "etc/debian_version",
+]
+LINKS = {
+    "lib": "usr/lib",
+    "etc/os-release": "../usr/lib/os-release",
+    f"usr/lib/{T}/libstdc++.so.6": "libstdc++.so.6.0.33",
+    "usr/lib/ld-linux-aarch64.so.1": f"{T}/ld-linux-aarch64.so.1",
+    f"usr/lib/{T}/libdangling.so": "/opt/vendor/libdangling.so.1",
+}
+
+
+def _rootfs(root: Path) -> Path:
+    for name in FILES:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(name)
+    for name, target in LINKS.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, root / name)
+    return root
+
+
+def _pack(tmp_path: Path, root: Path, compress: str) -> tuple[dict[str, str], tarfile.TarFile]:
+    workdir = tmp_path / "orch"
+    result = subprocess.run(
+        ["sh", "-s", "--", str(workdir), compress, str(root)],
+        input=read_text("sysroot_pack.sh"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    values = dict(line.split("=", 1) for line in result.stdout.splitlines())
+    return values, tarfile.open(values["tarball"])
+
+
+def _kind(member: tarfile.TarInfo) -> str:
+    return "link" if member.issym() else "dir" if member.isdir() else "file"
+
+
+def test_the_script_packs_exactly_what_the_store_keeps(tmp_path: Path) -> None:
+    root = _rootfs(tmp_path / "rootfs")
+    values, archive = _pack(tmp_path, root, "none")
+    with archive:
+        members = {m.name: m for m in archive.getmembers()}
+    packed = {name for name, m in members.items()}
+    kept = {name for name, m in members.items() if wanted(PurePosixPath(name), kind=_kind(m))}
+    assert packed == kept, f"packed but thrown away by the store: {sorted(packed - kept)}"
+    expected = {
+        name
+        for name in [*FILES, *LINKS]
+        if wanted(PurePosixPath(name), kind="link" if name in LINKS else "file")
+    } | {"usr/lib/python3.13"}
+    assert packed == expected
+    # Links stay links (a dangling one too: the board's own business), and bulk stays home.
+    assert members["lib"].issym() and members["lib"].linkname == "usr/lib"
+    assert members[f"usr/lib/{T}/libdangling.so"].linkname == "/opt/vendor/libdangling.so.1"
+    assert f"usr/lib/{T}/nvidia/firmware.bin" not in packed and "usr/lib/python3.13/os.py" not in packed
+    assert (
+        int(values["entries"]) == len(packed)
+        and int(values["bytes"]) == Path(values["tarball"]).stat().st_size
+    )
+
+
+def test_gzip_gives_the_same_members_and_only_the_tarball_is_left(tmp_path: Path) -> None:
+    root = _rootfs(tmp_path / "rootfs")
+    values, archive = _pack(tmp_path, root, "gzip")
+    with archive:
+        names = sorted(archive.getnames())
+    assert Path(values["tarball"]).read_bytes()[:2] == b"\x1f\x8b"
+    assert "usr/include/stdio.h" in names and f"usr/lib/{T}/libc.so.6" in names
+    # The file list the script made is gone; the tarball is what orch fetches and removes.
+    assert sorted(p.name for p in (tmp_path / "orch").iterdir()) == [Path(values["tarball"]).name]
