@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from orchestrator.bench import stats
 from orchestrator.bench.series import Series, series_of
 from orchestrator.errors import UsageError
 from orchestrator.paths import results_dir
@@ -506,7 +507,10 @@ def flatten_series(records: Iterable[RunRecord]) -> list[dict[str, Any]]:
                     "run_id": record.run_id,
                     "board": series.board,
                     **series.key.as_dict(),
+                    "ort_version": series.ort_version,
+                    "route": series.route,
                     "rounds": len(series.rounds),
+                    "run_spread": stats.run_spread(series.runs),
                     **series.summary().as_dict(),
                 }
             )

@@ -163,7 +163,11 @@ def _ratio_of_medians(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarra
 
 
 def median_ci(
-    samples: Sequence[float], *, confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
+    samples: Sequence[float] | np.ndarray,
+    *,
+    confidence: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
 ) -> tuple[float, float]:
     """Bootstrap confidence interval of the median (for the p50 error bars of the report)."""
     array = _array(samples)
@@ -434,6 +438,25 @@ def compare_runs(
         runs_disagree=max(spread_a, spread_b) > max(effect, threshold),
         method=RUN_METHOD,
     )
+
+
+def median_ci_runs(
+    runs: Sequence[Run], *, confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
+) -> tuple[float, float]:
+    """Hierarchical bootstrap interval of the median of all inferences of several runs (the report's
+    p50 error bars); one run gives the one-level interval of ``median_ci``, a bound on what one
+    process can show, not on how processes vary."""
+    arrays = _runs(runs)
+    if len(arrays) < MIN_RUNS_CI:
+        return median_ci(arrays[0], confidence=confidence, resamples=resamples, seed=seed)
+    pooled = np.concatenate(arrays)
+    if np.ptp(pooled) == 0:
+        value = float(pooled[0])
+        return value, value
+    boot = hierarchical_medians(arrays, resamples=resamples, rng=np.random.default_rng(seed))
+    tail = (1.0 - confidence) / 2 * 100
+    low, high = np.percentile(boot, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 def runs_needed(alpha: float = DEFAULT_ALPHA) -> int:

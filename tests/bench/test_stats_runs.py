@@ -25,7 +25,12 @@ import random
 
 import numpy as np
 import pytest
-from stat_references import exact_bootstrap_ratio, exact_interval, exact_mann_whitney_p
+from stat_references import (
+    exact_bootstrap_median,
+    exact_bootstrap_ratio,
+    exact_interval,
+    exact_mann_whitney_p,
+)
 
 from orchestrator.bench import stats
 
@@ -229,3 +234,16 @@ def test_ar1_runs_pooled_intervals_are_too_narrow_hierarchical_ones_cover():
     assert covered_pooled / experiments <= 0.75, covered_pooled
     assert false_hierarchical / experiments <= 0.10, false_hierarchical
     assert false_pooled / experiments >= 0.30, false_pooled
+
+
+def test_the_reports_p50_bars_come_from_runs_too():
+    # Runs constant inside, 5 of them: the interval of the pooled median is the exact ordinary
+    # bootstrap interval of the 5 run values ([1, 20] for these, by binomial tails), not the far
+    # narrower one of 5 x 40 pooled inferences.
+    values = [1.0, 2, 3, 10, 20]
+    assert exact_interval(exact_bootstrap_median(values), 0.95) == (1.0, 20.0)
+    runs = [[v] * 40 for v in values]
+    assert stats.median_ci_runs(runs) == (pytest.approx(1.0), pytest.approx(20.0))
+    pooled_low, pooled_high = stats.median_ci(pooled_values(runs))
+    assert pooled_high - pooled_low < 10
+    assert stats.median_ci_runs([values]) == stats.median_ci(values)  # one run: the one-level interval

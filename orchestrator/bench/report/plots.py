@@ -61,7 +61,7 @@ def plot_p50_ci(series: Sequence[Series], path: Path) -> Path:
     medians, lows, highs = [], [], []
     for item in series:
         median = item.summary().p50
-        low, high = stats.median_ci(item.latencies_ms)
+        low, high = stats.median_ci_runs(item.runs)
         medians.append(median)
         lows.append(median - low)
         highs.append(high - median)
@@ -69,7 +69,7 @@ def plot_p50_ci(series: Sequence[Series], path: Path) -> Path:
     ax.bar(positions, medians, yerr=[lows, highs], capsize=6, color="#4c72b0", alpha=0.8)
     for position, item, median in zip(positions, series, medians):
         ax.annotate(
-            f"{median:.3g} ms\nn={len(item.latencies_ms)}",
+            f"{median:.3g} ms\n{len(item.runs)} runs, n={len(item.latencies_ms)}",
             (position, median),
             ha="center",
             va="bottom",
@@ -78,7 +78,7 @@ def plot_p50_ci(series: Sequence[Series], path: Path) -> Path:
             textcoords="offset points",
         )
     ax.set_xticks(positions, [_short(s, many) for s in series], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("p50 latency (ms), bars: bootstrap 95% CI")
+    ax.set_ylabel("p50 latency (ms), bars: 95% CI (hierarchical bootstrap over runs)")
     ax.set_title("Median latency with 95% confidence interval")
     ax.grid(axis="y", alpha=0.3)
     fig.subplots_adjust(bottom=0.3)
