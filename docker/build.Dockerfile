@@ -12,11 +12,18 @@ ARG CROSS_TRIPLET=aarch64-linux-gnu
 # Space-separated package lists chosen by the build plan (docker/build/packages/<codename>.txt).
 ARG HOST_PACKAGES=""
 ARG TARGET_PACKAGES=""
+# Further suites of the same mirror (e.g. bookworm-backports for a newer CMake), derived from
+# the image's first one-line source.
+ARG EXTRA_SUITES=""
 
 ENV DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8
 # Multiarch: the board's libraries and headers install next to the host's, under
 # /usr/lib/<triplet>; the host's python3 (same version as the board's) builds the wheel.
 RUN dpkg --add-architecture "${TARGET_ARCH}" \
+ && for suite in ${EXTRA_SUITES}; do \
+      grep -h -m 1 '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | head -n 1 \
+        | awk -v suite="$suite" '{$3 = suite; print}' >> /etc/apt/sources.list.d/orch-extra-suites.list; \
+    done \
  && apt-get update \
  && apt-get install -y --no-install-recommends \
       "g++-${CROSS_TRIPLET}" "gcc-${CROSS_TRIPLET}" ${HOST_PACKAGES} \

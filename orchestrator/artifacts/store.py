@@ -259,7 +259,9 @@ class BuildRecord:
     execution_provider: str | None = None
     source: Source | None = None
     patches: tuple[dict[str, str], ...] | None = None  # {"name", "sha256"} per applied patch, in order
-    dependencies: str | None = None  # "system" | "fetch"
+    dependencies: str | None = None  # "system" | "source" | "fetch"
+    # The self-contained route: each dependency's Debian package, version, sha256 and ORT patch.
+    dependency_sources: tuple[dict[str, str], ...] | None = None
     image: str | None = None  # the build image's tag
     image_id: str | None = None
     engine: str | None = None  # the Docker engine that built it
@@ -288,6 +290,7 @@ class BuildRecord:
             source=Source.read(source) if source else None,
             patches=f.text_maps("patches"),
             dependencies=f.text("dependencies"),
+            dependency_sources=f.text_maps("dependency_sources"),
             image=f.text("image"),
             image_id=f.text("image_id"),
             engine=f.text("engine"),

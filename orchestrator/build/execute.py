@@ -41,9 +41,15 @@ from orchestrator.build import flags as flag_check
 from orchestrator.build import preflight as preflight_module
 from orchestrator.build.base_images import ensure_base_image, registry_override
 from orchestrator.build.cache import CacheRelay
+from orchestrator.build.dependency_sources import DEPS, PreparedDependencies, load_table, prepare_dependencies
 from orchestrator.build.plan import BUILD, CCACHE, OUT, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
 from orchestrator.build.sources import SourceTree, file_sha256, prepare_source
-from orchestrator.build.workspace import ensure_build_volume, ensure_source_volume, local_build_dir
+from orchestrator.build.workspace import (
+    ensure_build_volume,
+    ensure_dependencies_volume,
+    ensure_source_volume,
+    local_build_dir,
+)
 from orchestrator.errors import BuildError, ContainerError
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
 
@@ -270,11 +276,12 @@ def execute(
         # Fail fast (before any download): the build image must be there or be makeable.
         if not (engine.image_id(plan.image.tag) or local.image_id(plan.image.tag)):
             ensure_base_image_on(engine, plan, log, local=local)
-        if plan.source.kind == "debian":
+        if plan.source.kind == "debian" or plan.dependencies == "source":
             fetch_image = ensure_base_image_on(local, plan, log)
     except ContainerError as error:
         raise BuildError(f"base image for {plan.target.name}: {error.message}", hint=error.hint) from error
     tree = prepare_source(plan.source, engine=local, base_image=fetch_image, log=log)
+    deps = _prepare_dependencies(plan, local, fetch_image, tree, log)
     warnings = validate_plan_flags(plan, tree.path, force=force_flags)
     for warning in warnings:
         log(f"warning (forced): {warning}")
@@ -289,6 +296,11 @@ def execute(
             plan.ccache_volume, labels={"orch.role": "ccache", "orch.target": plan.target.name}
         )
         volumes[plan.ccache_volume] = {"bind": CCACHE, "mode": "rw"}
+    if deps is not None:
+        volumes[ensure_dependencies_volume(engine, image_id, deps, plan.ort_version, log)] = {
+            "bind": DEPS,
+            "mode": "rw",
+        }
     build_dir = local_build_dir(plan)
     for stale in (build_dir / "out", build_dir / REPORT_NAME):
         shutil.rmtree(stale, ignore_errors=True)
@@ -380,6 +392,7 @@ def execute(
     _require_flags(readback, log_path)
     record = replace(
         build_record(plan, tree),
+        dependency_sources=deps.records if deps else None,
         image_id=image_id,
         engine=engine.label,
         compiler=compiler_version(report),
@@ -452,6 +465,18 @@ def _require_flags(readback: dict[str, Any], log_path: Path) -> None:
             "the compiler did not get the variant's flags: " + "; ".join(missing),
             hint=f"see {log_path.parent / REPORT_NAME / 'compile_commands.json'}; log: {log_path}",
         )
+
+
+def _prepare_dependencies(
+    plan: BuildPlan, local: Engine, fetch_image: str | None, tree: SourceTree, log: Log
+) -> PreparedDependencies | None:
+    """The self-contained route's dependency sources, downloaded and patched once (None: other routes)."""
+    if plan.dependencies != "source":
+        return None
+    table = load_table(plan.ort_version)
+    if table is None or fetch_image is None:
+        raise BuildError(f"no dependency table for ORT {plan.ort_version} (toolchains/deps/)")
+    return prepare_dependencies(table, engine=local, base_image=fetch_image, ort_tree=tree.path, log=log)
 
 
 def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:

@@ -6,12 +6,15 @@ file, every ``-D`` define, the exact ORT ``build.py`` argv, the parallelism, the
 volume, the mounts and what the wheel must look like. ``--dry-run`` prints it; ``build.py``
 executes it; unit tests compare it field by field.
 
-Two dependency routes:
+Three dependency routes, the first that applies:
 
 * ``system`` (boards whose distribution carries every ORT dependency at ORT's pinned version,
   Debian 13 for ORT 1.21): CMake's ``FETCHCONTENT_TRY_FIND_PACKAGE_MODE=ALWAYS`` with the
   board's arm64 ``-dev`` packages, fully disconnected, plus the small shims of
-  ``toolchains/cmake-shims``. No network at all.
+  ``toolchains/cmake-shims``. No network at all; the fastest (nothing to compile but ORT).
+* ``source`` (self-contained, when ``toolchains/deps/<version>.yaml`` exists): every dependency
+  compiled from Debian source packages of ORT's pinned releases into the wheel, in a container of
+  the board's own distribution (its compiler, glibc and libstdc++), fully disconnected.
 * ``fetch``: ORT's own FetchContent downloads (``cmake/deps.txt``), the upstream default.
 """
 
@@ -29,6 +32,7 @@ from typing import Any
 
 from orchestrator.build.base_images import base_image_tag, registry_override
 from orchestrator.build.cache import RemoteCache
+from orchestrator.build.dependency_sources import DependencyTable, load_table
 from orchestrator.build.flags import check_without_tree
 from orchestrator.build.sources import SourceSpec
 from orchestrator.build.variants import Variant
@@ -101,7 +105,7 @@ class BuildPlan:
     ort_version: str
     execution_provider: str
     scope: str
-    dependencies: str  # "system" | "fetch"
+    dependencies: str  # "system" | "source" | "fetch"
     image: ImagePlan
     toolchain_file: Path
     defines: tuple[tuple[str, str], ...]
@@ -218,36 +222,49 @@ def machine_resources() -> tuple[int, int]:
     return cpus, memory
 
 
-def read_packages(codename: str, system_deps: bool) -> tuple[list[str], list[str]]:
-    """(host packages, target packages) of the build image for a distribution release."""
-    path = PACKAGES_DIR / f"{codename}.txt"
-    if not system_deps or not path.is_file():
-        path = PACKAGES_DIR / "default.txt"
-    host: list[str] = []
-    target: list[str] = []
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line.startswith("host:"):
-            host += line[5:].split()
-        elif line.startswith("target:"):
-            target += line[7:].split()
-    return host, target
+@dataclass(frozen=True, kw_only=True)
+class ImagePackages:
+    """A build image's package lists (docker/build/packages/*.txt)."""
+
+    host: tuple[str, ...]
+    target: tuple[str, ...]
+    suites: tuple[str, ...]  # further suites of the mirror the packages come from
 
 
-def _image_plan(profile: TargetProfile, system_deps: bool, build_arch: str = "amd64") -> ImagePlan:
+def packages_file(codename: str, route: str) -> Path:
+    """``<codename>.txt`` (system route), ``<codename>-source.txt`` (self-contained), else default.txt."""
+    name = {"system": f"{codename}.txt", "source": f"{codename}-source.txt"}.get(route, "default.txt")
+    path = PACKAGES_DIR / name
+    return path if path.is_file() else PACKAGES_DIR / "default.txt"
+
+
+def read_packages(codename: str, route: str) -> ImagePackages:
+    """The build image's packages for a distribution release and dependency route."""
+    lists: dict[str, list[str]] = {"host": [], "target": [], "suites": []}
+    for line in packages_file(codename, route).read_text().splitlines():
+        key, sep, value = line.split("#", 1)[0].strip().partition(":")
+        if sep and key in lists:
+            lists[key] += value.split()
+    return ImagePackages(
+        host=tuple(lists["host"]), target=tuple(lists["target"]), suites=tuple(lists["suites"])
+    )
+
+
+def _image_plan(profile: TargetProfile, route: str, build_arch: str = "amd64") -> ImagePlan:
 
     suite = profile.bootstrap_suite
     if suite:
         base = registry_override(suite) or base_image_tag(suite, build_arch)
     else:
         base = os.environ.get(f"ORCH_BASE_IMAGE_{profile.os.codename.upper()}") or profile.base_image
-    host, target = read_packages(profile.os.codename, system_deps)
+    packages = read_packages(profile.os.codename, route)
     buildargs = (
         ("BASE_IMAGE", base),
         ("TARGET_ARCH", "arm64" if profile.arch == "aarch64" else profile.arch),
         ("CROSS_TRIPLET", profile.cross_prefix.rstrip("-")),
-        ("HOST_PACKAGES", " ".join(host)),
-        ("TARGET_PACKAGES", " ".join(target)),
+        ("HOST_PACKAGES", " ".join(packages.host)),
+        ("TARGET_PACKAGES", " ".join(packages.target)),
+        *((("EXTRA_SUITES", " ".join(packages.suites)),) if packages.suites else ()),
     )
     digest = hashlib.sha256()
     digest.update(json.dumps(buildargs).encode())
@@ -259,7 +276,7 @@ def _image_plan(profile: TargetProfile, system_deps: bool, build_arch: str = "am
             digest.update(path.read_bytes())
     inputs = digest.hexdigest()
     return ImagePlan(
-        tag=f"orch/build-{profile.os.codename}:{inputs[:12]}",
+        tag=f"orch/build-{profile.os.codename}{'-source' if route == 'source' else ''}:{inputs[:12]}",
         base_image=base,
         base_suite=suite,
         base_arch=build_arch,
@@ -323,6 +340,18 @@ def check_docker_host(url: str | None) -> str | None:
     return url
 
 
+def _source_route_defines(table: DependencyTable) -> list[tuple[str, str]]:
+    """FetchContent pointed at the unpacked dependency sources (mounted at /deps), nothing downloaded;
+    find_package is still tried first so header-only packages of the image (Boost's mp11) are used."""
+    return [
+        ("FETCHCONTENT_TRY_FIND_PACKAGE_MODE", "ALWAYS"),
+        ("FETCHCONTENT_FULLY_DISCONNECTED", "ON"),
+        *table.defines(),
+        # Debian's Eigen 3.4.0 source is older than the commit ORT pins: the same compat header as the system route.
+        ("CMAKE_PROJECT_INCLUDE", f"{SHIMS}/eigen-compat.cmake"),
+    ]
+
+
 def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -> BuildPlan:
     check_docker_host(options.docker_host)
     if not variant.build:
@@ -337,6 +366,8 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         )
     version = options.source.version
     system_deps = (profile.os.codename, version) in SYSTEM_DEPS
+    table = None if system_deps else load_table(version)
+    route = "system" if system_deps else "source" if table else "fetch"
     notes: list[str] = []
     refused: str | None = None
 
@@ -370,6 +401,8 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         ]
         if options.scope == "mlas-test":
             defines.append(("onnx_SOURCE_DIR", "/opt/orch/onnx-proto"))  # made by build.Dockerfile
+    elif table is not None:
+        defines += _source_route_defines(table)
     if flags:
         joined = " ".join(flags)
         defines += [("CMAKE_C_FLAGS", joined), ("CMAKE_CXX_FLAGS", joined)]
@@ -440,7 +473,14 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         args.append("--use_xnnpack")
     args.append("--cmake_extra_defines")
     args += [f"{k}={v}" for k, v in defines]
-    if not system_deps:
+    if table is not None:
+        notes.append(
+            f"self-contained: {profile.os.distro} {profile.os.codename} does not carry ORT {version}'s"
+            f" dependencies at its pinned versions, so each is compiled from a Debian source package of"
+            f" that release ({table.path.relative_to(TOOLCHAINS_DIR.parent)}) into the wheel, with"
+            f" {profile.os.codename}'s own compiler, glibc and libstdc++; no network"
+        )
+    elif not system_deps:
         notes.append(
             f"dependencies come from ORT's FetchContent downloads (cmake/deps.txt): {profile.os.distro} "
             f"{profile.os.codename} does not carry them at ORT {version}'s versions; offline, put the archives "
@@ -453,8 +493,8 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         ort_version=version,
         execution_provider=ep,
         scope=options.scope,
-        dependencies="system" if system_deps else "fetch",
-        image=_image_plan(profile, system_deps),
+        dependencies=route,
+        image=_image_plan(profile, route),
         toolchain_file=TOOLCHAINS_DIR / "aarch64-linux-gnu.cmake",
         defines=tuple(defines),
         build_args=tuple(args),
@@ -462,8 +502,8 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         parallel=parallel,
         ccache_volume=f"orch-ccache-{profile.name}",
         wheel_platform=f"linux_{profile.arch}",
-        # Fully offline when every dependency is a system package: proves nothing is downloaded.
-        network="none" if system_deps else None,
+        # Fully offline when no dependency is downloaded by ORT: proves nothing is.
+        network="none" if route != "fetch" else None,
         refused=refused,
         notes=tuple(notes),
         cache=options.cache,

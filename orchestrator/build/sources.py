@@ -94,8 +94,12 @@ def parse_source(text: str | None, *, version: str | None, suite: str | None) ->
     check_ort_version(version)
     wanted = version or DEFAULT_ORT_VERSION
     if text is None:
-        if suite and DEBIAN_ORT_VERSIONS.get(suite) == wanted:
-            return SourceSpec(kind="debian", location=suite, ref=None, version=wanted)
+        # The offline route when a Debian suite carries the release: the board's own first (the
+        # ORT tree is the same upstream tarball whichever suite serves it).
+        carriers = sorted(s for s, v in DEBIAN_ORT_VERSIONS.items() if v == wanted)
+        if carriers:
+            chosen = suite if suite in carriers else carriers[0]
+            return SourceSpec(kind="debian", location=chosen, ref=None, version=wanted)
         text = UPSTREAM_GIT
     if text == "debian" or text.startswith("debian:"):
         debian_suite = text.partition(":")[2] or suite or "trixie"
@@ -186,7 +190,13 @@ def sources_root() -> Path:
 
 
 def fetch_debian_tarball(
-    engine: Engine, base_image: str, version: str, log: Callable[[str], None], *, dest: Path | None = None
+    engine: Engine,
+    base_image: str,
+    version: str,
+    log: Callable[[str], None],
+    *,
+    suite: str = "trixie",
+    dest: Path | None = None,
 ) -> Path:
     """The Debian orig tarball of ORT ``version`` (downloaded once into $ORCH_HOME/sources/debian)."""
     out = dest or sources_root() / "debian"
@@ -199,7 +209,8 @@ def fetch_debian_tarball(
         code = engine.run(
             base_image,
             ["sh", _FETCH_IN_CONTAINER],
-            environment={"ORT_DEBIAN_VERSION": f"{version}+dfsg-1"},
+            # The suite that carries the release (the image's own, or derived from its mirror).
+            environment={"ORT_DEBIAN_VERSION": f"{version}+dfsg-1", "ORCH_DEB_SRC_SUITE": suite},
             on_log=log,
             copy_in=[(_FETCH_SCRIPT, _FETCH_IN_CONTAINER)],
             copy_out=[("/out", Path(staging))],
@@ -254,7 +265,7 @@ def prepare_source(
         if spec.kind == "debian":
             if engine is None or base_image is None:
                 raise BuildError("the Debian source route needs a container engine and a base image")
-            tarball = fetch_debian_tarball(engine, base_image, spec.version, log)
+            tarball = fetch_debian_tarball(engine, base_image, spec.version, log, suite=spec.location)
         else:
             tarball = Path(spec.location)
         source_hash = file_sha256(tarball)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.build.dependency_sources import DEPS, PreparedDependencies
 from orchestrator.build.plan import SRC, BuildPlan
 from orchestrator.build.sources import SourceTree
 from orchestrator.errors import BuildError
@@ -78,6 +79,25 @@ def ensure_source_volume(engine: Engine, image: str, tree: SourceTree, log: Call
     code = engine.run(image, ["touch", _COMPLETE], volumes=mount, network="none", copy_in=[(tree.path, SRC)])
     if code != 0:
         raise BuildError(f"copying the ORT source into volume {name} on {engine.label} failed (exit {code})")
+    return name
+
+
+def ensure_dependencies_volume(
+    engine: Engine, image: str, deps: PreparedDependencies, version: str, log: Callable[[str], None]
+) -> str:
+    """The volume holding the unpacked dependency sources at /deps, named by their content."""
+    name = f"orch-deps-{_safe(version)}-{deps.digest}"
+    engine.ensure_volume(name, labels={LABEL_ROLE: "dependency-sources", "orch.ort-version": version})
+    mount = {name: {"bind": DEPS, "mode": "rw"}}
+    marker = f"{DEPS}/.orch-deps-complete"
+    if engine.run(image, ["test", "-f", marker], volumes=mount, network="none") == 0:
+        return name
+    log(f"copying {len(deps.records)} dependency source trees into volume {name} on {engine.label}")
+    code = engine.run(image, ["touch", marker], volumes=mount, network="none", copy_in=[(deps.path, DEPS)])
+    if code != 0:
+        raise BuildError(
+            f"copying the dependency sources into volume {name} on {engine.label} failed (exit {code})"
+        )
     return name
 
 

@@ -1,0 +1,83 @@
+"""The self-contained route for real, offline: ORT 1.21.0 for a Debian 12 (bookworm) board.
+
+Every dependency ORT compiles in comes from a Debian source package of the release ORT pins
+(toolchains/deps/1.21.0.yaml), built with bookworm's own cross compiler in a bookworm build
+container with no network. CI builds the MLAS scope (MLAS, ORT's common code with abseil from
+source, googletest and ``onnxruntime_mlas_test``) and runs a shard of the tests in an arm64
+Debian 12 image on an emulated Cortex-A72: the executable loads with bookworm's glibc 2.36 and
+libstdc++. The full self-contained wheel is in the integration suite (README).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from orchestrator.artifacts.wheel import _inspect_elf
+from orchestrator.build.preflight import board_image
+from orchestrator.targets import resolve_target
+
+pytestmark = pytest.mark.integration
+
+BUILD_TIMEOUT = 3600
+# 1 of 80 shards (~400 of MLAS's 32,447 cases): every kernel family, a few minutes emulated.
+SHARDS, SHARD = 80, 1
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 1800)
+def test_bookworm_self_contained_mlas_build_runs_on_an_emulated_debian_12_cortex_a72(
+    build_env: dict[str, str], orch_cli, engine
+) -> None:
+    dry = orch_cli(
+        build_env, "build", "--target", "rpi4-bookworm", "--scope", "mlas-test", "--dry-run", "--json"
+    )
+    plan = json.loads(dry.stdout)
+    assert plan["dependencies"] == "source" and plan["network"] == "none", dry.stderr
+    result = orch_cli(
+        build_env,
+        "build",
+        "--target",
+        "rpi4-bookworm",
+        "--variant",
+        "default",
+        "--scope",
+        "mlas-test",
+        "--json",
+        timeout=BUILD_TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = json.loads(result.stdout)
+    build_dir = Path(document["build_dir"])
+    exe = build_dir / "out" / "onnxruntime_mlas_test"
+    info = _inspect_elf("onnxruntime_mlas_test", exe.read_bytes())
+    assert info is not None and info.machine == "aarch64"
+    # Built against bookworm's glibc: nothing newer than 2.36 is needed.
+    assert info.glibc is not None and tuple(map(int, info.glibc.split("."))) <= (2, 36), info.glibc
+    # abseil was compiled from the Debian source tree mounted at /deps, not taken from a system package.
+    commands = json.loads((build_dir / "orch-report" / "compile_commands.json").read_text())
+    assert any(c["file"].startswith("/deps/abseil_cpp/absl/") for c in commands)
+    assert not any("/usr/include/absl" in c["command"] for c in commands)
+
+    output: list[str] = []
+    code = engine.run(
+        board_image(engine, resolve_target("rpi4-bookworm")),
+        ["sh", "-c", "cd /t && ./onnxruntime_mlas_test"],
+        environment={
+            "QEMU_CPU": "cortex-a72",
+            "LD_LIBRARY_PATH": "/t",
+            "GTEST_TOTAL_SHARDS": str(SHARDS),
+            "GTEST_SHARD_INDEX": str(SHARD),
+        },
+        volumes={str(build_dir / "out"): {"bind": "/t", "mode": "ro"}},
+        network="none",
+        on_log=output.append,
+        timeout=1500,
+    )
+    text = "\n".join(output)
+    passed = re.search(r"\[  PASSED  \] (\d+) test", text)
+    assert code == 0 and passed, text[-3000:]
+    assert int(passed.group(1)) > 100 and "[  FAILED  ]" not in text
+    print(f"self-contained bookworm MLAS build {document['duration_s']} s; shard: {passed.group(1)} passed")
