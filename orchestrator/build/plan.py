@@ -366,7 +366,13 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         )
     version = options.source.version
     system_deps = (profile.os.codename, version) in SYSTEM_DEPS
-    table = None if system_deps else load_table(version)
+    # The self-contained route needs a table for the release and a build image orch knows how to
+    # make for the board's distribution (CMake >= 3.28, a cross GCC against the board's glibc).
+    table = (
+        None
+        if system_deps or packages_file(profile.os.codename, "source") == PACKAGES_DIR / "default.txt"
+        else load_table(version)
+    )
     route = "system" if system_deps else "source" if table else "fetch"
     notes: list[str] = []
     refused: str | None = None

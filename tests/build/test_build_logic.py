@@ -79,7 +79,7 @@ def test_cli_dry_run_json_for_every_target(target: str, orch_env: dict[str, str]
 def test_cli_dry_run_human_output_shows_image_flags_and_command(orch_env: dict[str, str], orch_cli) -> None:
     result = orch_cli(orch_env, "build", "--target", "rpi4-bookworm", "--dry-run", check=True)
     for text in (
-        "orch/build-bookworm:",
+        "orch/build-bookworm-source:",
         "-mcpu=cortex-a72",
         "--enable_lto",
         "aarch64-linux-gnu.cmake",
