@@ -262,6 +262,8 @@ class BuildRecord:
     dependencies: str | None = None  # "system" | "source" | "fetch"
     # The self-contained route: each dependency's Debian package, version, sha256 and ORT patch.
     dependency_sources: tuple[dict[str, str], ...] | None = None
+    # --sysroot-from: the stored sysroot the wheel was built and checked for (name, digest, OS, check).
+    sysroot: dict[str, Any] | None = None
     image: str | None = None  # the build image's tag
     image_id: str | None = None
     engine: str | None = None  # the Docker engine that built it
@@ -291,6 +293,7 @@ class BuildRecord:
             patches=f.text_maps("patches"),
             dependencies=f.text("dependencies"),
             dependency_sources=f.text_maps("dependency_sources"),
+            sysroot=f.document_value("sysroot"),
             image=f.text("image"),
             image_id=f.text("image_id"),
             engine=f.text("engine"),

@@ -44,6 +44,8 @@ from orchestrator.build.cache import CacheRelay
 from orchestrator.build.dependency_sources import DEPS, PreparedDependencies, load_table, prepare_dependencies
 from orchestrator.build.plan import BUILD, CCACHE, OUT, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
 from orchestrator.build.sources import SourceTree, file_sha256, prepare_source
+from orchestrator.build.sysroot_target import SysrootRef
+from orchestrator.build.sysroots import Sysroot, check_wheel_against
 from orchestrator.build.workspace import (
     ensure_build_volume,
     ensure_dependencies_volume,
@@ -224,9 +226,11 @@ def ensure_base_image_on(engine: Engine, plan: BuildPlan, log: Log, *, local: En
     raise BuildError(
         f"the build image for target '{plan.target.name}' needs the base image '{image.base_image}', "
         f"which {engine.label} does not have and cannot pull without a registry",
-        hint=f"load it (docker load -i {image.base_image.replace(':', '_').replace('/', '_')}.tar) or "
-        f"pull it where a registry is reachable, or point ORCH_BASE_IMAGE_{codename} at an image you "
-        f"have; `orch build --target {plan.target.name} --dry-run` shows the plan meanwhile",
+        hint=f"three ways: (1) pull it where a registry is reachable (docker pull {image.base_image}) or point"
+        f" ORCH_BASE_IMAGE_{codename} at an image you have; (2) load a saved one (docker load -i"
+        f" {image.base_image.replace(':', '_').replace('/', '_')}.tar); (3) build for the OS of a board you"
+        f" reach: `orch sysroot pull --host BOARD`, then `orch build --target {plan.target.name}"
+        " --sysroot-from BOARD` (Debian-based boards build offline). `--dry-run` shows the plan meanwhile",
     )
 
 
@@ -413,6 +417,7 @@ def execute(
         engine=local,
         log=log,
         preflight=preflight,
+        sysroot=plan.sysroot,
     )
     return BuildResult(
         plan=plan,
@@ -520,9 +525,11 @@ def finish_artifact(
     engine: Engine,
     log: Log,
     preflight: bool = True,
+    sysroot: SysrootRef | None = None,
 ) -> Artifact:
     """Wheel check + pre-flight, then the wheel, log and manifest (``record`` + what the checks
-    found) into the artifact directory."""
+    found) into the artifact directory. With a sysroot, the wheel's ELF version needs are also
+    proved against the sysroot's own libc, libstdc++ and libgcc."""
 
     info = inspect_wheel(wheel)
     problems = compatibility_problems(
@@ -532,6 +539,10 @@ def finish_artifact(
         python_tag=profile.os.python_tag,
         board=f"target {profile.name}",
     )
+    if sysroot is not None:
+        check = check_wheel_against(info, Sysroot(root=sysroot.root, name=sysroot.name))
+        problems += [f"sysroot {sysroot.name}: {message}" for message in check.messages]
+        record = replace(record, sysroot={**sysroot.as_dict(), "check": check.as_dict()})
     directory = artifact_dir(profile.name, variant, ort_version, root)
     staging = directory.with_name(directory.name + ".incoming")
     if staging.exists():

@@ -35,6 +35,7 @@ from orchestrator.build.cache import RemoteCache
 from orchestrator.build.dependency_sources import DependencyTable, load_table
 from orchestrator.build.flags import check_without_tree
 from orchestrator.build.sources import SourceSpec
+from orchestrator.build.sysroot_target import SysrootRef
 from orchestrator.build.variants import Variant
 from orchestrator.errors import UsageError
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
@@ -81,6 +82,8 @@ class BuildOptions:
     docker_host: str | None = None
     force_flags: bool = False  # build with define names known to be wrong (they are then warnings)
     cache: RemoteCache | None = None  # ccache's shared remote storage (--cache)
+    # --sysroot-from: the board OS the profile was adjusted to; the wheel is checked against it.
+    sysroot: SysrootRef | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,6 +121,7 @@ class BuildPlan:
     refused: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     cache: RemoteCache | None = None
+    sysroot: SysrootRef | None = None
 
     @property
     def build_argv(self) -> list[str]:
@@ -203,6 +207,7 @@ class BuildPlan:
             "preflight": {"qemu_cpu": self.target.qemu_cpu},
             "refused": self.refused,
             "notes": list(self.notes),
+            "sysroot": self.sysroot.as_dict() if self.sysroot else None,
         }
 
 
@@ -479,6 +484,14 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         args.append("--use_xnnpack")
     args.append("--cmake_extra_defines")
     args += [f"{k}={v}" for k, v in defines]
+    if options.sysroot is not None:
+        ref = options.sysroot
+        notes.append(
+            f"OS from sysroot {ref.name!r}"
+            + (f" (pulled from board {ref.board})" if ref.board else "")
+            + f": {ref.os.distro} {ref.os.release}, glibc {ref.os.glibc}, Python {ref.os.python}; the profile"
+            f" gives the CPU ({profile.mcpu}); the wheel is checked against the sysroot's own libraries"
+        )
     if table is not None:
         notes.append(
             f"self-contained: {profile.os.distro} {profile.os.codename} does not carry ORT {version}'s"
@@ -513,4 +526,5 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         refused=refused,
         notes=tuple(notes),
         cache=options.cache,
+        sysroot=options.sysroot,
     )

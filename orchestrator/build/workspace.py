@@ -56,6 +56,8 @@ def source_volume_name(tree: SourceTree) -> str:
 
 def build_volume_name(plan: BuildPlan) -> str:
     parts = [plan.target.name, plan.variant.name, plan.ort_version, plan.scope]
+    if plan.sysroot is not None:  # another OS, another compiler: never the same build directory
+        parts.append(plan.sysroot.digest[:8])
     return "orch-build-" + home_key() + "-" + "-".join(_safe(p) for p in parts)
 
 

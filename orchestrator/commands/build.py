@@ -32,6 +32,8 @@ from orchestrator.build.plan import (
 )
 from orchestrator.build.sources import check_ort_version, parse_source
 from orchestrator.build.stock import default_version, fetch_stock, plan_dict
+from orchestrator.build.sysroot_store import find_sysroot
+from orchestrator.build.sysroot_target import profile_for_sysroot
 from orchestrator.build.variants import Variant, resolve_variant
 from orchestrator.build.workspace import volumes_to_clean
 from orchestrator.commands import options
@@ -108,6 +110,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="use only the --cache server, no local ccache volume (ephemeral CI machines)",
     )
     parser.add_argument(
+        "--sysroot-from",
+        metavar="NAME",
+        help="build for the OS of a stored sysroot (`orch sysroot pull --host NAME` first): its glibc,"
+        " Python and distribution replace the target profile's; the wheel is checked against it",
+    )
+    parser.add_argument(
         "--force-flags", action="store_true", help="build even with unknown CMake/build.py names"
     )
     parser.add_argument(
@@ -152,6 +160,10 @@ def run(args: argparse.Namespace) -> int:
         return run_batch_command(args, targets, variants, engines or [LOCAL], _plan)
     args.target, args.variant = targets[0], variants[0]
     profile = resolve_target(args.target)
+    sysroot = None
+    if args.sysroot_from:
+        profile, sysroot = profile_for_sysroot(profile, find_sysroot(args.sysroot_from))
+    args.sysroot = sysroot
     variant = resolve_variant(args.variant)
     if not variant.build:
         return _stock(args, profile)
@@ -189,6 +201,7 @@ def _plan(
         docker_host=args.docker_host,
         force_flags=args.force_flags,
         cache=args.remote_cache,
+        sysroot=args.sysroot,
     )
     return make_plan(profile, variant, options)
 

@@ -105,6 +105,7 @@ def test_cli_target_without_an_offline_base_image_names_it(orch_env: dict[str, s
     result = orch_cli(env, "build", "--target", "jetson", "--variant", "default", timeout=120)
     assert result.returncode == 5
     assert "ubuntu:22.04" in result.stderr and "ORCH_BASE_IMAGE_JAMMY" in result.stderr
+    assert "docker load" in result.stderr and "--sysroot-from" in result.stderr  # every way, in one message
 
 
 def test_cli_stock_dry_run_shows_the_pip_download(orch_env: dict[str, str], orch_cli) -> None:

@@ -102,3 +102,19 @@ def test_an_a76_build_is_refused_for_the_a72_board_before_anything_is_sent(
     fits = mixed_lab.orch("deploy", "--host", "rpi5-1", "--artifact", str(artifact), "--dry-run")
     assert fits.returncode == 0, fits.stderr
     assert "SIGILL" not in fits.stderr
+
+
+def test_a_sysroot_pulled_from_the_bookworm_board_sets_the_builds_os(mixed_lab: Lab) -> None:
+    pulled = mixed_lab.orch("sysroot", "pull", "--host", "rpi4-bookworm-1", timeout=900)
+    assert pulled.returncode == 0, pulled.stderr
+    dry = mixed_lab.orch(
+        "build", "--target", "jetson", "--sysroot-from", "rpi4-bookworm-1", "--dry-run", "--json", check=True
+    )
+    plan = json.loads(dry.stdout)
+    # The board's truth (Debian 12: glibc 2.36, Python 3.11) replaces the Jetson profile's Ubuntu 22.04;
+    # the profile still gives the CPU. Debian 12 builds self-contained, offline.
+    assert plan["wheel"]["python_tag"] == "cp311" and plan["wheel"]["max_glibc"] == "2.36"
+    assert "-mcpu=cortex-a78ae" in plan["compiler_flags"]
+    assert plan["dependencies"] == "source" and plan["network"] == "none"
+    assert plan["image"]["tag"].startswith("orch/build-bookworm-source:")
+    assert plan["sysroot"]["board"] == "rpi4-bookworm-1" and len(plan["sysroot"]["digest"]) == 64

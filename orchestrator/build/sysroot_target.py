@@ -1,0 +1,106 @@
+"""A target profile whose OS is taken from a stored sysroot (``orch build --sysroot-from NAME``).
+
+A sysroot pulled from a board is the truth about that board: its glibc, Python and distribution
+replace the profile's OS facts; the profile still gives the CPU (``-mcpu``, the emulated
+pre-flight). The build then runs in a container of that distribution, and the wheel is checked
+against the sysroot's own libraries (``orchestrator.build.sysroots.check_wheel_against``). Pure,
+apart from reading the stored sysroot's files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from orchestrator.build.sysroot_store import StoredSysroot
+from orchestrator.errors import UsageError
+from orchestrator.targets import BoardOS, TargetProfile
+
+# Release numbers to code names, for sysroots that lack os-release's VERSION_CODENAME.
+_CODENAMES = {
+    ("debian", "11"): "bullseye",
+    ("debian", "12"): "bookworm",
+    ("debian", "13"): "trixie",
+    ("ubuntu", "18.04"): "bionic",
+    ("ubuntu", "20.04"): "focal",
+    ("ubuntu", "22.04"): "jammy",
+    ("ubuntu", "24.04"): "noble",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SysrootRef:
+    """Which stored sysroot a build is for, as the plan and the manifest record it."""
+
+    name: str
+    digest: str
+    root: Path
+    board: str | None
+    os: BoardOS
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "digest": self.digest,
+            "board": self.board,
+            "os": f"{self.os.distro} {self.os.release} ({self.os.codename})",
+            "glibc": self.os.glibc,
+            "python": self.os.python,
+        }
+
+
+def _os_of(stored: StoredSysroot) -> BoardOS:
+    sysroot = stored.sysroot
+    release = sysroot.os_release()
+    facts = stored.record.get("board_facts") or {}
+    distro = (release.get("ID") or str(facts.get("os_id", ""))).lower()
+    version = release.get("VERSION_ID") or str(facts.get("os_version", ""))
+    named = re.search(r"\(([a-z]+)\)", str(facts.get("os_name", "")))
+    codename = (
+        release.get("VERSION_CODENAME")
+        or (named.group(1) if named else "")
+        or _CODENAMES.get((distro, version), "")
+    )
+    glibc = sysroot.glibc or str(facts.get("glibc", "") or "")
+    python = sysroot.python_version or ".".join(str(facts.get("python_version", "")).split(".")[:2])
+    missing = [
+        what
+        for what, value in (
+            ("distribution", distro),
+            ("release", version),
+            ("code name", codename),
+            ("glibc", glibc),
+            ("Python", python),
+        )
+        if not value
+    ]
+    if missing:
+        raise UsageError(
+            f"sysroot {stored.name!r} does not say its {', '.join(missing)}",
+            hint="pull it from the board again (orch sysroot pull), or add a rootfs that has etc/os-release,"
+            " libc.so.6 and Python",
+        )
+    return BoardOS(distro=distro, release=version, codename=codename, glibc=glibc, python=python)
+
+
+def profile_for_sysroot(profile: TargetProfile, stored: StoredSysroot) -> tuple[TargetProfile, SysrootRef]:
+    """``profile`` with the sysroot's OS (and the build container of that distribution)."""
+    board_os = _os_of(stored)
+    debian = board_os.distro == "debian"
+    adjusted = replace(
+        profile,
+        os=board_os,
+        # Debian build containers are made offline; others come from a registry image.
+        bootstrap_suite=board_os.codename if debian else None,
+        base_image=f"{board_os.distro}:{board_os.codename if debian else board_os.release}",
+    )
+    reference = SysrootRef(
+        name=stored.name,
+        digest=stored.digest,
+        root=stored.directory / "root",
+        board=stored.record.get("board"),
+        os=board_os,
+    )
+    return adjusted, reference
