@@ -1,15 +1,20 @@
 """`orch demo`: the whole job on the lab, as a newcomer runs it.
 
 It is a plain sequence of the real sub-commands (no private shortcuts), so what the
-demo shows is exactly what a user gets by typing them one by one:
+demo shows is exactly what a user gets by typing them one by one. Every build is ONNX Runtime
+1.21.0 (the release whose source this machine's Debian mirror serves), so each comparison measures
+one thing: stock -> default is the build environment (Debian's toolchain, orch's patch), default ->
+tuned is the flags. The boards emulate a Raspberry Pi 5 (Cortex-A76): the official 1.21.0 wheel
+dies of SIGILL on a Cortex-A72 (upstream's fp16 bug), which `orch build --target lab --variant
+stock --ort-version 1.21.0` shows by itself.
 
-    orch lab up --boards 2
-    orch build --target lab --variant stock
-    orch build --target lab --variant tuned
-    orch deploy --group lab --variant stock
-    orch deploy --group lab --variant tuned
-    orch bench --group lab --variant stock,tuned   (tiny run lengths: emulated boards are slow)
-    orch report <run> --html <path>
+    orch lab up --board rpi5:2
+    orch build --target rpi5 --variant stock|default|tuned
+    orch deploy --group rpi5 --variant stock|default|tuned
+    orch bench --group rpi5 --variant stock,default --quick   (tiny run lengths: emulated boards are slow)
+    orch bench --group rpi5 --variant default,tuned --quick
+    orch verify --group rpi5 --variant stock,tuned --subset 60
+    orch report latest --html <path>
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from orchestrator.errors import OrchError
 from orchestrator.lab.sample_models import write_tiny_convnet
 
 NAME = "demo"
-HELP = "the whole job on the lab: lab up, build, deploy stock+tuned, bench A/B, report"
+HELP = "the whole job on the lab: lab up, build stock/default/tuned, deploy, bench, verify, report"
+TARGET = "rpi5"
+VARIANTS = ("stock", "default", "tuned")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,13 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def steps(args: argparse.Namespace) -> list[list[str]]:
     model = "models/demo_conv.onnx"
+    group = ["--group", TARGET]
     return [
-        ["lab", "up", "--boards", str(args.boards)],
-        ["build", "--target", "lab", "--variant", "stock"],
-        ["build", "--target", "lab", "--variant", "tuned"],
-        ["deploy", "--group", "lab", "--variant", "stock", "--model", model],
-        ["deploy", "--group", "lab", "--variant", "tuned", "--model", model],
-        ["bench", "--group", "lab", "--variant", "stock,tuned", "--quick"],
+        ["lab", "up", "--board", f"{TARGET}:{args.boards}"],
+        *(["build", "--target", TARGET, "--variant", variant] for variant in VARIANTS),
+        *(["deploy", *group, "--variant", variant, "--model", model] for variant in VARIANTS),
+        ["bench", *group, "--variant", "stock,default", "--quick"],
+        ["bench", *group, "--variant", "default,tuned", "--quick"],
+        ["verify", *group, "--variant", "stock,tuned", "--subset", "60"],
         ["report", "latest", "--html", str(args.report)],
     ]
 
