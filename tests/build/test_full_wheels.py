@@ -1,0 +1,86 @@
+"""Full wheels that do not fit CI's budget (marked ``full``; run them with ``pytest -m full``).
+
+Each builds a complete ORT wheel from an empty compiler cache (about an hour on 2 cores), pre-flights
+it on the board's emulated CPU, installs it on a lab board of the board's own OS and compares one
+inference with x86 onnxruntime on the same inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+import pytest
+
+from orchestrator.adapters import ssh as remote
+from orchestrator.lab.sample_models import tiny_convnet, write_model
+from tests.conftest import Lab, make_env
+
+pytestmark = [pytest.mark.integration, pytest.mark.full]
+
+FULL_TIMEOUT = 3 * 3600
+
+
+@pytest.fixture(scope="module")
+def bookworm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    root = tmp_path_factory.mktemp("bookworm-lab")
+    env = make_env(root)
+    the_lab = Lab(root=root, env=env, home=Path(env["ORCH_HOME"]))
+    try:
+        the_lab.orch("lab", "up", "--board", "rpi4-bookworm:1", check=True, timeout=1500)
+        the_lab.refresh()
+        yield the_lab
+    finally:
+        the_lab.orch("lab", "down", timeout=300)
+
+
+@pytest.mark.timeout(FULL_TIMEOUT + 1800)
+def test_self_contained_bookworm_wheel_runs_on_a_debian_12_board(
+    bookworm_lab: Lab, tmp_path: Path, seed_ort_source
+) -> None:
+    seed_ort_source(bookworm_lab.home)
+    result = bookworm_lab.orch("build", "--target", "rpi4-bookworm", "--json", timeout=FULL_TIMEOUT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = json.loads(result.stdout)["manifest"]
+    assert manifest["dependencies"] == "source"
+    assert manifest["wheel"].endswith("-cp311-cp311-linux_aarch64.whl")
+    assert manifest["preflight"]["ok"] and manifest["preflight"]["comparison"]["max_abs_diff"] < 1e-4
+    # Self-contained: nothing from the build distribution's libraries is bundled; every dependency
+    # is named with its Debian package, version and hash.
+    assert not manifest.get("bundled_libraries")
+    sources = {entry["name"]: entry for entry in manifest["dependency_sources"]}
+    assert sources["Protobuf"]["version"].startswith("3.21.12") and len(sources["onnx"]["sha256"]) == 64
+
+    model = write_model(tiny_convnet(), tmp_path / "tiny.onnx")
+    deploy = bookworm_lab.orch(
+        "deploy", "--host", "rpi4-bookworm-1", "--variant", "tuned", "--model", str(model), timeout=1800
+    )
+    assert deploy.returncode == 0, deploy.stderr[-3000:]
+    board = bookworm_lab.board("rpi4-bookworm-1")
+    inputs = np.random.default_rng(5).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    code = (
+        "import sys, json, numpy as np, onnxruntime as ort\n"
+        "x = np.array(json.loads(sys.stdin.read()), dtype=np.float32)\n"
+        "s = ort.InferenceSession(sys.argv[1])\n"
+        "print(ort.__version__, json.dumps(s.run(None, {'input': x})[0].tolist()))"
+    )
+    with remote.connect(board) as session:
+        out = session.run(
+            [
+                f"{board.workdir}/current/venv/bin/python",
+                "-c",
+                code,
+                f"{board.workdir}/current/models/tiny.onnx",
+            ],
+            stdin=json.dumps(inputs.tolist()).encode(),
+            timeout=900,
+        ).stdout
+    version, _, values = out.strip().splitlines()[-1].partition(" ")
+    assert version == "1.21.0"
+    reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
+    np.testing.assert_allclose(
+        np.array(json.loads(values), dtype=np.float32), reference, rtol=1e-4, atol=1e-5
+    )
