@@ -495,3 +495,18 @@ def find_sysroot(name: str, root: Path | None = None) -> StoredSysroot:
             " (or add a rootfs: orch sysroot add PATH --name NAME)",
         )
     return stored[name]
+
+
+def remove_sysroot(name: str, root: Path | None = None) -> bool:
+    """Forget ``name``; its tree goes too when no other name points at it. True when the tree was deleted."""
+    base = root or store_root()
+    find_sysroot(name, base)  # a clear error for a name that is not there
+    with _locked_index(base) as index:
+        digest = index["sysroots"].pop(name)["digest"]
+        still_used = any(entry.get("digest") == digest for entry in index["sysroots"].values())
+        if not still_used:
+            # Renamed first: a half-deleted tree is never seen under its digest.
+            doomed = base / f".removing-{digest}"
+            (base / digest).rename(doomed)
+            shutil.rmtree(doomed)
+    return not still_used

@@ -62,6 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json_option(add)
     listing = sub.add_parser("list", help="the stored sysroots")
     add_json_option(listing)
+    remove = sub.add_parser(
+        "remove", help="forget a stored sysroot (its files go when no other name shares them)"
+    )
+    remove.add_argument("name", metavar="NAME")
     check = sub.add_parser(
         "check",
         help="prove a wheel's GLIBC_/GLIBCXX_/CXXABI_/GCC_ needs against a stored sysroot",
@@ -87,9 +91,9 @@ def run(args: argparse.Namespace) -> int:
     if not action:
         raise UsageError(
             "say what to do: `orch sysroot pull --host NAME`, `orch sysroot add PATH --name NAME`,"
-            " `orch sysroot list`, `orch sysroot check --sysroot-from NAME --wheel PATH`"
+            " `orch sysroot list`, `orch sysroot check --sysroot-from NAME --wheel PATH`, `orch sysroot remove NAME`"
         )
-    handlers = {"pull": _pull, "add": _add, "list": _list, "check": _check}
+    handlers = {"pull": _pull, "add": _add, "list": _list, "check": _check, "remove": _remove}
     return handlers[str(action)](args)
 
 
@@ -290,6 +294,25 @@ def _list(args: argparse.Namespace) -> int:
             "complete" if not missing else escape("lacks " + ", ".join(missing)),
         )
     console.print(table)
+    return 0
+
+
+# -- remove ----------------------------------------------------------------------------------------------
+
+
+def _remove(args: argparse.Namespace) -> int:
+    from orchestrator.build import sysroot_store
+
+    stored = sysroot_store.find_sysroot(args.name)
+    deleted = sysroot_store.remove_sysroot(args.name)
+    if deleted:
+        console.print(
+            f"removed sysroot {escape(args.name)} and its files ({stored.digest[:12]}, {_size(int(stored.tree.get('size', 0)))})"
+        )
+    else:
+        console.print(
+            f"removed the name {escape(args.name)}; its files ({stored.digest[:12]}) stay: another name uses them"
+        )
     return 0
 
 

@@ -145,6 +145,18 @@ def test_add_keeps_the_libraries_and_a_second_add_stores_nothing_new(
     sources = {s["name"]: s["record"]["source"] for s in listing}
     assert sources == {"copy": str(tarball), "trixie-fs": str(rootfs)}
 
+    # Removing a name deletes its tree only when no other name shares it.
+    orch_cli(orch_env, "sysroot", "add", str(tarball), "--name", "copy2", check=True)
+    shared = orch_cli(orch_env, "sysroot", "remove", "copy", check=True)
+    assert "its files" in shared.stderr and "stay: another name uses them" in shared.stderr
+    assert (_home(orch_env) / document["digest"]).is_dir()
+    orch_cli(orch_env, "sysroot", "remove", "copy2", check=True)
+    assert not (_home(orch_env) / document["digest"]).exists()
+    listing = json.loads(orch_cli(orch_env, "sysroot", "list", "--json", check=True).stdout)
+    assert [s["name"] for s in listing] == ["trixie-fs"]
+    gone = orch_cli(orch_env, "sysroot", "remove", "copy")
+    assert gone.returncode == 2 and "no sysroot called 'copy'" in gone.stderr
+
 
 def test_a_tarball_cannot_write_outside_the_store(
     tmp_path: Path, orch_env: dict[str, str], orch_cli: Orch
