@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from orchestrator.adapters import ssh as remote
 from orchestrator.adapters.session import CommandResult
+from orchestrator.artifacts.identity import describe
 from orchestrator.bench import plan as bench_plan
 from orchestrator.bench.clocks import ClockState, pin_clocks, restore_clocks
 from orchestrator.bench.plan import BenchPlan, ReleaseRef, Step
@@ -103,6 +104,13 @@ def _run_board(board: Board, plan: BenchPlan, document: dict[str, Any], progress
         chosen = bench_plan.pick_releases(plan, found, board.name)
         models = bench_plan.pick_models(plan, chosen, board.name)
         document["releases"] = [vars(release) for release in chosen]
+        for release in chosen:  # which build each variant is, before anything is measured
+            progress(
+                board.name,
+                escape(
+                    f"measures {release.id}: {describe(release.variant, release.ort_version, release.route)}"
+                ),
+            )
         if plan.quantize:
             quantised = document.setdefault("quantization", {})
             for release in chosen:

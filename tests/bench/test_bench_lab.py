@@ -180,6 +180,10 @@ def test_variant_ab_runs_each_release_interleaved_and_finds_the_slower_one(deplo
     done, doc = bench(lab, "--host", "lab1", "--variant", "stock,tuned", "--pin-clocks", *QUICK)
     assert done.returncode == 0, done.stderr
     assert "clocks not pinned" in done.stderr  # the lab has no cpufreq: warned, not fatal
+    # Which build each variant is, said before anything is measured (the copy keeps stock's wheel).
+    said = " ".join(done.stderr.split())
+    assert re.search(r"lab1 measures stock-[\w.]+-[0-9a-f]{8}: stock [\w.]+ official", said), said
+    assert re.search(r"lab1 measures tuned-[\w.]+-[0-9a-f]{8}: tuned [\w.]+ official", said), said
     stored = ResultStore(Path(lab.env["ORCH_RESULTS"])).load(doc["run_id"]).boards["lab1"]
     measurements = stored["measurements"]
     assert [m["key"]["variant"] for m in measurements] == ["stock", "tuned"] * 4
