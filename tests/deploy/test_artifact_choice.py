@@ -158,3 +158,47 @@ def test_the_stock_baseline_defaults_to_the_release_the_build_plan_builds(
     # Read from the build plan's default, not a number of its own: when the default moves, so does stock.
     monkeypatch.setattr(sources, "DEFAULT_ORT_VERSION", "1.23.2")
     assert default_version(resolve_target("rpi4")) == "1.23.2"
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_the_deploy_table_keeps_release_ids_and_versions_whole(width: int) -> None:
+    # At 80 columns (any log) the release id was cut to "stock-1.2…": here it must stay whole, with
+    # the verified version, however the other cells wrap; at 60 the table is printed stacked.
+    import argparse
+    import io
+
+    from rich.console import Console
+
+    from orchestrator.board import Board
+    from orchestrator.commands.deploy import _table
+    from orchestrator.console import print_whole
+    from orchestrator.deploy.execute import BoardReport
+    from orchestrator.deploy.verification import Verification
+    from orchestrator.fleet.parallel import FleetResult, Outcome
+
+    outcomes = {}
+    for name in ("rpi4-livingroom-01", "nano01"):
+        report = BoardReport(
+            board=name,
+            action="deployed",
+            release_id="stock-1.21.0-0a1b2c3d",
+            previous=None,
+            python="/home/orch/orch/releases/stock-1.21.0-0a1b2c3d/venv/bin/python",
+            files_sent=12,
+            bytes_sent=15_300_000,
+            transfer_seconds=4.2,
+            seconds=312.4,
+            verification=Verification(ok=True, version="1.21.0", models={}),
+            verified_at="2026-12-01T12:00:00+00:00",
+            verification_recorded=True,
+        )
+        outcomes[name] = Outcome(board=Board(name=name, hostname="192.0.2.1"), value=report, duration=312.4)
+    buffer = io.StringIO()
+    args = argparse.Namespace(dry_run=False, rollback=False)
+    print_whole(
+        _table(args, FleetResult(outcomes=outcomes)), Console(width=width, file=buffer, color_system=None)
+    )
+    text = buffer.getvalue()
+    assert "\u2026" not in text and max(len(line) for line in text.splitlines()) <= width, text
+    assert text.count("stock-1.21.0-0a1b2c3d") == 2 and text.count("1.21.0,") == 2, text
+    assert text.count("312.4s") == 2 and text.count("MB/s") == 2, text
