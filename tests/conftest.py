@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,6 +132,21 @@ def lab_boards_of(home: Path) -> list[Board]:
             os.environ.pop("ORCH_HOME", None)
         else:
             os.environ["ORCH_HOME"] = previous
+
+
+@contextmanager
+def profile_lab(root: Path, *boards: str) -> Iterator[Lab]:
+    """``orch lab up --board B ...`` (``rpi5:1``, ...) in its own ORCH_HOME under ``root``; torn down after."""
+    env = make_env(root)
+    the_lab = Lab(root=root, env=env, home=Path(env["ORCH_HOME"]))
+    try:
+        the_lab.orch(
+            "lab", "up", *(arg for board in boards for arg in ("--board", board)), check=True, timeout=1500
+        )
+        the_lab.refresh()
+        yield the_lab
+    finally:
+        the_lab.orch("lab", "down", timeout=300)
 
 
 @pytest.fixture(scope="session")

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 import pytest
+from board_checks import infer_on_board
 
-from orchestrator.adapters import ssh as remote
 from orchestrator.lab.sample_models import tiny_convnet, write_model
-from tests.conftest import Lab, make_env
+from tests.conftest import Lab, profile_lab
 
 pytestmark = [pytest.mark.integration, pytest.mark.full]
 
@@ -26,15 +26,8 @@ FULL_TIMEOUT = 3 * 3600
 
 @pytest.fixture(scope="module")
 def bookworm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    root = tmp_path_factory.mktemp("bookworm-lab")
-    env = make_env(root)
-    the_lab = Lab(root=root, env=env, home=Path(env["ORCH_HOME"]))
-    try:
-        the_lab.orch("lab", "up", "--board", "rpi4-bookworm:1", check=True, timeout=1500)
-        the_lab.refresh()
+    with profile_lab(tmp_path_factory.mktemp("bookworm-lab"), "rpi4-bookworm:1") as the_lab:
         yield the_lab
-    finally:
-        the_lab.orch("lab", "down", timeout=300)
 
 
 @pytest.mark.timeout(FULL_TIMEOUT + 1800)
@@ -59,28 +52,8 @@ def test_self_contained_bookworm_wheel_runs_on_a_debian_12_board(
         "deploy", "--host", "rpi4-bookworm-1", "--variant", "tuned", "--model", str(model), timeout=1800
     )
     assert deploy.returncode == 0, deploy.stderr[-3000:]
-    board = bookworm_lab.board("rpi4-bookworm-1")
     inputs = np.random.default_rng(5).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    code = (
-        "import sys, json, numpy as np, onnxruntime as ort\n"
-        "x = np.array(json.loads(sys.stdin.read()), dtype=np.float32)\n"
-        "s = ort.InferenceSession(sys.argv[1])\n"
-        "print(ort.__version__, json.dumps(s.run(None, {'input': x})[0].tolist()))"
-    )
-    with remote.connect(board) as session:
-        out = session.run(
-            [
-                f"{board.workdir}/current/venv/bin/python",
-                "-c",
-                code,
-                f"{board.workdir}/current/models/tiny.onnx",
-            ],
-            stdin=json.dumps(inputs.tolist()).encode(),
-            timeout=900,
-        ).stdout
-    version, _, values = out.strip().splitlines()[-1].partition(" ")
+    version, output = infer_on_board(bookworm_lab.board("rpi4-bookworm-1"), "tiny.onnx", inputs)
     assert version == "1.21.0"
     reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
-    np.testing.assert_allclose(
-        np.array(json.loads(values), dtype=np.float32), reference, rtol=1e-4, atol=1e-5
-    )
+    np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-5)

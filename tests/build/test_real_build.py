@@ -11,17 +11,14 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 import onnxruntime
 import pytest
+from board_checks import infer_on_board, mlas_shard
 
-from orchestrator.adapters import ssh as remote
-from orchestrator.build.preflight import board_image
 from orchestrator.lab.sample_models import tiny_convnet, write_model
-from orchestrator.targets import resolve_target
 
 MLAS_TIMEOUT = 3600
 FULL_TIMEOUT = 5400
@@ -62,27 +59,10 @@ def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(
     print(f"MLAS build: {document['duration_s']} s, ccache {document['ccache']}")
 
     # A shard of ORT's own MLAS tests on an emulated Cortex-A72.
-    output: list[str] = []
-    code = engine.run(
-        board_image(engine, resolve_target("lab")),
-        ["sh", "-c", "cd /t && ./onnxruntime_mlas_test"],
-        environment={
-            "QEMU_CPU": "cortex-a72",
-            "LD_LIBRARY_PATH": "/t",
-            "GTEST_TOTAL_SHARDS": str(SHARDS),
-            "GTEST_SHARD_INDEX": str(SHARD),
-        },
-        volumes={str(bundle): {"bind": "/t", "mode": "ro"}},
-        network="none",
-        on_log=output.append,
-        timeout=1500,  # an emulated test executable that hangs is killed, not waited for
-    )
-    text = "\n".join(output)
-    passed = re.search(r"\[  PASSED  \] (\d+) test", text)
-    assert code == 0 and passed, text[-3000:]
-    assert int(passed.group(1)) > 150
+    code, text, passed = mlas_shard(engine, "lab", bundle, shards=SHARDS, shard=SHARD)
+    assert code == 0 and passed > 150, text[-3000:]
     assert "[  FAILED  ]" not in text
-    print(f"onnxruntime_mlas_test shard {SHARD + 1}/{SHARDS} on cortex-a72: {passed.group(1)} passed")
+    print(f"onnxruntime_mlas_test shard {SHARD + 1}/{SHARDS} on cortex-a72: {passed} passed")
 
 
 @pytest.mark.timeout(FULL_TIMEOUT + 1800)  # the build, pre-flight, deploy and one inference
@@ -114,28 +94,8 @@ def test_full_tuned_lab_wheel_builds_preflights_deploys_and_matches_x86(
         "deploy", "--host", "lab1", "--variant", "tuned", "--model", str(model), "--json", timeout=1800
     )
     assert deploy.returncode == 0, deploy.stderr[-3000:]
-    board = lab.board("lab1")
     inputs = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    code = (
-        "import sys, json, numpy as np, onnxruntime as ort\n"
-        "x = np.array(json.loads(sys.stdin.read()), dtype=np.float32)\n"
-        "s = ort.InferenceSession(sys.argv[1])\n"
-        "print(ort.__version__, json.dumps(s.run(None, {'input': x})[0].tolist()))"
-    )
-    with remote.connect(board) as session:
-        out = session.run(
-            [
-                f"{board.workdir}/current/venv/bin/python",
-                "-c",
-                code,
-                f"{board.workdir}/current/models/tiny.onnx",
-            ],
-            stdin=json.dumps(inputs.tolist()).encode(),
-            timeout=900,
-        ).stdout
-    version, _, values = out.strip().splitlines()[-1].partition(" ")
+    version, output = infer_on_board(lab.board("lab1"), "tiny.onnx", inputs)
     assert version == "1.21.0"
     reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
-    np.testing.assert_allclose(
-        np.array(json.loads(values), dtype=np.float32), reference, rtol=1e-4, atol=1e-5
-    )
+    np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-5)

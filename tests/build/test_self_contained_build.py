@@ -11,14 +11,12 @@ libstdc++. The full self-contained wheel is in the integration suite (README).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
+from board_checks import mlas_shard
 
 from orchestrator.artifacts.wheel import _inspect_elf
-from orchestrator.build.preflight import board_image
-from orchestrator.targets import resolve_target
 
 pytestmark = pytest.mark.integration
 
@@ -61,23 +59,6 @@ def test_bookworm_self_contained_mlas_build_runs_on_an_emulated_debian_12_cortex
     assert any(c["file"].startswith("/deps/abseil_cpp/absl/") for c in commands)
     assert not any("/usr/include/absl" in c["command"] for c in commands)
 
-    output: list[str] = []
-    code = engine.run(
-        board_image(engine, resolve_target("rpi4-bookworm")),
-        ["sh", "-c", "cd /t && ./onnxruntime_mlas_test"],
-        environment={
-            "QEMU_CPU": "cortex-a72",
-            "LD_LIBRARY_PATH": "/t",
-            "GTEST_TOTAL_SHARDS": str(SHARDS),
-            "GTEST_SHARD_INDEX": str(SHARD),
-        },
-        volumes={str(build_dir / "out"): {"bind": "/t", "mode": "ro"}},
-        network="none",
-        on_log=output.append,
-        timeout=1500,
-    )
-    text = "\n".join(output)
-    passed = re.search(r"\[  PASSED  \] (\d+) test", text)
-    assert code == 0 and passed, text[-3000:]
-    assert int(passed.group(1)) > 100 and "[  FAILED  ]" not in text
-    print(f"self-contained bookworm MLAS build {document['duration_s']} s; shard: {passed.group(1)} passed")
+    code, text, passed = mlas_shard(engine, "rpi4-bookworm", build_dir / "out", shards=SHARDS, shard=SHARD)
+    assert code == 0 and passed > 100 and "[  FAILED  ]" not in text, text[-3000:]
+    print(f"self-contained bookworm MLAS build {document['duration_s']} s; shard: {passed} passed")

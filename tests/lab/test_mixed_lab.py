@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.artifacts.store import BuildRecord, Manifest, Preflight, write_manifest
-from tests.conftest import Lab, make_env
+from tests.conftest import Lab, profile_lab
 from tests.stock_baseline import wheel_version
 
 pytestmark = pytest.mark.integration
@@ -27,16 +27,9 @@ BOARDS = {"rpi5-1": "rpi5", "rpi4-1": "rpi4", "rpi4-bookworm-1": "rpi4-bookworm"
 
 @pytest.fixture(scope="module")
 def mixed_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    root = tmp_path_factory.mktemp("mixed-lab")
-    env = make_env(root)
-    the_lab = Lab(root=root, env=env, home=Path(env["ORCH_HOME"]))
-    try:
-        args = [item for profile in dict.fromkeys(BOARDS.values()) for item in ("--board", f"{profile}:1")]
-        the_lab.orch("lab", "up", *args, check=True, timeout=1500)
-        the_lab.refresh()
+    specs = [f"{profile}:1" for profile in dict.fromkeys(BOARDS.values())]
+    with profile_lab(tmp_path_factory.mktemp("mixed-lab"), *specs) as the_lab:
         yield the_lab
-    finally:
-        the_lab.orch("lab", "down", timeout=300)
 
 
 def _facts(lab: Lab, board: str) -> dict[str, str]:

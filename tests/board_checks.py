@@ -1,0 +1,62 @@
+"""Checks several tests run on boards: one inference on a deployed release, a shard of MLAS's tests."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from orchestrator.adapters import ssh as remote
+from orchestrator.board import Board
+from orchestrator.build.preflight import board_image
+from orchestrator.targets import resolve_target
+
+_INFER = (
+    "import sys, json, numpy as np, onnxruntime as ort\n"
+    "x = np.array(json.loads(sys.stdin.read()), dtype=np.float32)\n"
+    "s = ort.InferenceSession(sys.argv[1])\n"
+    "print(ort.__version__, json.dumps(s.run(None, {'input': x})[0].tolist()))"
+)
+
+
+def infer_on_board(board: Board, model_name: str, inputs: np.ndarray) -> tuple[str, np.ndarray]:
+    """(onnxruntime version, output) of the board's current release on ``models/<model_name>``."""
+    with remote.connect(board) as session:
+        out = session.run(
+            [
+                f"{board.workdir}/current/venv/bin/python",
+                "-c",
+                _INFER,
+                f"{board.workdir}/current/models/{model_name}",
+            ],
+            stdin=json.dumps(inputs.tolist()).encode(),
+            timeout=900,
+        ).stdout
+    version, _, values = out.strip().splitlines()[-1].partition(" ")
+    return version, np.array(json.loads(values), dtype=np.float32)
+
+
+def mlas_shard(engine: object, target: str, bundle: Path, *, shards: int, shard: int) -> tuple[int, str, int]:
+    """Run one shard of ``onnxruntime_mlas_test`` (and its libraries, in ``bundle``) in an arm64 image
+    of ``target``'s OS on its emulated CPU: (exit code, output, tests passed)."""
+    profile = resolve_target(target)
+    output: list[str] = []
+    code = engine.run(  # type: ignore[attr-defined]
+        board_image(engine, profile),  # type: ignore[arg-type]
+        ["sh", "-c", "cd /t && ./onnxruntime_mlas_test"],
+        environment={
+            "QEMU_CPU": profile.qemu_cpu,
+            "LD_LIBRARY_PATH": "/t",
+            "GTEST_TOTAL_SHARDS": str(shards),
+            "GTEST_SHARD_INDEX": str(shard),
+        },
+        volumes={str(bundle): {"bind": "/t", "mode": "ro"}},
+        network="none",
+        on_log=output.append,
+        timeout=1500,  # an emulated test executable that hangs is killed, not waited for
+    )
+    text = "\n".join(output)
+    passed = re.search(r"\[  PASSED  \] (\d+) test", text)
+    return code, text, int(passed.group(1)) if passed else 0
