@@ -142,7 +142,7 @@ def _kind(value: object) -> str:
 
 def _plain(value: object) -> object:
     """A field value as JSON: dataclasses by their to_json, tuples as lists."""
-    if isinstance(value, (Preflight, WheelCheck, Source, BuiltFor, BuildRecord)):
+    if isinstance(value, (Preflight, WheelCheck, Source, BuiltFor, BuildRecord, NativeRunner)):
         return value.to_json()
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
@@ -312,6 +312,43 @@ class BuildRecord:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NativeRunner:
+    """The native runner built for this artifact's release (orchestrator.build.native_runner), and
+    the ORT C library in the wheel it links against: what a product without Python would ship."""
+
+    file: str | None = None  # next to manifest.json; None when no runner was made
+    sha256: str | None = None
+    size: int | None = None
+    ort_version: str | None = None  # the release it was compiled for (and refuses any other)
+    library: str | None = None  # e.g. onnxruntime/capi/libonnxruntime.so.1.21.0 in the wheel
+    library_size: int | None = None
+    library_sha256: str | None = None
+    compile_argv: tuple[str, ...] | None = None
+    image: str | None = None
+    skipped: str | None = None  # why there is no runner (no C library in the wheel, no header offline)
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.details, **_recorded(self, skip=("details",))}
+
+    @classmethod
+    def read(cls, f: _Fields) -> NativeRunner:
+        return cls(
+            file=f.text("file"),
+            sha256=f.text("sha256"),
+            size=f.integer("size"),
+            ort_version=f.text("ort_version"),
+            library=f.text("library"),
+            library_size=f.integer("library_size"),
+            library_sha256=f.text("library_sha256"),
+            compile_argv=f.texts("compile_argv"),
+            image=f.text("image"),
+            skipped=f.text("skipped"),
+            details=f.rest(),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
     """What an artifact is: which wheel, for which target and variant, and how it was checked and made."""
 
@@ -325,6 +362,7 @@ class Manifest:
     wheel_check: WheelCheck | None = None
     preflight: Preflight | None = None
     build_info: str | None = None  # onnxruntime.get_build_info() of the wheel, when recorded
+    native_runner: NativeRunner | None = None
     build: BuildRecord = field(default_factory=BuildRecord)
     extra: Mapping[str, Any] = field(default_factory=dict)  # top-level keys this orch does not know
 
@@ -342,6 +380,7 @@ class Manifest:
         f = _Fields(document, str(source))
         wheel_check = f.child("wheel_check")
         preflight = f.child("preflight")
+        runner = f.child("native_runner")
         manifest = cls(
             target=f.required_text("target"),
             variant=f.required_text("variant"),
@@ -353,6 +392,7 @@ class Manifest:
             wheel_check=WheelCheck.read(wheel_check) if wheel_check else None,
             preflight=Preflight.read(preflight) if preflight else None,
             build_info=f.text("build_info"),
+            native_runner=NativeRunner.read(runner) if runner else None,
             build=BuildRecord.read(f),
         )
         return replace(manifest, extra=f.rest())  # what no read above asked for
@@ -366,6 +406,12 @@ class Artifact:
     @property
     def wheel_path(self) -> Path:
         return self.directory / self.manifest.wheel
+
+    @property
+    def runner_path(self) -> Path | None:
+        """The native runner next to the manifest, when the build made one."""
+        runner = self.manifest.native_runner
+        return self.directory / runner.file if runner and runner.file else None
 
     @property
     def target(self) -> str:

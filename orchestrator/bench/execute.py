@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from rich.markup import escape
 from orchestrator.adapters import ssh as remote
 from orchestrator.adapters.session import CommandResult
 from orchestrator.artifacts.identity import describe
+from orchestrator.bench import native
 from orchestrator.bench import plan as bench_plan
 from orchestrator.bench.clocks import ClockState, pin_clocks, restore_clocks
 from orchestrator.bench.plan import BenchPlan, ReleaseRef, Step
@@ -38,7 +40,10 @@ Progress = Callable[[str, str], None]
 
 def parse_agent(board: str, step: Step, result: CommandResult) -> dict[str, Any]:
     """The agent's JSON document, or a BenchError naming the board, the step and the cause."""
-    where = f"{board}: {step.release.id} {step.model_file} ({step.setting.opt_level}, threads {step.setting.intra_threads})"
+    where = (
+        f"{board}: {step.release.id} {step.model_file} ({step.setting.opt_level},"
+        f" threads {step.setting.intra_threads}, {step.runner} runner)"
+    )
     try:
         document = json.loads(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else None
     except json.JSONDecodeError:
@@ -50,7 +55,27 @@ def parse_agent(board: str, step: Step, result: CommandResult) -> dict[str, Any]
         )
     if not document.get("ok"):
         raise BenchError(f"{where}: {document.get('stage', 'agent')} failed: {document.get('error')}")
+    if step.runner == "native":
+        problems = native.runner_problems(document)
+        if problems:
+            raise BenchError(f"{where}: the native runner's document is malformed: " + "; ".join(problems))
     return document
+
+
+def parse_launches(board: str, step: Step, result: CommandResult) -> list[dict[str, Any]]:
+    """The documents of a cold-start step: one JSON line per launched process, every one ok."""
+    documents = []
+    for line in result.stdout.splitlines():
+        if line.startswith("{"):
+            single = CommandResult(exit_code=0, stdout=line, stderr="", duration=result.duration)
+            documents.append(parse_agent(board, step, single))
+    if len(documents) != step.launches:
+        tail = " | ".join(result.stderr.strip().splitlines()[-3:])
+        raise BenchError(
+            f"{board}: cold start of {step.release.id} {step.model_file} ({step.runner}): {len(documents)} of"
+            f" {step.launches} launches reported (exit {result.exit_code})" + (f": {tail}" if tail else "")
+        )
+    return documents
 
 
 def _board_document(run_id: str, board: Board, plan: BenchPlan) -> dict[str, Any]:
@@ -73,6 +98,7 @@ def _board_document(run_id: str, board: Board, plan: BenchPlan) -> dict[str, Any
         "releases": [],
         "clocks": None,
         "measurements": [],
+        "cold_starts": [],
     }
 
 
@@ -103,6 +129,7 @@ def _run_board(board: Board, plan: BenchPlan, document: dict[str, Any], progress
         found = [ReleaseRef.from_info(info) for info in releases.list_releases(session, board)]
         chosen = bench_plan.pick_releases(plan, found, board.name)
         models = bench_plan.pick_models(plan, chosen, board.name)
+        bench_plan.check_runners(plan, chosen, board.name)
         document["releases"] = [vars(release) for release in chosen]
         for release in chosen:  # which build each variant is, before anything is measured
             progress(
@@ -137,6 +164,19 @@ def _run_board(board: Board, plan: BenchPlan, document: dict[str, Any], progress
                     f"{escape(_describe(step))}",
                 )
                 result = session.run(step.argv, timeout=plan.step_timeout_s, check=False)
+                if step.launches:
+                    launches = parse_launches(board.name, step, result)
+                    document["cold_starts"].append(
+                        {"key": step.key(), "round": step.round, "step": step.index, "launches": launches}
+                    )
+                    firsts = [s.launch_to_first_result_ms for d in launches if (s := native.cold_sample(d))]
+                    if firsts:
+                        progress(
+                            board.name,
+                            f"  cold start (exec -> first result) median {statistics.median(firsts):.4g} ms"
+                            f" (n={len(firsts)})",
+                        )
+                    continue
                 agent = parse_agent(board.name, step, result)
                 # The command's duration seen from the workstation: agent_wall_s plus interpreter start and SSH.
                 document["measurements"].append(
@@ -169,9 +209,10 @@ def _run_board(board: Board, plan: BenchPlan, document: dict[str, Any], progress
 
 def _describe(step: Step) -> str:
     threads = step.setting.intra_threads or "default"
+    kind = f" cold x{step.launches}" if step.launches else ""
     return (
         f"{step.release.variant} {step.model_file} opt={step.setting.opt_level} threads={threads}"
-        f" ep={step.setting.ep}"
+        f" ep={step.setting.ep} {step.runner}{kind}"
     )
 
 

@@ -31,6 +31,12 @@ OPT_LEVELS = ("disable", "basic", "extended", "all")
 EXECUTION_PROVIDERS = ("cpu", "xnnpack", "cuda", "tensorrt")  # what bench_agent.py maps to providers
 QUANTIZE_MODES = ("dynamic", "static")
 AGENT_SCRIPT = "agent/bench_agent.py"
+# What runs the model on the board: the Python agent, or the native runner on ORT's C API
+# (``<release>/native/orch-runner``, made by ``orch build``); ``both`` measures them side by side.
+RUNNERS = ("python", "native")
+RUNNER_CHOICES = ("python", "native", "both")
+# A launch for cold start: one process from exec to its first result, nothing more.
+COLD_LAUNCH = ("--warmup", "0", "--min-runs", "1", "--min-duration", "0")
 INT8_SUFFIX = ".int8.onnx"
 
 
@@ -72,9 +78,16 @@ class ReleaseRef:
     created: str = ""
     current: bool = False
     route: str = ""  # how its wheel was made (orchestrator.artifacts.identity)
+    # release.json's "native" (runner path and size, C library and size), when the release has a runner.
+    native: dict[str, Any] | None = field(default=None, compare=False)
+    wheel_size: int | None = None
 
     @classmethod
     def from_info(cls, info: Any) -> ReleaseRef:
+        document = getattr(info, "document", None) or {}
+        native = document.get("native")
+        manifest = document.get("manifest")
+        wheel_size = manifest.get("wheel_size") if isinstance(manifest, dict) else None
         return cls(
             id=info.id,
             variant=info.variant,
@@ -85,6 +98,8 @@ class ReleaseRef:
             created=getattr(info, "created", "") or "",
             current=bool(getattr(info, "current", False)),
             route=route_of((getattr(info, "document", None) or {}).get("manifest")),
+            native=native if isinstance(native, dict) and isinstance(native.get("runner"), str) else None,
+            wheel_size=wheel_size if isinstance(wheel_size, int) else None,
         )
 
     def model_path(self, model_file: str) -> str:
@@ -93,6 +108,10 @@ class ReleaseRef:
     @property
     def agent(self) -> str:
         return posixpath.join(self.path, AGENT_SCRIPT)
+
+    @property
+    def runner(self) -> str | None:
+        return posixpath.join(self.path, self.native["runner"]) if self.native else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +132,8 @@ class BenchPlan:
     parallel: int = 8
     step_timeout_s: float = 1800.0
     threshold: float = 0.05
+    runners: tuple[str, ...] = ("python",)
+    cold_starts: int = 0  # process launches per combination and round, each one cold-start sample
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -131,6 +152,8 @@ class BenchPlan:
             "threshold": self.threshold,
             "ort_versions": {variant or "*": version for variant, version in self.ort_versions},
             "allow_version_mismatch": self.allow_version_mismatch,
+            "runners": list(self.runners),
+            "cold_starts": self.cold_starts,
         }
 
     def ort_version_for(self, variant: str) -> str | None:
@@ -152,9 +175,12 @@ class Step:
     setting: Setting
     cooldown_s: float
     argv: tuple[str, ...]
+    runner: str = "python"
+    launches: int = 0  # > 0: a cold-start step, ``launches`` processes (one JSON document each)
 
     def key(self) -> dict[str, Any]:
         return {
+            "runner": self.runner,
             "variant": self.release.variant,
             "release": self.release.id,
             "model": self.model,
@@ -314,7 +340,13 @@ def make_plan(
     parallel: int = 8,
     step_timeout_s: float = 1800.0,
     threshold: float = 0.05,
+    runner: str = "python",
+    cold_starts: int = 0,
 ) -> BenchPlan:
+    if runner not in RUNNER_CHOICES:
+        raise UsageError(f"--runner {runner!r}: choose from {', '.join(RUNNER_CHOICES)}")
+    if cold_starts < 0:
+        raise UsageError(f"--cold-starts {cold_starts}: must be >= 0")
     if len(set(variants)) != len(variants):
         raise UsageError(f"--variant lists a variant twice: {','.join(variants)}")
     if quantize is not None and quantize not in QUANTIZE_MODES:
@@ -361,6 +393,8 @@ def make_plan(
         threshold=threshold,
         ort_versions=tuple(ort_versions),
         allow_version_mismatch=allow_version_mismatch,
+        runners=RUNNERS if runner == "both" else (runner,),
+        cold_starts=cold_starts,
     )
 
 
@@ -507,8 +541,48 @@ def agent_argv(
     return tuple(argv)
 
 
+def runner_argv(
+    release: ReleaseRef, model_path: str, setting: Setting, options: AgentOptions
+) -> tuple[str, ...]:
+    """The native runner's command: the agent's options, minus the interpreter and the sysfs root."""
+    if release.runner is None:
+        raise BenchError(f"release {release.id} has no native runner")
+    agent = agent_argv(release, model_path, setting, options)
+    # agent_argv: python, script, --model ... --max-runs N [--shape ...] [--sysfs-root PATH]
+    options_part = list(agent[2:])
+    if "--sysfs-root" in options_part:
+        del options_part[options_part.index("--sysfs-root") : options_part.index("--sysfs-root") + 2]
+    return (release.runner, *options_part)
+
+
+def cold_argv(argv: Sequence[str], launches: int) -> tuple[str, ...]:
+    """``launches`` runs of ``argv`` one after the other, each told its launch time (cold_launch.sh)."""
+    from orchestrator.board_side import read_text
+
+    launched = list(argv)
+    for index in range(len(launched) - 1):
+        if launched[index] in ("--warmup", "--min-runs", "--min-duration"):
+            launched[index + 1] = COLD_LAUNCH[COLD_LAUNCH.index(launched[index]) + 1]
+    return ("sh", "-c", read_text("cold_launch.sh"), "cold_launch.sh", str(launches), *launched)
+
+
+def check_runners(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -> None:
+    """Every chosen release must have a native runner when the native one is asked for."""
+    if "native" not in plan.runners:
+        return
+    for release in releases:
+        if release.runner is None:
+            raise BenchError(
+                f"{board}: release {release.id} has no native runner (its artifact was built without one)",
+                hint="rebuild it with this orch (orch build ... ) and deploy it again, or use --runner python",
+            )
+
+
 def board_steps(plan: BenchPlan, releases: Sequence[ReleaseRef], models: Sequence[str]) -> list[Step]:
-    """Every agent run of one board, interleaved: round 1 (A B ...), round 2 (A B ...), ..."""
+    """Every agent run of one board, interleaved: round 1 (A B ...), round 2 (A B ...), ...
+
+    With several runners each combination runs under each runner in turn; with ``cold_starts`` a
+    cold-start step (that many fresh processes) follows each warm measurement."""
     quants = ("fp32", quant_label(plan.quantize)) if plan.quantize else ("fp32",)
     steps: list[Step] = []
     for round_index in range(1, plan.rounds + 1):
@@ -521,19 +595,28 @@ def board_steps(plan: BenchPlan, releases: Sequence[ReleaseRef], models: Sequenc
                             if quant == "fp32"
                             else int8_name(model, plan.quantize or "", plan.calibration.id)
                         )
-                        steps.append(
-                            Step(
-                                index=len(steps),
-                                round=round_index,
-                                release=release,
-                                model=model,
-                                model_file=model_file,
-                                quant=quant,
-                                setting=setting,
-                                cooldown_s=plan.cooldown_s if steps else 0.0,
-                                argv=agent_argv(release, release.model_path(model_file), setting, plan.agent),
-                            )
-                        )
+                        for runner in plan.runners:
+                            make = runner_argv if runner == "native" else agent_argv
+                            argv = make(release, release.model_path(model_file), setting, plan.agent)
+                            kinds = [(argv, 0)]
+                            if plan.cold_starts:
+                                kinds.append((cold_argv(argv, plan.cold_starts), plan.cold_starts))
+                            for step_argv, launches in kinds:
+                                steps.append(
+                                    Step(
+                                        index=len(steps),
+                                        round=round_index,
+                                        release=release,
+                                        model=model,
+                                        model_file=model_file,
+                                        quant=quant,
+                                        setting=setting,
+                                        cooldown_s=plan.cooldown_s if steps else 0.0,
+                                        argv=step_argv,
+                                        runner=runner,
+                                        launches=launches,
+                                    )
+                                )
     return steps
 
 

@@ -26,8 +26,9 @@ class SeriesKey:
     opt_level: str = "all"
     intra_threads: int = 0
     inter_threads: int = 0
+    runner: str = "python"  # the Python agent or the native runner (results of older orch: python)
 
-    DIMENSIONS = ("variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads")
+    DIMENSIONS = ("variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads", "runner")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SeriesKey:
@@ -48,6 +49,8 @@ class SeriesKey:
         ]
         if self.inter_threads:
             parts.append(f"inter={self.inter_threads}")
+        if self.runner != "python":
+            parts.append(self.runner)
         return " · ".join(parts)
 
     def without(self, dimension: str) -> tuple[Any, ...]:

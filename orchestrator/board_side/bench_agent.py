@@ -363,7 +363,19 @@ def providers_for(ort: Any, requested: str) -> list[str]:
     return [name] if name == "CPUExecutionProvider" else [name, "CPUExecutionProvider"]
 
 
-def measure(args: argparse.Namespace, document: dict[str, Any]) -> None:
+def since_launch_ms() -> float | None:
+    """Milliseconds since the launcher started this process (ORCH_LAUNCH_T0_NS, CLOCK_REALTIME ns, set
+    by cold_launch.sh), the clock the native runner reports too; None when not launched that way."""
+    try:
+        t0 = int(os.environ.get("ORCH_LAUNCH_T0_NS", ""))
+    except ValueError:
+        return None
+    return (time.time_ns() - t0) / 1e6 if t0 > 0 else None
+
+
+def measure(
+    args: argparse.Namespace, document: dict[str, Any], launch_to_main_ms: float | None = None
+) -> None:
     started = time.perf_counter()
     try:
         import numpy as np
@@ -372,7 +384,7 @@ def measure(args: argparse.Namespace, document: dict[str, Any]) -> None:
         raise AgentError(
             "import", f"cannot import numpy/onnxruntime with {sys.executable}: {error}"
         ) from None
-    document["timing"] = {"import_s": time.perf_counter() - started}
+    document["timing"] = {"import_s": time.perf_counter() - started, "launch_to_main_ms": launch_to_main_ms}
     build_info = None
     if hasattr(ort, "get_build_info"):
         try:
@@ -405,6 +417,7 @@ def measure(args: argparse.Namespace, document: dict[str, Any]) -> None:
     except Exception as error:  # noqa: BLE001 - ORT raises several unrelated types for a bad model
         raise AgentError("session", f"cannot create a session for {model.name}: {error}") from None
     document["timing"]["session_create_s"] = time.perf_counter() - begin
+    document["timing"]["launch_to_session_ms"] = since_launch_ms()
     used = session.get_session_options()
     document["session"] = {
         "providers": session.get_providers(),
@@ -434,6 +447,7 @@ def measure(args: argparse.Namespace, document: dict[str, Any]) -> None:
 
     try:
         document["timing"]["first_inference_ms"] = once()
+        document["timing"]["launch_to_first_result_ms"] = since_launch_ms()
         warm_begin = time.perf_counter()
         for _ in range(args.warmup):
             once()
@@ -478,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     wall_begin = time.perf_counter()
+    launch_to_main_ms = since_launch_ms()
     document: dict[str, Any] = {
         "schema": SCHEMA,
         "ok": False,
@@ -501,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         before = board_state(sysfs_root, proc_root)
         document["board"] = {"before": before}
         cpus = before["online_cpus"] or sorted(os.sched_getaffinity(0))
-        measure(args, document)
+        measure(args, document, launch_to_main_ms)
         document["board"]["after"] = volatile_state(sysfs_root, cpus)
         document["ok"] = True
     except AgentError as error:

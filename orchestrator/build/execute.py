@@ -38,6 +38,7 @@ from orchestrator.artifacts.store import (
 )
 from orchestrator.artifacts.wheel import compatibility_problems, inspect_wheel
 from orchestrator.build import flags as flag_check
+from orchestrator.build import native_runner_build
 from orchestrator.build import preflight as preflight_module
 from orchestrator.build.base_images import ensure_base_image, registry_override
 from orchestrator.build.cache import CacheRelay
@@ -418,6 +419,16 @@ def execute(
         log=log,
         preflight=preflight,
         sysroot=plan.sysroot,
+    )
+    # The native runner of this release, linked against the wheel's C library (--build_shared_lib).
+    artifact = native_runner_build.add_runner(
+        artifact,
+        plan.target,
+        engine,
+        header=native_runner_build.header_from_tree(tree.path),
+        image_id=image_id,
+        image_tag=plan.image.tag,
+        log=log,
     )
     return BuildResult(
         plan=plan,

@@ -445,7 +445,9 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         PROTOC,
     ]
     if options.scope == "wheel":
-        args.append("--build_wheel")
+        # --build_shared_lib: the wheel then also carries ORT's C library (capi/libonnxruntime.so.<v>,
+        # as the official wheel does), which the native runner and users' own programs link against.
+        args += ["--build_wheel", "--build_shared_lib"]
     else:
         args += ["--target", "onnxruntime_mlas_test"]
     if system_deps:

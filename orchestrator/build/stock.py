@@ -15,15 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters import process
 from orchestrator.artifacts.dependencies import pip_platforms
-from orchestrator.artifacts.store import BuildRecord, Source
-from orchestrator.build.execute import finish_artifact
-from orchestrator.build.sources import parse_source
+from orchestrator.artifacts.store import Artifact, BuildRecord, Source
+from orchestrator.build import native_runner_build
+from orchestrator.build.execute import ensure_base_image_on, ensure_build_image, finish_artifact
+from orchestrator.build.plan import BuildOptions, make_plan
+from orchestrator.build.sources import DEBIAN_ORT_VERSIONS, DEFAULT_ORT_VERSION, parse_source
+from orchestrator.build.variants import resolve_variant
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile
 
 if TYPE_CHECKING:
     from orchestrator.adapters.engine import Engine
-    from orchestrator.artifacts.store import Artifact
 
 
 def default_version(profile: TargetProfile) -> str:
@@ -111,7 +113,7 @@ def fetch_stock(
             source=Source(kind="index", description="official wheel", download_argv=tuple(argv[1:])),
             build_duration_s=round(time.monotonic() - started, 1),
         )
-        return finish_artifact(
+        artifact = finish_artifact(
             profile,
             "stock",
             found_version,
@@ -123,3 +125,22 @@ def fetch_stock(
             log=log,
             preflight=preflight,
         )
+    return _with_runner(engine, profile, artifact, log)
+
+
+def _with_runner(engine: Engine, profile: TargetProfile, artifact: Artifact, log: Any) -> Artifact:
+    """The official wheel's native runner, when the release's C API header is available offline."""
+    # The build image of the target (the one its own builds use): it has the cross compiler.
+    plan = make_plan(
+        profile,
+        resolve_variant("default"),
+        BuildOptions(source=parse_source(None, version=DEFAULT_ORT_VERSION, suite=profile.bootstrap_suite)),
+    )
+    version = artifact.ort_version
+    offline = DEBIAN_ORT_VERSIONS.get(profile.bootstrap_suite or "") == version
+    base = ensure_base_image_on(engine, plan, log) if offline else None
+    header = native_runner_build.stock_header(engine, profile, version, base, log)
+    image_id = ensure_build_image(engine, plan, log) if not isinstance(header, str) else ""
+    return native_runner_build.add_runner(
+        artifact, profile, engine, header=header, image_id=image_id, image_tag=plan.image.tag, log=log
+    )

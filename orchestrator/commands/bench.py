@@ -8,11 +8,12 @@ import sys
 
 from rich.markup import escape
 
+from orchestrator.bench import native, results
 from orchestrator.bench import plan as bench_plan
-from orchestrator.bench import results
 from orchestrator.bench.calibration import parse_specs
 from orchestrator.bench.execute import run_bench
 from orchestrator.bench.plan import AgentOptions
+from orchestrator.bench.report.native_tables import cold_start_table, runner_ratio_table
 from orchestrator.bench.report.quantisation import quantisation_table
 from orchestrator.bench.report.tables import comparison_warnings, run_tables
 from orchestrator.bench.series import pairings_within
@@ -91,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="execution providers to sweep: cpu, xnnpack, cuda, tensorrt (default cpu)",
     )
     what.add_argument(
+        "--runner",
+        choices=bench_plan.RUNNER_CHOICES,
+        default="python",
+        help="what runs the model: the Python agent, the native runner (ORT's C API), or both side by side",
+    )
+    what.add_argument(
         "--quantize",
         choices=bench_plan.QUANTIZE_MODES,
         help="also measure an int8 copy of each model (quantised on the workstation)",
@@ -133,6 +140,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=options.non_negative_float,
         metavar="S",
         help="minimum timed seconds per agent run, default 3",
+    )
+    how.add_argument(
+        "--cold-starts",
+        type=options.non_negative_int,
+        metavar="N",
+        help="process launches per combination and round, each one cold-start sample"
+        " (default 5 with --runner native|both, else 0; --quick: 3)",
     )
     how.add_argument(
         "--max-runs",
@@ -205,6 +219,9 @@ def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
     )
     rounds, cooldown = int(pick("rounds")), float(pick("cooldown"))
     variants = _joined(args.variant)
+    cold_starts = args.cold_starts
+    if cold_starts is None:
+        cold_starts = 0 if args.runner == "python" else (3 if args.quick else 5)
     return bench_plan.make_plan(
         boards,
         variants=variants,
@@ -221,6 +238,8 @@ def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
         parallel=args.parallel,
         step_timeout_s=args.step_timeout,
         threshold=args.threshold,
+        runner=args.runner,
+        cold_starts=cold_starts,
     )
 
 
@@ -230,7 +249,12 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         document = plan.as_dict()
         document["steps_per_board"] = (
-            plan.rounds * len(plan.settings) * max(1, len(plan.variants)) * (2 if plan.quantize else 1)
+            plan.rounds
+            * len(plan.settings)
+            * max(1, len(plan.variants))
+            * (2 if plan.quantize else 1)
+            * len(plan.runners)
+            * (2 if plan.cold_starts else 1)
         )
         document["steps_per_board_note"] = "per model deployed (or per --model)"
         if args.json:
@@ -266,6 +290,17 @@ def run(args: argparse.Namespace) -> int:
                     for name, doc in record.boards.items()
                     if doc.get("quantization")
                 },
+                "cold_starts": [
+                    {
+                        "board": c.board,
+                        **c.key,
+                        "launch_to_first_result": c.first_result().as_dict(),
+                        "peak_rss_kb": max(c.peak_rss_kb) if c.peak_rss_kb else None,
+                        "runner_bytes": c.runner_bytes,
+                        "library_bytes": c.library_bytes,
+                    }
+                    for c in native.cold_starts(record.boards.values())
+                ],
             }
         )
     for table in run_tables(series, pairings, record.failed):
@@ -275,6 +310,12 @@ def run(args: argparse.Namespace) -> int:
     quantised = quantisation_table(record.boards, series)
     if quantised is not None:
         print_whole(quantised)
+    found = native.cold_starts(record.boards.values())
+    if found:
+        print_whole(cold_start_table(found))
+        ratios = runner_ratio_table(found)
+        if ratios is not None:
+            print_whole(ratios)
     console.print(f"results stored in [bold]{escape(str(done.path))}[/] ({done.outcome.summary()})")
     console.print(f"report: orch report {run_id} --html report.html")
     failed = done.outcome.failed

@@ -17,11 +17,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from orchestrator.artifacts.store import list_artifacts
+from orchestrator.artifacts.store import Manifest, list_artifacts
 from orchestrator.build import flags as flag_check
 from orchestrator.build.cache import RemoteCache, parse_cache_url
 from orchestrator.build.engines import LOCAL
 from orchestrator.build.execute import execute
+from orchestrator.build.native_runner import runner_plan
 from orchestrator.build.plan import (
     BuildOptions,
     BuildPlan,
@@ -261,6 +262,8 @@ def _show_plan(plan: BuildPlan, args: argparse.Namespace) -> None:
         )
         validation = {"checked": True, "problems": problems}
     document["flag_validation"] = validation
+    if plan.scope == "wheel":
+        document["native_runner"] = runner_plan(plan.target, plan.ort_version).as_dict()
     if args.json:
         emit_json(document)
         return
@@ -296,6 +299,7 @@ def _show_plan(plan: BuildPlan, args: argparse.Namespace) -> None:
             f"[bold]wheel check:[/] aarch64 ELF, GLIBC <= {plan.target.os.glibc}, {plan.target.os.python_tag};"
             f" [bold]pre-flight:[/] QEMU_CPU={plan.target.qemu_cpu}"
         )
+        _show_runner(document["native_runner"])
     if validation["checked"]:
         problems = validation["problems"]
         c.print("[bold]flag validation:[/] " + ("all names known" if not problems else "; ".join(problems)))
@@ -305,6 +309,15 @@ def _show_plan(plan: BuildPlan, args: argparse.Namespace) -> None:
         c.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     if plan.refused:
         c.print(f"[red]running this plan is refused here:[/] {escape(plan.refused)}", soft_wrap=True)
+
+
+def _show_runner(runner: dict[str, Any]) -> None:
+    console.print(
+        f"[bold]native runner:[/] {escape(runner['source'])} against {escape(runner['header'])}, linked with"
+        f" {escape(runner['library'])}:",
+        soft_wrap=True,
+    )
+    console.print("    " + escape(shlex.join(runner["argv"])), soft_wrap=True)
 
 
 def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
@@ -370,6 +383,8 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
             f"{result.duration_s / 60:.1f} min -> {where}  (ccache hits {result.ccache.get('hits')},"
             f" misses {result.ccache.get('misses')}{_remote_summary(result.ccache)})"
         )
+        if result.artifact:
+            _show_footprint(result.artifact.manifest)
     return 0
 
 
@@ -382,6 +397,20 @@ def _remote_summary(ccache: dict[str, Any]) -> str:
         f"; local {ccache.get('local_hits', 0)} hits, shared cache {ccache.get('remote_hits', 0)} hits,"
         f" {ccache.get('remote_misses', 0)} misses"
     )
+
+
+def _show_footprint(manifest: Manifest) -> None:
+    """The C library's size (what `reduced` or `lto` builds change) and the native runner's."""
+    runner = manifest.native_runner
+    if runner is None:
+        return
+    library = (
+        f"{runner.library} {runner.library_size / 1e6:.1f} MB" if runner.library_size else "no C library"
+    )
+    made = (
+        f"native runner {runner.size / 1e3:.0f} kB" if runner.size else f"no native runner: {runner.skipped}"
+    )
+    console.print(f"footprint: {escape(library)}; {escape(made)}", soft_wrap=True)
 
 
 def _stock(args: argparse.Namespace, profile: TargetProfile) -> int:
@@ -399,6 +428,7 @@ def _stock(args: argparse.Namespace, profile: TargetProfile) -> int:
         )
     if args.dry_run:
         document = plan_dict(profile, version)
+        document["native_runner"] = runner_plan(profile, version).as_dict()
         if args.json:
             emit_json(document)
         else:
@@ -408,6 +438,7 @@ def _stock(args: argparse.Namespace, profile: TargetProfile) -> int:
             )
             console.print("    " + escape(shlex.join(document["download_argv"])), soft_wrap=True)
             console.print(f"then the wheel check and the pre-flight on QEMU_CPU={profile.qemu_cpu}")
+            _show_runner(document["native_runner"])
         return 0
 
     def log(line: str) -> None:
@@ -430,6 +461,7 @@ def _stock(args: argparse.Namespace, profile: TargetProfile) -> int:
         console.print(
             f"[green]stock wheel ready[/] {artifact.wheel_path} (pre-flight ok on {profile.qemu_cpu})"
         )
+        _show_footprint(artifact.manifest)
     return 0
 
 
@@ -466,17 +498,22 @@ def _list(args: argparse.Namespace) -> int:
         console.print("no artifacts yet; build one: orch build --target lab --variant tuned")
         return 0
     table = Table(title="artifacts")
-    for column in ("target", "variant", "ORT", "wheel", "size", "pre-flight", "built", "created"):
+    columns = ("target", "variant", "ORT", "wheel", "size", "C library", "runner", "pre-flight", "built")
+    for column in (*columns, "created"):
         table.add_column(column)
     for a in artifacts:
         size = a.manifest.wheel_size
         duration = a.manifest.build.build_duration_s
+        runner = a.manifest.native_runner
         table.add_row(
             a.target,
             a.variant,
             a.ort_version,
             a.manifest.wheel,
             f"{size / 1e6:.1f} MB" if size else "",
+            # The footprint a product without Python ships: ORT's C library and the runner.
+            f"{runner.library_size / 1e6:.1f} MB" if runner and runner.library_size else "-",
+            f"{runner.size / 1e3:.0f} kB" if runner and runner.size else "-",
             "ok" if a.manifest.preflight_ok else "[red]failed[/]",
             f"{(duration or 0) / 60:.1f} min",
             a.created,

@@ -53,12 +53,14 @@ from orchestrator.artifacts.store import (
 from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, inspect_wheel
 from orchestrator.board import Board
 from orchestrator.board_side import read_text
+from orchestrator.build.native_runner import SONAME
 from orchestrator.console import console
 from orchestrator.deploy.board_facts import BoardFacts, cpu_problems
 from orchestrator.deploy.plan import (
     BoardPlan,
     LocalFile,
     RollbackPlan,
+    native_files,
     plan_board,
     select_artifact,
     sha256_file,
@@ -474,6 +476,7 @@ def deploy_board(
             listing=listing,
             keep=request.keep,
             created=_now(),
+            native=native_files(artifact),
         )
         clock.lap("plan")
         python_abs = posixpath.join(
@@ -561,6 +564,14 @@ def deploy_board(
                 )
             else:
                 session.run(list(plan.install_argv), timeout=INSTALL_TIMEOUT)
+            native = plan.release_document.get("native")
+            if native:
+                # The runner is linked against the C library the release's onnxruntime installed.
+                session.run_script(
+                    read_text("link_native.sh"),
+                    (plan.release_dir, native["library"], SONAME),
+                    timeout=VERIFY_TIMEOUT,
+                )
             session.run_script(
                 read_text("seal_release.sh"),
                 (plan.release_dir, json.dumps(plan.release_document, sort_keys=True, default=str)),

@@ -30,6 +30,10 @@ AGENT_DIR = Path(__file__).resolve().parent.parent / "board_side"
 # stay out, so adding one does not change what a release holds.
 AGENT_FILES = ("bench_agent.py", "README.md")
 
+# Where a release keeps the native runner and (in lib/) links to ORT's C library: one directory a
+# product can take off the board as it is.
+NATIVE_DIR = "native"
+
 # Installing unpacks wheels (and compiles .pyc): the venv needs a few times the wheels' size.
 INSTALL_SPACE_FACTOR = 4
 
@@ -57,7 +61,7 @@ def sha256_file(path: Path) -> str:
 class LocalFile:
     """A workstation file that ends up in a release, under ``name`` (relative to the release dir)."""
 
-    role: str  # "wheel" | "dependency" | "model" | "agent"
+    role: str  # "wheel" | "dependency" | "model" | "agent" | "runner"
     name: str
     path: Path
     sha256: str
@@ -285,9 +289,11 @@ def plan_board(
     listing: Listing,
     keep: int,
     created: str,
+    native: Sequence[LocalFile] = (),
 ) -> BoardPlan:
-    """The plan for one board. ``store`` = sha256 names already in its store, ``listing`` = its releases."""
-    files = (*wheels, *models, *agent)
+    """The plan for one board. ``store`` = sha256 names already in its store, ``listing`` = its releases.
+    ``native`` = the artifact's native runner (``native_files``), when it has one."""
+    files = (*wheels, *models, *agent, *native)
     names = [f.name for f in files]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -344,6 +350,7 @@ def plan_board(
         "models": {f.name.removeprefix("models/"): f.sha256 for f in files if f.role == "model"},
         "dependencies": {f.name.removeprefix("wheels/"): f.sha256 for f in files if f.role == "dependency"},
         "agent": {f.name.removeprefix("agent/"): f.sha256 for f in files if f.role == "agent"},
+        **_native_document(artifact, files),
         "python_version": facts.python_version,
         "created": created,
         "manifest": artifact.manifest.to_json(),
@@ -397,6 +404,30 @@ def plan_board(
         facts=facts,
         verified=existing.verified if existing is not None else None,
     )
+
+
+def native_files(artifact: Artifact) -> list[LocalFile]:
+    """The artifact's native runner as ``native/orch-runner`` (none when the build made no runner)."""
+    path = artifact.runner_path
+    return [local_file("runner", path, f"{NATIVE_DIR}/{path.name}")] if path else []
+
+
+def _native_document(artifact: Artifact, files: Sequence[LocalFile]) -> dict[str, Any]:
+    """release.json's ``native``: where the runner is, what it links, their sizes (the footprint)."""
+    runner = next((f for f in files if f.role == "runner"), None)
+    record = artifact.manifest.native_runner
+    if runner is None or record is None or not record.library:
+        return {}
+    return {
+        "native": {
+            "runner": runner.name,
+            "runner_sha256": runner.sha256,
+            "runner_size": runner.size,
+            "library": posixpath.basename(record.library),
+            "library_size": record.library_size,
+            "ort_version": record.ort_version,
+        }
+    }
 
 
 def _same_wheels(listing: Listing, document: dict[str, Any]) -> str | None:

@@ -67,6 +67,35 @@ def wide_matmul(*, features: int = 256, outputs: int = 64, seed: int = 1) -> onn
     return _finish(graph)
 
 
+def mlp(*, features: int = 128, hidden: int = 64, classes: int = 10, seed: int = 2) -> onnx.ModelProto:
+    """A 128-feature MLP (Gemm-ReLU-Gemm-ReLU-Gemm, ~13k weights): the size of model a controller asks
+    a decision of within tens of milliseconds, for quick cold-start checks of a runner."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        _initializer("w1", rng.standard_normal((features, hidden)) * (2.0 / features) ** 0.5),
+        _initializer("b1", rng.standard_normal(hidden) * 0.01),
+        _initializer("w2", rng.standard_normal((hidden, hidden)) * (2.0 / hidden) ** 0.5),
+        _initializer("b2", rng.standard_normal(hidden) * 0.01),
+        _initializer("w3", rng.standard_normal((hidden, classes)) * (1.0 / hidden) ** 0.5),
+        _initializer("b3", np.zeros(classes)),
+    ]
+    nodes = [
+        helper.make_node("Gemm", ["features", "w1", "b1"], ["h1"]),
+        helper.make_node("Relu", ["h1"], ["a1"]),
+        helper.make_node("Gemm", ["a1", "w2", "b2"], ["h2"]),
+        helper.make_node("Relu", ["h2"], ["a2"]),
+        helper.make_node("Gemm", ["a2", "w3", "b3"], ["scores"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mlp128",
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["batch", features])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", classes])],
+        initializer=inits,
+    )
+    return _finish(graph)
+
+
 def _finish(graph: onnx.GraphProto) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="orch")
     model.ir_version = IR_VERSION

@@ -39,7 +39,7 @@ def varying_dimensions(series: Sequence[Series]) -> list[str]:
     """Dimensions whose value differs between the series: the only ones worth a column."""
     return [
         d
-        for d in ("variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads")
+        for d in ("variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads", "runner")
         if len({getattr(s.key, d) for s in series}) > 1
     ]
 
@@ -64,6 +64,7 @@ def _constant_caption(series: Sequence[Series]) -> str:
         "opt_level": "opt",
         "intra_threads": "threads",
         "inter_threads": "inter-op threads",
+        "runner": "runner",
     }
     return "all rows: " + ", ".join(
         f"{names[d]}={_value(d, getattr(key, d))}" for d in names if d not in varying
