@@ -498,7 +498,7 @@ def _list(args: argparse.Namespace) -> int:
         console.print("no artifacts yet; build one: orch build --target lab --variant tuned")
         return 0
     table = Table(title="artifacts")
-    columns = ("target", "variant", "ORT", "wheel", "size", "C library", "runner", "pre-flight", "built")
+    columns = ("target", "variant", "ORT", "wheel", "size", "pre-flight", "built", "C library", "runner")
     for column in (*columns, "created"):
         table.add_column(column)
     for a in artifacts:
@@ -511,11 +511,11 @@ def _list(args: argparse.Namespace) -> int:
             a.ort_version,
             a.manifest.wheel,
             f"{size / 1e6:.1f} MB" if size else "",
+            "ok" if a.manifest.preflight_ok else "[red]failed[/]",
+            f"{(duration or 0) / 60:.1f} min",
             # The footprint a product without Python ships: ORT's C library and the runner.
             f"{runner.library_size / 1e6:.1f} MB" if runner and runner.library_size else "-",
             f"{runner.size / 1e3:.0f} kB" if runner and runner.size else "-",
-            "ok" if a.manifest.preflight_ok else "[red]failed[/]",
-            f"{(duration or 0) / 60:.1f} min",
             a.created,
         )
     console.print(table)
