@@ -8,6 +8,8 @@ import json
 import zipfile
 from pathlib import Path
 
+import numpy as np
+import onnxruntime
 import pytest
 
 from orchestrator.artifacts.store import Artifact, Manifest, NativeRunner
@@ -18,6 +20,7 @@ from orchestrator.board import Board
 from orchestrator.build.native_runner import SONAME, runner_plan, wheel_library
 from orchestrator.deploy.plan import native_files
 from orchestrator.errors import BenchError
+from orchestrator.lab.sample_models import mlp
 from orchestrator.targets import known_target_names, resolve_target
 
 DATA = Path(__file__).parent / "data"
@@ -285,3 +288,13 @@ def test_the_tables_show_counts_spread_and_the_ratio() -> None:
     assert "Cold start and footprint" in text and "relative comparison only" in text
     assert "70 kB + 14.0 MB" in text and "wheel 10.7 MB" in text
     assert "2/2" in text and "0.10" in text
+
+
+def test_the_sample_mlp_takes_128_features_and_is_the_same_bytes_every_time() -> None:
+    model = mlp()
+    assert model.SerializeToString() == mlp().SerializeToString()  # idempotent deploys
+    (features,) = model.graph.input
+    assert [d.dim_param or d.dim_value for d in features.type.tensor_type.shape.dim] == ["batch", 128]
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    (scores,) = session.run(None, {"features": np.ones((2, 128), dtype=np.float32)})
+    assert scores.shape == (2, 10) and np.isfinite(scores).all()
