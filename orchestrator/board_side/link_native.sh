@@ -17,7 +17,7 @@ rm -rf -- "$r/native/lib"
 mkdir -p -- "$r/native/lib"
 # Relative links: the release directory can be moved or copied (cp -rL gives real files).
 rel=${capi#"$r"/}
-for file in "$capi"/*.so*; do
+for file in "$capi"/lib*.so*; do
   [ -f "$file" ] || continue
   ln -s -- "../../$rel/${file##*/}" "$r/native/lib/${file##*/}"
 done
