@@ -122,7 +122,18 @@ def test_native_and_python_give_the_same_outputs_for_the_same_inputs(
 
 def test_bench_runner_both_stores_both_and_native_starts_faster(lab, deployed: Path) -> None:
     result = lab.orch(
-        "bench", "--host", BOARD, "--runner", "both", "--model", "mlp", "--quick", "--json", timeout=1800
+        "bench",
+        "--host",
+        BOARD,
+        "--runner",
+        "both",
+        "--model",
+        "mlp",
+        "--quick",
+        "--rounds",
+        "2",
+        "--json",
+        timeout=1800,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)

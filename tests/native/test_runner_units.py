@@ -225,7 +225,7 @@ def test_bench_cli_refuses_an_unknown_runner_and_dry_runs_both(orch_env, orch_cl
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)
     assert plan["runners"] == ["python", "native"] and plan["cold_starts"] == 3
-    assert plan["steps_per_board"] == 2 * 2 * 2  # rounds x runners x (warm + cold)
+    assert plan["steps_per_board"] == plan["rounds"] * 2 * 2  # rounds x runners x (warm + cold)
 
 
 def board_document() -> dict:
