@@ -45,7 +45,8 @@ def main() -> int:
             rate = build["cases"] / build["wall_s"] if build["wall_s"] else float("nan")
             print(
                 f"{board} {build['release']}: {build['cases']} cases in {build['wall_s']:.1f} s "
-                f"({build['processes']} process(es)) = {rate:.1f} cases/s; {build['counts']}"
+                f"({build['processes']} process(es)) = {rate:.1f} cases/s, {build['case_s']:.1f} s inside the "
+                f"cases (the rest: interpreter + import onnxruntime); {build['counts']}"
             )
         print(f"{board}: sent {entry.get('sent_bytes', 0) / 1e6:.1f} MB of cases")
     print(f"orch verify wall {wall:.1f} s; wall / runner time = {wall / runner_total:.2f} (1 run)")

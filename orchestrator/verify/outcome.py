@@ -202,6 +202,11 @@ class BuildVerdict:
             "reference_counts": counts(self.reference.values()),
             "cases": len(self.results),
             "wall_s": round(self.wall_s, 2),
+            # Inside the cases (session creation + run), so wall_s - case_s is the runner's start-up
+            # (the interpreter, import onnxruntime) and the transfer of results.
+            "case_s": round(
+                sum((r.load_ms or 0.0) + (r.run_ms or 0.0) for r in self.results.values()) / 1000, 2
+            ),
             "processes": self.processes,
             "regressions": [d.as_dict() for d in self.regressions],
             "gaps": [d.as_dict() for d in self.gaps],

@@ -40,6 +40,14 @@ def test_a_case_stock_passes_and_the_build_fails_is_a_regression() -> None:
     assert document["reference_counts"] == {"pass": 4, "fail": 1, "unsupported": 1}
 
 
+def test_the_time_inside_the_cases_is_summed() -> None:
+    timed = {
+        "a": CaseResult(case="a", status="pass", load_ms=1500.0, run_ms=250.0),
+        "b": CaseResult(case="b", status="unsupported"),
+    }
+    assert verdict("stock-1.21.0-x", timed, {}).as_dict()["case_s"] == 1.75
+
+
 def test_the_same_results_as_stock_mean_no_difference() -> None:
     stock = results(a="pass", b="fail", c="unsupported")
     found = verdict("tuned-1.21.0-x", dict(stock), stock)
