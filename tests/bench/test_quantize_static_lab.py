@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from stock_baseline import StockBuild
 
 from orchestrator.adapters import ssh as remote
@@ -17,6 +18,7 @@ from orchestrator.lab.sample_models import tiny_convnet, write_model
 BOARD = "lab1"
 
 
+@pytest.mark.timeout(3600)  # a deploy (pip under emulation) and a bench run, on a busy machine
 def test_static_int8_is_int8_and_its_agreement_is_shown_beside_its_speed(
     lab, stock_build: StockBuild, tmp_path: Path
 ) -> None:
