@@ -232,8 +232,8 @@ def verify_board(board: Board, plan: VerifyPlan, references: References, progres
         notes: list[str] = []
         verdicts = []
         for release in chosen:
-            progress(board.name, f"{release.id}: reference x86-64 onnxruntime {release.ort_version}")
             reference, node_reference = references.node_results(release.ort_version)
+            progress(board.name, f"{release.id}: reference {reference.describe()}")
             node_dir, count = push_bundle(session, release.python, listing.workdir_abs, references.node)
             sent += count
             bundles, names = [node_dir], list(references.node.names)
