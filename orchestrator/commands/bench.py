@@ -27,7 +27,9 @@ from orchestrator.errors import BenchError, PartialFailure
 # small model is ~3 s of start-up + 3 s measured + 2 s cooldown: an A/B of two builds is ~20 runs,
 # under 3 minutes per model. --quick is for emulated boards, where start-up alone takes ~15 s.
 BOARD_DEFAULTS = {"rounds": 10, "cooldown": 2.0, "warmup": 5, "min_runs": 30, "min_duration": 3.0}
-QUICK_DEFAULTS = {"rounds": 4, "cooldown": 0.0, "warmup": 1, "min_runs": 5, "min_duration": 0.0}
+# --quick: 5 rounds, one more than a verdict needs, so that one run disturbed by a busy machine
+# (under emulation a run's median can move tenfold) does not make the verdict impossible.
+QUICK_DEFAULTS = {"rounds": 5, "cooldown": 0.0, "warmup": 1, "min_runs": 5, "min_duration": 0.0}
 
 NAME = "bench"
 HELP = "run on-device benchmarks on boards in parallel and compare"
@@ -121,7 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument(
         "--rounds",
         type=options.positive_int,
-        help="interleaved rounds (A B A B ...), each agent run its own process, default 10 (--quick 4)",
+        help="interleaved rounds (A B A B ...), each agent run its own process, default 10 (--quick 5)",
     )
     how.add_argument(
         "--cooldown",
@@ -158,7 +160,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--quick",
         dest="quick",
         action="store_true",
-        help="defaults for emulated boards: 4 rounds, no cooldown, 1 warm-up, 5 runs, no minimum time",
+        help="defaults for emulated boards: 5 rounds, no cooldown, 1 warm-up, 5 runs, no minimum time",
     )
     how.add_argument(
         "--step-timeout",

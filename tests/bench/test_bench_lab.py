@@ -143,8 +143,8 @@ def test_bench_two_boards_ab_of_optimisation_levels(deployed, stock_build: Stock
     for board in ("lab1", "lab2"):
         stored = record.boards[board]
         keys = [(m["round"], m["key"]["opt_level"]) for m in stored["measurements"]]
-        # Interleaved rounds, each agent run its own process (--quick: 4 rounds, the fewest a verdict needs).
-        assert keys == [(r, level) for r in (1, 2, 3, 4) for level in ("disable", "all")]
+        # Interleaved rounds, each agent run its own process (--quick: 5 rounds, one more than a verdict needs).
+        assert keys == [(r, level) for r in (1, 2, 3, 4, 5) for level in ("disable", "all")]
         agent = stored["measurements"][0]["agent"]
         assert len(agent["timing"]["latencies_ms"]) == 6 and agent["timing"]["session_create_s"] > 0
         assert (
@@ -161,14 +161,15 @@ def test_bench_two_boards_ab_of_optimisation_levels(deployed, stock_build: Stock
             and c["a"]["opt_level"] == "disable"
             and c["b"]["opt_level"] == "all"
         )
-        assert (c["runs_a"], c["runs_b"], c["n_a"], c["n_b"]) == (4, 4, 24, 24)
+        assert (c["runs_a"], c["runs_b"], c["n_a"], c["n_b"]) == (5, 5, 30, 30)
         # Constant folding removes the MatMul chain: several times faster, even under emulation noise.
         # The verdict needs p < alpha and a hierarchical CI that excludes 1; both are asserted as
-        # numbers too, not only through the verdict. The p-value is of the 4 vs 4 per-run medians:
-        # every 'all' run faster than every 'disable' run gives the smallest possible, 2/C(8,4).
+        # numbers too, not only through the verdict. The p-value is of the 5 vs 5 per-run medians:
+        # every 'all' run faster than every 'disable' run gives the smallest possible, 2/C(10,5);
+        # one run disturbed by a busy machine (seen here: a run's median moved tenfold) gives 4/252.
         assert c["verdict"] == "faster", c
         assert c["ci_low"] <= c["ratio"] <= c["ci_high"] < 1.0 and c["ratio"] < 0.7, c
-        assert c["p_value"] == pytest.approx(2 / 70), c
+        assert c["p_value"] <= 4 / 252 + 1e-9, c
         assert c["a"]["ort_version"] == c["b"]["ort_version"] == stock_build.artifact.manifest.ort_version
         assert c["a"]["route"] == "official" and not c["version_mismatch"], c
     listed = lab.orch("results", "list", "--json", check=True)
@@ -186,20 +187,20 @@ def test_variant_ab_runs_each_release_interleaved_and_finds_the_slower_one(deplo
     assert re.search(r"lab1 measures tuned-[\w.]+-[0-9a-f]{8}: tuned [\w.]+ official", said), said
     stored = ResultStore(Path(lab.env["ORCH_RESULTS"])).load(doc["run_id"]).boards["lab1"]
     measurements = stored["measurements"]
-    assert [m["key"]["variant"] for m in measurements] == ["stock", "tuned"] * 4
+    assert [m["key"]["variant"] for m in measurements] == ["stock", "tuned"] * 5
     assert stored["clocks"]["pinned"] is False and stored["clocks"]["requested"] is True
     # Each variant ran in its own release: the tuned copy's sessions had optimisation turned off.
     levels = [(m["key"]["variant"], m["agent"]["session"]["graph_optimization_level"]) for m in measurements]
-    assert levels == [("stock", "ORT_ENABLE_ALL"), ("tuned", "ORT_DISABLE_ALL")] * 4, levels
+    assert levels == [("stock", "ORT_ENABLE_ALL"), ("tuned", "ORT_DISABLE_ALL")] * 5, levels
     assert {m["agent"]["session"]["opt_level"] for m in measurements} == {"all"}  # the same request
     [comparison] = doc["comparisons"]
     assert comparison["dimension"] == "variant", comparison
     assert (comparison["a"]["variant"], comparison["b"]["variant"]) == ("stock", "tuned"), comparison
-    # B (tuned) is the slower one, significantly: the CI lies above 1, every tuned run slower than
-    # every stock run (the smallest p of 4 vs 4 runs).
+    # B (tuned) is the slower one, significantly: the CI lies above 1, the tuned runs slower than
+    # the stock runs (5 vs 5 per-run medians: at most one out of order).
     assert comparison["verdict"] == "slower", comparison
     assert 1.0 < comparison["ci_low"] <= comparison["ratio"] <= comparison["ci_high"], comparison
-    assert comparison["ratio"] > 1.4 and comparison["p_value"] == pytest.approx(2 / 70), comparison
+    assert comparison["ratio"] > 1.4 and comparison["p_value"] <= 4 / 252 + 1e-9, comparison
 
 
 def test_pin_clocks_restores_the_governor_also_when_the_run_fails(deployed):
