@@ -3,11 +3,18 @@
 1. cold vs warm compiler cache: the ``tuned`` MLAS + onnxruntime_mlas_test build of ORT 1.21.0
    for ``lab``, twice from an empty build directory — first with a fresh, empty ccache volume,
    then again with that volume warm. Prints both times, the ratio and the cache hits.
-2. cross vs emulated native: the same MLAS sources (the exact commands of that build's
+2. incremental rebuilds in the kept build directory: the same build again, unchanged (CMake does
+   not configure again, ninja has nothing to do: goal under 10% of the cold build), then with a
+   changed flag (``CMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG``: configured again, every object
+   recompiled through ccache, all misses), then back to the original flags (configured again,
+   every object a ccache hit). Prints each time, its ccache hits/misses and ninja's step count.
+3. cross vs emulated native: the same MLAS sources (the exact commands of that build's
    compile_commands.json) compiled by the x86-64 cross compiler and by a native aarch64 g++ in
-   an arm64 Debian container under qemu-user.
+   an arm64 Debian container under qemu-user (``--skip-emulated`` leaves it out).
 
-    .venv/bin/python benchmarks/build_cache.py [--files 6] [--json]
+One run of each build; run it under ``flock /tmp/orch-docker-build.lock`` on a shared machine.
+
+    .venv/bin/python benchmarks/build_cache.py [--files 6] [--skip-emulated] [--json]
 
 Needs the Docker engine; uses its own ORCH_HOME (a temp dir) and a throwaway ccache volume.
 """
@@ -35,14 +42,46 @@ from orchestrator.build.variants import resolve_variant
 from orchestrator.build.workspace import build_volume_name, source_volume_name
 from orchestrator.targets import resolve_target
 
+# An unchanged rebuild in the kept build directory, against the cold build: the goal.
+NOOP_GOAL = 0.10
 
-def timed_build(engine: Engine, plan, label: str) -> dict:
-    engine.remove_volume(build_volume_name(plan))  # an empty build directory: only the cache differs
+
+def timed_build(engine: Engine, plan, label: str, *, empty_build_dir: bool = True) -> dict:
+    if empty_build_dir:
+        engine.remove_volume(build_volume_name(plan))  # only the cache differs
     started = time.monotonic()
     result = execute(plan, engine, log=lambda line: None, preflight=False)
     seconds = time.monotonic() - started
-    print(f"{label}: {seconds:.0f} s, ccache {result.ccache}", file=sys.stderr)
-    return {"seconds": round(seconds, 1), "ccache": result.ccache, "build_dir": str(result.build_dir)}
+    print(f"{label}: {seconds:.0f} s, ccache {result.ccache}, {result.incremental}", file=sys.stderr)
+    return {
+        "seconds": round(seconds, 1),
+        "ccache": result.ccache,
+        "incremental": result.incremental,
+        "build_dir": str(result.build_dir),
+    }
+
+
+def tuned_mlas_plan(extra_defines: tuple[tuple[str, str], ...] = ()):
+    cpus, memory = machine_resources()
+    return make_plan(
+        resolve_target("lab"),
+        resolve_variant("tuned"),
+        BuildOptions(
+            source=parse_source(None, version=None, suite="trixie"),
+            scope="mlas-test",
+            cpus=cpus,
+            memory_bytes=memory,
+            extra_defines=extra_defines,
+        ),
+    )
+
+
+def _line(label: str, figure: dict) -> str:
+    cache, steps = figure["ccache"], figure["incremental"]
+    return (
+        f"  {label:34} {figure['seconds']:6.1f} s  ccache {cache.get('hits')} hits / {cache.get('misses')} misses,"
+        f" configure {steps.get('configure')}, {steps.get('ninja_steps')} ninja steps"
+    )
 
 
 def compile_commands(build_dir: Path, count: int) -> list[dict]:
@@ -93,23 +132,16 @@ def main() -> int:
     parser.add_argument(
         "--files", type=int, default=6, help="MLAS sources for the cross vs emulated comparison"
     )
+    parser.add_argument("--skip-emulated", action="store_true", help="leave out the emulated compile")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     os.environ["ORCH_HOME"] = tempfile.mkdtemp(prefix="orch-bench-build-")
     engine = Engine()
-    profile = resolve_target("lab")
-    cpus, memory = machine_resources()
-    plan = make_plan(
-        profile,
-        resolve_variant("tuned"),
-        BuildOptions(
-            source=parse_source(None, version=None, suite="trixie"),
-            scope="mlas-test",
-            cpus=cpus,
-            memory_bytes=memory,
-        ),
+    cache_volume = f"orch-ccache-bench-{os.getpid()}"
+    plan = dataclasses.replace(tuned_mlas_plan(), ccache_volume=cache_volume)
+    changed = dataclasses.replace(
+        tuned_mlas_plan((("CMAKE_CXX_FLAGS_RELEASE", "-O2 -DNDEBUG"),)), ccache_volume=cache_volume
     )
-    plan = dataclasses.replace(plan, ccache_volume=f"orch-ccache-bench-{os.getpid()}")
     report: dict = {
         "plan": {"target": "lab", "variant": "tuned", "scope": "mlas-test", "parallel": plan.parallel}
     }
@@ -117,6 +149,12 @@ def main() -> int:
         report["cold"] = timed_build(engine, plan, "cold ccache")
         report["warm"] = timed_build(engine, plan, "warm ccache")
         report["cold_over_warm"] = round(report["cold"]["seconds"] / report["warm"]["seconds"], 2)
+        report["unchanged"] = timed_build(engine, plan, "unchanged rebuild", empty_build_dir=False)
+        report["changed_flag"] = timed_build(engine, changed, "changed flag", empty_build_dir=False)
+        report["flag_back"] = timed_build(engine, plan, "flag changed back", empty_build_dir=False)
+        report["unchanged_over_cold"] = round(report["unchanged"]["seconds"] / report["cold"]["seconds"], 3)
+        if args.skip_emulated:
+            return _print(report, args.json)
 
         build_dir = Path(report["warm"]["build_dir"])
         entries = compile_commands(build_dir, args.files)
@@ -158,14 +196,30 @@ def main() -> int:
     finally:
         engine.remove_volume(plan.ccache_volume)
         engine.remove_volume(build_volume_name(plan))
-    if args.json:
+    return _print(report, args.json)
+
+
+def _print(report: dict, as_json: bool) -> int:
+    if as_json:
         print(json.dumps(report, indent=2))
-    else:
+        return 0
+    print(
+        f"tuned MLAS + onnxruntime_mlas_test for lab, {report['plan']['parallel']} jobs; one run of each build"
+    )
+    print(_line("cold ccache, empty build dir", report["cold"]))
+    print(_line("warm ccache, empty build dir", report["warm"]))
+    print(_line("unchanged, kept build dir", report["unchanged"]))
+    print(_line("changed flag (-O2), kept build dir", report["changed_flag"]))
+    print(_line("flag changed back, kept build dir", report["flag_back"]))
+    ratio = report["unchanged_over_cold"]
+    verdict = "met" if ratio < NOOP_GOAL else "NOT met"
+    print(f"cold / warm = {report['cold_over_warm']}x")
+    print(f"unchanged / cold = {ratio:.3f} (goal: under {NOOP_GOAL:.2f}, {verdict})")
+    emulated = report.get("cross_vs_emulated")
+    if emulated:
         print(
-            f"cold {report['cold']['seconds']} s / warm {report['warm']['seconds']} s = "
-            f"{report['cold_over_warm']}x; cross {report['cross_vs_emulated']['cross_s']} s vs emulated native "
-            f"{report['cross_vs_emulated']['emulated_native_s']} s "
-            f"({report['cross_vs_emulated']['emulated_over_cross']}x)"
+            f"cross {emulated['cross_s']} s vs emulated native {emulated['emulated_native_s']} s"
+            f" ({emulated['emulated_over_cross']}x)"
         )
     return 0
 

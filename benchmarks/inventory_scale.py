@@ -111,7 +111,9 @@ def main() -> int:
             "list --limit 'r3:!h0300*'": ["inventory", "list", "--limit", "r3:!h0300*", "-i", str(inventory)],
         }
         size_mb = inventory.stat().st_size / 1e6
-        startup = run(env, ["--version"])
+        empty = root / "empty.yaml"
+        empty.write_text("all: {}\n")
+        startup = run(env, ["inventory", "list", "-i", str(empty)])  # what any inventory command costs
         figures = {label: run(env, args) for label, args in commands.items()}
     if options.json:
         print(
@@ -125,7 +127,7 @@ def main() -> int:
         f" {size_mb:.1f} MB of YAML; one run of each command"
     )
     print(
-        f"  {'orch --version (start-up)':34} wall {startup['wall_s']:5.2f} s  cpu {startup['cpu_s']:5.2f} s"
+        f"  {'list of an empty inventory':34} wall {startup['wall_s']:5.2f} s  cpu {startup['cpu_s']:5.2f} s"
     )
     for label, figure in figures.items():
         verdict = "ok" if figure["wall_s"] < GOAL_SECONDS else f"over {GOAL_SECONDS:.0f} s"

@@ -1,12 +1,36 @@
 #!/bin/sh
 # Run ORT's build.py ("$@"), then leave in /build/orch-report what orch reads back afterwards
 # (whatever the outcome): this build's compiler cache statistics (zeroed before),
-# compile_commands.json and the compiler CMake identified, from $ORCH_CONFIG_DIR.
+# compile_commands.json, the compiler CMake identified (from $ORCH_CONFIG_DIR), and configure.txt
+# ("reused" or "ran": whether CMake configured the build tree again).
+#
+# $ORCH_CONFIGURE_STAMP is a digest of everything the configure step depends on that ninja does
+# not watch itself (build.py's arguments and -D values, the build image, the source volume, the
+# toolchain files). When the build directory (a kept volume) was configured with the same digest,
+# build.py's --update is dropped: CMake does not run again and ninja rebuilds only what changed
+# (ninja re-runs CMake on its own when a CMakeLists.txt or .cmake file changed). The stamp is
+# removed before the build and written after a success, so a failed or cut build configures again.
 ccache --zero-stats >/dev/null 2>&1 || true
+stamp="${ORCH_CONFIG_DIR:-/build}/orch-configure.stamp"
+configure=ran
+if [ -n "${ORCH_CONFIGURE_STAMP:-}" ] && [ -f "${ORCH_CONFIG_DIR:-/build}/build.ninja" ] \
+  && [ "$(cat -- "$stamp" 2>/dev/null)" = "$ORCH_CONFIGURE_STAMP" ]; then
+  configure=reused
+  echo "orch: the build directory is configured with these exact inputs: CMake does not run again"
+  for arg do
+    shift
+    [ "$arg" = --update ] || set -- "$@" "$arg"
+  done
+fi
+rm -f -- "$stamp"
 "$@"
 status=$?
-report=/build/orch-report
+if [ "$status" -eq 0 ] && [ -n "${ORCH_CONFIGURE_STAMP:-}" ] && [ -d "${ORCH_CONFIG_DIR:-/build}" ]; then
+  printf '%s\n' "$ORCH_CONFIGURE_STAMP" > "$stamp"
+fi
+report="${ORCH_REPORT_DIR:-/build/orch-report}"  # a test runs this script outside a container
 rm -rf "$report" && mkdir -p "$report"
+printf '%s\n' "$configure" > "$report/configure.txt"
 ccache --print-stats > "$report/ccache-stats.tsv" 2>/dev/null || true
 if [ -n "${ORCH_CONFIG_DIR:-}" ]; then
   cp "$ORCH_CONFIG_DIR/compile_commands.json" "$report/" 2>/dev/null || true

@@ -276,6 +276,8 @@ class BuildRecord:
     compile_commands_readback: dict[str, Any] | None = None  # per key source: the flags it really got
     bundled_libraries: tuple[str, ...] | None = None
     ccache: dict[str, Any] | None = None  # hits, misses, hit rate of the build
+    # In the kept build directory: did CMake configure again ("ran"/"reused"), how many ninja steps.
+    incremental: dict[str, Any] | None = None
     build_duration_s: float | None = None
     flag_warnings: tuple[str, ...] | None = None
 
@@ -306,6 +308,7 @@ class BuildRecord:
             compile_commands_readback=f.document_value("compile_commands_readback"),
             bundled_libraries=f.texts("bundled_libraries"),
             ccache=f.document_value("ccache"),
+            incremental=f.document_value("incremental"),
             build_duration_s=f.number("build_duration_s"),
             flag_warnings=f.texts("flag_warnings"),
         )

@@ -14,13 +14,14 @@ volumes on the engine (``build_workspace``), so the engine may be another machin
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -86,6 +87,22 @@ class BuildResult:
     duration_s: float
     ccache: dict[str, Any]
     artifact: Artifact | None
+    # What the compile step had to do in the kept build directory: {"configure": "ran" | "reused",
+    # "ninja_steps": n} (0 steps: an unchanged rebuild, nothing compiled or linked).
+    incremental: dict[str, Any] = field(default_factory=dict)
+
+
+def configure_stamp(
+    plan: BuildPlan, image_id: str, source_volume: str, toolchains: Path = TOOLCHAINS_DIR
+) -> str:
+    """A digest of what the configure step depends on and ninja does not watch: build.py's
+    arguments (every -D and flag), the build image, the source volume (named by its content), and
+    the toolchain files copied into the container. Equal digests: CMake need not run again."""
+    digest = hashlib.sha256(json.dumps([plan.build_argv, image_id, source_volume]).encode())
+    for path in sorted(toolchains.rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(toolchains)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def first_error(lines: list[str]) -> str | None:
@@ -291,8 +308,9 @@ def execute(
     for warning in warnings:
         log(f"warning (forced): {warning}")
     image_id = ensure_build_image(engine, plan, log, local=local)
+    source_volume = ensure_source_volume(engine, image_id, tree, log)
     volumes = {
-        ensure_source_volume(engine, image_id, tree, log): {"bind": SRC, "mode": "rw"},
+        source_volume: {"bind": SRC, "mode": "rw"},
         ensure_build_volume(engine, plan): {"bind": BUILD, "mode": "rw"},
     }
     remote_only = plan.cache is not None and plan.cache.remote_only
@@ -321,6 +339,8 @@ def execute(
         "CCACHE_COMPILERCHECK": "content",
         "CCACHE_MAXSIZE": "8G",
         "ORCH_CONFIG_DIR": plan.config_build_dir,
+        # run_build.sh skips CMake's configure step when the kept build directory has this stamp.
+        "ORCH_CONFIGURE_STAMP": configure_stamp(plan, image_id, source_volume),
     }
     with log_path.open("w") as handle:
         handle.write(
@@ -358,6 +378,7 @@ def execute(
         report = build_dir / REPORT_NAME
         stats_file = report / "ccache-stats.tsv"
         ccache = parse_ccache_stats(stats_file.read_text()) if stats_file.is_file() else {}
+        incremental = _incremental(report, sink.lines)
         if plan.cache is not None:
             ccache.update(remote_storage=plan.cache.display, remote_reachable=relay_up)
         what = (
@@ -390,6 +411,7 @@ def execute(
             duration_s=time.monotonic() - started,
             ccache=ccache,
             artifact=None,
+            incremental=incremental,
         )
     package = _package_report(log_path)
     wheel = build_dir / "out" / package.wheel
@@ -404,6 +426,7 @@ def execute(
         compile_commands_readback=readback,
         bundled_libraries=package.bundled,
         ccache=ccache,
+        incremental=incremental,
         build_duration_s=round(time.monotonic() - started, 1),
         flag_warnings=tuple(warnings),
     )
@@ -437,7 +460,22 @@ def execute(
         duration_s=time.monotonic() - started,
         ccache=ccache,
         artifact=artifact,
+        incremental=incremental,
     )
+
+
+def _incremental(report: Path, lines: list[str]) -> dict[str, Any]:
+    """Whether CMake configured again (run_build.sh's configure.txt) and how many steps ninja ran
+    (its last ``[n/N]``; 0 when it printed none: "no work to do")."""
+    marker = report / "configure.txt"
+    configure = marker.read_text().strip() if marker.is_file() else None
+    steps = 0
+    for line in reversed(lines):
+        match = _PROGRESS.match(line)
+        if match:
+            steps = int(match.group(2))
+            break
+    return {"configure": configure, "ninja_steps": steps}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -365,6 +365,7 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
         "engine": engine.label,
         "duration_s": round(result.duration_s, 1),
         "ccache": result.ccache,
+        "incremental": result.incremental,
         "log": str(result.log_path),
         "build_dir": str(result.build_dir),
     }
@@ -381,11 +382,21 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
         console.print(
             f"[green]built[/] {plan.target.name}/{plan.variant.name} ORT {plan.ort_version} in "
             f"{result.duration_s / 60:.1f} min -> {where}  (ccache hits {result.ccache.get('hits')},"
-            f" misses {result.ccache.get('misses')}{_remote_summary(result.ccache)})"
+            f" misses {result.ccache.get('misses')}{_remote_summary(result.ccache)}"
+            f"{_incremental_summary(result.incremental)})"
         )
         if result.artifact:
             _show_footprint(result.artifact.manifest)
     return 0
+
+
+def _incremental_summary(incremental: dict[str, Any]) -> str:
+    if incremental.get("configure") != "reused":
+        return ""
+    steps = incremental.get("ninja_steps", 0)
+    return "; build directory configured already" + (
+        f", {steps} ninja steps" if steps else ", nothing to compile"
+    )
 
 
 def _remote_summary(ccache: dict[str, Any]) -> str:
@@ -498,7 +509,18 @@ def _list(args: argparse.Namespace) -> int:
         console.print("no artifacts yet; build one: orch build --target lab --variant tuned")
         return 0
     table = Table(title="artifacts")
-    columns = ("target", "variant", "ORT", "wheel", "size", "pre-flight", "built", "C library", "runner")
+    columns = (
+        "target",
+        "variant",
+        "ORT",
+        "wheel",
+        "size",
+        "pre-flight",
+        "built",
+        "ccache",
+        "C library",
+        "runner",
+    )
     for column in (*columns, "created"):
         table.add_column(column)
     for a in artifacts:
@@ -513,6 +535,7 @@ def _list(args: argparse.Namespace) -> int:
             f"{size / 1e6:.1f} MB" if size else "",
             "ok" if a.manifest.preflight_ok else "[red]failed[/]",
             f"{(duration or 0) / 60:.1f} min",
+            _cache_cell(a.manifest.build.ccache),
             # The footprint a product without Python ships: ORT's C library and the runner.
             f"{runner.library_size / 1e6:.1f} MB" if runner and runner.library_size else "-",
             f"{runner.size / 1e3:.0f} kB" if runner and runner.size else "-",
@@ -520,3 +543,13 @@ def _list(args: argparse.Namespace) -> int:
         )
     console.print(table)
     return 0
+
+
+def _cache_cell(ccache: dict[str, Any] | None) -> str:
+    """The compiler cache's work for that build: "812 hits, 3 misses (99.6%)"; "-" when not recorded
+    (the official wheel, an older manifest)."""
+    if not ccache or ccache.get("hits") is None:
+        return "-"
+    rate = ccache.get("hit_rate")
+    shown = f" ({rate:.1%})" if isinstance(rate, (int, float)) else ""
+    return f"{ccache['hits']} hits, {ccache.get('misses', 0)} misses{shown}"
