@@ -30,18 +30,8 @@ SHARDS, SHARD = 40, 0
 def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(
     tmp_path: Path, build_env: dict[str, str], orch_cli, engine
 ) -> None:
-    result = orch_cli(
-        build_env,
-        "build",
-        "--target",
-        "lab",
-        "--variant",
-        "tuned",
-        "--scope",
-        "mlas-test",
-        "--json",
-        timeout=MLAS_TIMEOUT,
-    )
+    build_args = ("build", "--target", "lab", "--variant", "tuned", "--scope", "mlas-test", "--json")
+    result = orch_cli(build_env, *build_args, timeout=MLAS_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
     build_dir = Path(document["build_dir"])
@@ -63,6 +53,16 @@ def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(
     assert code == 0 and passed > 150, text[-3000:]
     assert "[  FAILED  ]" not in text
     print(f"onnxruntime_mlas_test shard {SHARD + 1}/{SHARDS} on cortex-a72: {passed} passed")
+
+    # The same build again: the kept build directory is configured with these very inputs, so
+    # CMake does not run and ninja finds nothing to do (how fast: benchmarks/build_cache.py).
+    again = orch_cli(build_env, *build_args, timeout=MLAS_TIMEOUT)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rebuilt = json.loads(again.stdout)
+    assert rebuilt["incremental"] == {"configure": "reused", "ninja_steps": 0}, rebuilt
+    assert (rebuilt["ccache"]["hits"], rebuilt["ccache"]["misses"]) == (0, 0), rebuilt["ccache"]
+    assert exe.is_file()
+    print(f"unchanged MLAS rebuild: {rebuilt['duration_s']} s (first: {document['duration_s']} s)")
 
 
 @pytest.mark.timeout(FULL_TIMEOUT + 1800)  # the build, pre-flight, deploy and one inference
