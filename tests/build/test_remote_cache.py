@@ -22,7 +22,7 @@ import pytest
 
 from orchestrator.build.cache import CacheRelay, parse_cache_url
 
-BUILD_TIMEOUT = 1800
+BUILD_TIMEOUT = 3600
 SCOPE = ("--target", "lab", "--variant", "tuned", "--scope", "mlas-test")
 
 
