@@ -68,14 +68,14 @@ def main() -> int:
     found = native.cold_starts([board])
     print(f"cold start on {args.host} (run {run['run_id']}; emulated: relative figures only)")
     print(
-        f"{'runner':<8}{'n':>4}{'exec->first result p50':>24}{'IQR':>10}{'exec->main p50':>16}{'peak RSS':>11}"
+        f"{'runner':<8}{'n':>4}{'exec->first result p50':>26}{'IQR':>14}{'exec->main p50':>18}{'peak RSS':>11}"
     )
     for item in found:
         first, to_main = item.first_result(), item.to_main()
         rss = max(item.peak_rss_kb) / 1e3 if item.peak_rss_kb else float("nan")
         print(
-            f"{item.key['runner']:<8}{first.n:>4}{first.p50:>21.1f} ms{first.iqr:>7.1f} ms"
-            f"{(to_main.p50 if to_main else float('nan')):>13.1f} ms{rss:>8.0f} MB"
+            f"{item.key['runner']:<8}{first.n:>4}{first.p50:>23.1f} ms{first.iqr:>11.1f} ms"
+            f"{(to_main.p50 if to_main else float('nan')):>15.1f} ms{rss:>8.0f} MB"
         )
     pairs = native.pair_runners(found)
     if not pairs:

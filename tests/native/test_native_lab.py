@@ -57,7 +57,7 @@ def deployed(lab, tuned: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     return model
 
 
-def test_the_build_records_the_runner_and_the_c_library(tuned: Path, lab) -> None:
+def test_the_build_records_the_runner_and_the_c_library(tuned: Path, lab, orch_cli) -> None:
     runner = read_manifest(tuned / "manifest.json").native_runner
     assert runner is not None and runner.file == "orch-runner" and runner.ort_version == "1.21.0"
     assert runner.library == "onnxruntime/capi/libonnxruntime.so.1.21.0"
@@ -65,8 +65,11 @@ def test_the_build_records_the_runner_and_the_c_library(tuned: Path, lab) -> Non
     binary = (tuned / "orch-runner").read_bytes()
     assert binary[:4] == b"\x7fELF" and binary[18:20] == (183).to_bytes(2, "little"), "an aarch64 executable"
     assert runner.size == len(binary)
-    listing = lab.orch("build", "list", check=True)
-    assert "C library" in listing.stderr + listing.stdout
+    # `orch build list` shows the footprint per variant: the C library's size and the runner's.
+    env = {**lab.env, "ORCH_ARTIFACTS": str(tuned.parent.parent.parent)}
+    listing = orch_cli(env, "build", "list", check=True)
+    row = next(line for line in listing.stderr.splitlines() if "tuned" in line and "1.21.0" in line)
+    assert f"{runner.library_size / 1e6:.1f} MB" in row and f"{runner.size / 1e3:.0f} kB" in row
 
 
 def test_deploy_ships_the_runner_next_to_its_library_and_it_starts(lab, deployed: Path) -> None:
