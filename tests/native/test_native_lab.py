@@ -168,8 +168,10 @@ OTHER_RELEASE = "1.22.0"
 
 
 @pytest.fixture(scope="module")
-def other_wheel(request: pytest.FixtureRequest) -> Path:
-    dest = Path(request.config.cache.mkdir("orch-native-other-release"))
+def other_wheel() -> Path:
+    # Kept with the tests' other downloads (ORCH_TEST_CACHE), fetched once per machine.
+    dest = Path(os.environ.get("ORCH_TEST_CACHE") or "/var/tmp/orch-test-cache") / "wheels"
+    dest.mkdir(parents=True, exist_ok=True)
     found = sorted(dest.glob(f"onnxruntime-{OTHER_RELEASE}-*.whl"))
     if found:
         return found[0]
