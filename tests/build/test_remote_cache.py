@@ -76,6 +76,9 @@ def _relays(engine: object) -> tuple[list[object], dict[str, dict[str, str]]]:
     return engine.containers({"orch.role": "cache-relay"}), engine.volumes({"orch.role": "cache-relay"})  # type: ignore[attr-defined]
 
 
+# Two MLAS builds back to back: not yet seen passing within CI's budget on a loaded machine, so it
+# runs with the full suite (`pytest -m full`) until it has been measured on a quiet one.
+@pytest.mark.full
 @pytest.mark.timeout(2 * BUILD_TIMEOUT + 300)
 def test_a_second_home_gets_remote_cache_hits_for_what_the_first_compiled(
     redis_port: int,
