@@ -207,10 +207,8 @@ def test_the_runner_refuses_the_library_of_another_release(
             timeout=600,
             check=False,
         )
-    assert ran.exit_code == 1
-    document = json.loads(ran.stdout.strip().splitlines()[-1])
-    assert document["stage"] == "version"
-    assert (
-        f"built for ONNX Runtime 1.21.0 but loaded the library of ONNX Runtime {other_version}"
-        in document["error"]
-    )
+    # ORT's libonnxruntime versions its exports per release (OrtGetApiBase@VERS_<release>): the
+    # dynamic loader refuses another release's library before main, naming the release the runner
+    # needs; a library without versioned symbols reaches the runner's own check (test_runner_host.py).
+    assert ran.exit_code != 0 and not ran.stdout.strip()
+    assert "version `VERS_1.21.0' not found" in ran.stderr and "libonnxruntime.so.1" in ran.stderr
