@@ -21,26 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-
-def orch(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def require(done: subprocess.CompletedProcess[str], what: str) -> None:
-    if done.returncode != 0:
-        sys.stderr.write(f"{what} failed ({done.returncode}):\n{done.stderr[-3000:]}\n")
-        sys.exit(1)
+from orch_cli import orch, require
 
 
 def main() -> int:

@@ -16,29 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from orch_cli import orch, require
+
 from orchestrator.bench import native
 from orchestrator.lab.sample_models import mlp, write_model
-
-
-def orch(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-def require(done: subprocess.CompletedProcess[str], what: str) -> None:
-    if done.returncode != 0:
-        sys.stderr.write(f"{what} failed ({done.returncode}):\n{done.stderr[-3000:]}\n")
-        sys.exit(1)
 
 
 def main() -> int:
