@@ -108,12 +108,12 @@ def test_x86_code_in_an_aarch64_wheel_fails_the_build(tmp_path: Path, engine, el
 
 def test_newer_glibc_than_the_board_fails_the_build(tmp_path: Path, engine, elves) -> None:
     wheel = make_wheel(tmp_path / "in", elves["newglibc_aarch64"], python="cp311")
-    with pytest.raises(BuildError, match=r"needs GLIBC_2\.38, target rpi4 has 2\.36"):
-        check(tmp_path, engine, "rpi4", wheel)
+    with pytest.raises(BuildError, match=r"needs GLIBC_2\.38, target rpi4-bookworm has 2\.36"):
+        check(tmp_path, engine, "rpi4-bookworm", wheel)
     # The failed artifact is kept for inspection but never offered to deploy.
     assert list_artifacts(tmp_path / "artifacts")[0].manifest.wheel_check.ok is False
     with pytest.raises(UsageError, match="no built artifact"):
-        find_artifact("rpi4", "tuned", tmp_path / "artifacts")
+        find_artifact("rpi4-bookworm", "tuned", tmp_path / "artifacts")
 
 
 def test_wrong_python_tag_fails_the_build(tmp_path: Path, engine, elves) -> None:
