@@ -7,10 +7,13 @@
  * two side by side. Only the C API (onnxruntime_c_api.h of the release it is built for) and libc.
  *
  * Built by orch with the target's cross compiler (orchestrator/build/native_runner.py), against the
- * header of one ORT release and linked against that release's libonnxruntime.so. ORCH_ORT_VERSION is
- * that release: a library of another release is refused before anything else runs, because the C API
- * struct of one release is only promised to be a prefix of a later one's, and figures measured with
- * another library than the one deployed would be wrong without anyone noticing.
+ * header of one ORT release; it loads that release's libonnxruntime.so.1 at run time (dlopen, found
+ * through its RPATH $ORIGIN/lib). ORCH_ORT_VERSION is that release: a library of another release is
+ * refused before anything else runs, because the C API struct of one release is only promised to be a
+ * prefix of a later one's, and figures measured with another library than the one deployed would be
+ * wrong without anyone noticing. dlopen rather than linking: ORT versions its exports per release
+ * (OrtGetApiBase@VERS_<release>), so a linked runner would be stopped by the dynamic loader with a
+ * message about symbol versions; loaded, it reaches its own check and says which release it needs.
  *
  * Process start: ORCH_LAUNCH_T0_NS (CLOCK_REALTIME nanoseconds, set by the launcher right before the
  * exec) when present; else the kernel's start time of this process (/proc/self/stat, clock ticks).
@@ -36,6 +39,11 @@
 #include <unistd.h>
 
 #include "onnxruntime_c_api.h"
+
+/* ORT keeps this SONAME across 1.x; deploy links it in lib/ to the release's libonnxruntime.so.<version>. */
+#ifndef ORCH_ORT_SONAME
+#define ORCH_ORT_SONAME "libonnxruntime.so.1"
+#endif
 
 #ifndef ORCH_ORT_VERSION
 #error "build with -DORCH_ORT_VERSION=\"<the ORT release of the header and library>\""
@@ -614,6 +622,28 @@ static const char *library_path(const void *symbol) {
     return dladdr(symbol, &info) && info.dli_fname ? info.dli_fname : NULL;
 }
 
+/* ORT's entry point from libonnxruntime.so.1 (a name without a slash: found through this program's
+   RPATH, $ORIGIN/lib, then the usual search path). dlsym takes the library's default version of the
+   symbol, whichever release it is, so the version check below can name both releases. */
+typedef const OrtApiBase *(ORT_API_CALL *GetApiBaseFn)(void);
+
+static const OrtApiBase *load_api_base(Run *run) {
+    void *library = dlopen(ORCH_ORT_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+        fail(run, "library", "cannot load %s (ONNX Runtime %s): %s", ORCH_ORT_SONAME, ORCH_ORT_VERSION,
+             dlerror());
+        return NULL;
+    }
+    GetApiBaseFn get_api_base;
+    /* POSIX's sanctioned way to turn dlsym's object pointer into a function pointer. */
+    *(void **)(&get_api_base) = dlsym(library, "OrtGetApiBase");
+    if (!get_api_base) {
+        fail(run, "library", "%s has no OrtGetApiBase: it is not ONNX Runtime's C library", ORCH_ORT_SONAME);
+        return NULL;
+    }
+    return get_api_base();
+}
+
 static int append_provider(Run *run, OrtSessionOptions *options, const char *name) {
     const OrtApi *api = run->api;
     if (!strcmp(name, "CPUExecutionProvider")) return 0;
@@ -969,14 +999,16 @@ int main(int argc, char **argv) {
 
     int code = 0;
     Args args;
+    const OrtApiBase *base = NULL;
     if (argc < 2 || parse_args(&run, argc, argv, &args)) {
         if (!run.stage) fail(&run, "arguments", "--model is required");
         fputs(USAGE, stderr);
         code = 2;
+    } else if (!(base = load_api_base(&run))) {
+        code = 1;
     } else {
         /* The library's version first: nothing of its API is used before it is known to be the release
            this runner was compiled for. */
-        const OrtApiBase *base = OrtGetApiBase();
         const char *version = base->GetVersionString();
         const char *where = library_path((const void *)base->GetVersionString);
         buf_key(b, "ort");

@@ -2,9 +2,9 @@
 
 One runner per (target, ORT release): compiled with the target's cross compiler in the target's
 build image, against the C API header of that release (``onnxruntime_c_api.h`` of its source
-tree) and linked against the ``libonnxruntime.so.<version>`` of the wheel it is deployed with
-(the official wheel ships it; orch's own builds add ``--build_shared_lib``). Only
-``OrtGetApiBase`` is imported from the library: everything else goes through the API struct, so
+tree); at run time it loads the ``libonnxruntime.so.<version>`` of the wheel it is deployed with
+(the official wheel ships it; orch's own builds add ``--build_shared_lib``) with dlopen. Only
+``OrtGetApiBase`` is looked up in the library: everything else goes through the API struct, so
 the runner depends on nothing of a build's internals.
 
 On the board the runner lives in ``<release>/native/`` with ``lib/`` beside it (the wheel's
@@ -57,7 +57,7 @@ class RunnerPlan:
             "compiler": self.compiler,
             "source": f"orchestrator/board_side/{SOURCE_NAME}",
             "header": f"{HEADER_IN_TREE} of ONNX Runtime {self.ort_version}",
-            "library": f"onnxruntime/capi/{self.library} of the wheel (linked as {SONAME})",
+            "library": f"onnxruntime/capi/{self.library} of the wheel (loaded as {SONAME})",
             "argv": list(self.argv),
             "output": self.output,
             "board_layout": {
@@ -88,11 +88,14 @@ def runner_plan(profile: TargetProfile, ort_version: str) -> RunnerPlan:
         f"{WORK}/{SOURCE_NAME}",
         "-o",
         f"{OUT}/{RUNNER_NAME}",
-        f"-L{WORK}/lib",
-        f"-l:{SONAME}",
+        f'-DORCH_ORT_SONAME="{SONAME}"',
+        # The library is loaded with dlopen (see the C source: the runner's own version check), so
+        # nothing of it is linked; libdl is part of libc since glibc 2.34, separate before (JetPack 4).
+        "-ldl",
         "-lm",
-        # DT_RPATH (not RUNPATH): it also serves the libraries libonnxruntime itself needs (an orch-built
-        # one links the distribution's protobuf, onnx, abseil... bundled beside it).
+        # DT_RPATH (not RUNPATH): dlopen finds lib/ through it, and it also serves the libraries
+        # libonnxruntime itself needs (an orch-built one links the distribution's protobuf, onnx,
+        # abseil... bundled beside it).
         "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib",
         "-s",
     )

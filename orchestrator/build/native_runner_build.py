@@ -72,13 +72,12 @@ def stock_header(
     return header if header is not None else f"{tarball.name} has no {native_runner.HEADER_IN_TREE}"
 
 
-def _extract_library(wheel: Path, member: str, dest: Path) -> str:
-    """The wheel's C library as ``dest`` (what the linker reads); returns its sha256."""
+def _library_sha256(wheel: Path, member: str) -> str:
+    """The sha256 of the wheel's C library, the one the runner is deployed with (the manifest's record)."""
     digest = hashlib.sha256()
-    with zipfile.ZipFile(wheel) as archive, archive.open(member) as source, dest.open("wb") as out:
+    with zipfile.ZipFile(wheel) as archive, archive.open(member) as source:
         for block in iter(lambda: source.read(1 << 20), b""):
             digest.update(block)
-            out.write(block)
     return digest.hexdigest()
 
 
@@ -118,10 +117,9 @@ def add_runner(
     with tempfile.TemporaryDirectory(prefix="orch-runner-") as tmp:
         stage = Path(tmp) / "runner"
         (stage / "include").mkdir(parents=True)
-        (stage / "lib").mkdir()
         (stage / "include" / native_runner.HEADER_NAME).write_bytes(header)
         (stage / native_runner.SOURCE_NAME).write_text(read_text("native_runner.c"))
-        library_sha256 = _extract_library(artifact.wheel_path, member, stage / "lib" / native_runner.SONAME)
+        library_sha256 = _library_sha256(artifact.wheel_path, member)
         lines: list[str] = []
         code = engine.run(
             image_id,

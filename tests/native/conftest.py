@@ -95,8 +95,7 @@ def compile_host_runner(include: Path, dest: Path, built_for: str) -> HostRunner
         str(SOURCE),
         "-o",
         str(dest / native_runner.RUNNER_NAME),
-        f"-L{dest / 'lib'}",
-        f"-l:{native_runner.SONAME}",
+        "-ldl",
         "-lm",
         "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib",
     ]

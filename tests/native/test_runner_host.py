@@ -19,6 +19,7 @@ import pytest
 from orchestrator.bench.native import cold_sample, runner_problems
 from orchestrator.board_side import read_text
 from orchestrator.lab.sample_models import mlp, tiny_convnet, write_model
+from tests.native.conftest import compile_host_runner
 
 
 @pytest.fixture
@@ -114,6 +115,18 @@ def test_a_library_of_another_release_is_refused_before_any_session(make_host_ru
     assert "built for ONNX Runtime 1.21.0" in document["error"]
     assert f"ONNX Runtime {onnxruntime.__version__}" in document["error"]
     assert "model" not in document and "timing" not in document
+    assert runner_problems(document) == []
+
+
+def test_a_missing_library_is_one_document_naming_the_library(c_api_header, models, tmp_path) -> None:
+    runner = compile_host_runner(c_api_header, tmp_path / "runner", onnxruntime.__version__)
+    (runner.path.parent / "lib" / "libonnxruntime.so.1").unlink()
+    code, document = runner.run("--model", str(models["mlp"]))
+    assert code == 1
+    assert document["ok"] is False and document["stage"] == "library"
+    assert document["error"].startswith(
+        f"cannot load libonnxruntime.so.1 (ONNX Runtime {onnxruntime.__version__})"
+    )
     assert runner_problems(document) == []
 
 
