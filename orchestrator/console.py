@@ -10,7 +10,8 @@ import io
 import json
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from rich import box
@@ -32,6 +33,41 @@ class _Console(Console):
 
 
 console = _Console(stderr=True, highlight=False)
+
+
+class PlainProgress:
+    """Progress of long counted work as plain lines, for output that is not a terminal (CI logs,
+    ``| tee``), where a live bar draws nothing and an ORT build would say nothing for most of an
+    hour, and for builds that share one terminal. One line at most every ``interval_s``, and one
+    when the work is done."""
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        say: Callable[[str], None] | None = None,
+        interval_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.what = what
+        self.say = say or console.print
+        self.interval_s = interval_s
+        self.clock = clock
+        self.started: float | None = None
+        self.last_line = float("-inf")
+        self.finished = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if self.started is None:
+            self.started = now
+        complete = total > 0 and done >= total
+        if self.finished or (not complete and now - self.last_line < self.interval_s):
+            return
+        self.last_line, self.finished = now, complete
+        elapsed = int(now - self.started)
+        percent = f" ({100 * done // total}%)" if total > 0 else ""
+        self.say(f"{self.what}: {done}/{total}{percent} after {elapsed // 60}m{elapsed % 60:02d}s")
 
 
 def quiet_stdout() -> None:

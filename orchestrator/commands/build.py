@@ -40,7 +40,7 @@ from orchestrator.build.workspace import volumes_to_clean
 from orchestrator.commands import options
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.config import BuildSettings, load_config
-from orchestrator.console import console, emit_json
+from orchestrator.console import PlainProgress, console, emit_json
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import TargetProfile, resolve_target
 
@@ -335,6 +335,7 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
     def log(line: str) -> None:
         console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
+    plain = None if console.is_terminal else PlainProgress("compiling (ninja steps)")
     with Progress(
         TextColumn("[bold]compiling"),
         BarColumn(),
@@ -342,11 +343,15 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
         TimeElapsedColumn(),
         console=console,
         transient=True,
+        disable=plain is not None,
     ) as progress:
         task = progress.add_task("compile", total=None)
 
         def on_progress(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
+            if plain is not None:
+                plain(done, total)
+            else:
+                progress.update(task, completed=done, total=total)
 
         result = execute(
             plan,

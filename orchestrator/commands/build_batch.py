@@ -26,7 +26,7 @@ from orchestrator.build.engines import (
 )
 from orchestrator.build.execute import execute
 from orchestrator.build.variants import resolve_variant
-from orchestrator.console import console, emit_json
+from orchestrator.console import PlainProgress, console, emit_json
 from orchestrator.errors import BuildError, PartialFailure, UsageError
 from orchestrator.targets import resolve_target
 
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 # (args, profile, variant, engine or None for this machine's resources) -> plan
 PlanFor = Callable[..., "BuildPlan"]
-# Plain progress lines: one per build every this many percent of ninja's steps.
-PROGRESS_STEP = 10
 
 
 def run_batch_command(
@@ -93,7 +91,7 @@ def run_batch_command(
             local_engine=workstation,
             force_flags=args.force_flags,
             log=say,
-            progress=_progress_lines(say),
+            progress=PlainProgress("compiling (ninja steps)", say=say),
             preflight=not args.no_preflight,
         )
 
@@ -104,19 +102,6 @@ def run_batch_command(
     if any(o.ok for o in result.outcomes):
         return PartialFailure.exit_code
     return BuildError.exit_code
-
-
-def _progress_lines(say: Callable[[str], None]) -> Callable[[int, int], None]:
-    """Ninja's [n/N] as a plain line every PROGRESS_STEP percent (builds share one terminal)."""
-    shown = [-PROGRESS_STEP]
-
-    def progress(done: int, total: int) -> None:
-        percent = done * 100 // max(total, 1)
-        if percent >= shown[0] + PROGRESS_STEP:
-            shown[0] = percent - percent % PROGRESS_STEP
-            say(f"compiling {done}/{total} ({percent}%)")
-
-    return progress
 
 
 def _show(args: argparse.Namespace, plans: dict[BuildRequest, BuildPlan], engines: list[str]) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.build.execute import first_error, parse_ccache_stats, readback_flags
+from orchestrator.console import PlainProgress
 from orchestrator.targets import known_target_names
 
 FAILED_LOG = """\
@@ -142,3 +143,18 @@ def test_cli_bad_input_is_a_clear_error(
     result = orch_cli(orch_env, "build", *args)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_build_progress_in_a_plain_log_is_a_line_a_minute_and_one_at_the_end() -> None:
+    """Not a terminal (CI logs, `| tee`): the bar draws nothing, so lines say how far ninja is."""
+    lines: list[str] = []
+    now = [0.0]
+    progress = PlainProgress("compiling (ninja steps)", say=lines.append, clock=lambda: now[0])
+    for step in range(1, 601):  # 600 steps, one every 0.5 s: 300 s in all
+        now[0] = step * 0.5
+        progress(step, 600)
+    progress(600, 600)  # ninja's last line seen twice: still one final line
+    assert lines[0] == "compiling (ninja steps): 1/600 (0%) after 0m00s"
+    assert lines[1] == "compiling (ninja steps): 121/600 (20%) after 1m00s"
+    assert lines[-1] == "compiling (ninja steps): 600/600 (100%) after 4m59s"
+    assert len(lines) == 6  # at 0, 1, 2, 3, 4 minutes, and the end
