@@ -8,13 +8,12 @@ import sys
 
 from rich.markup import escape
 
-from orchestrator.bench import native, results
 from orchestrator.bench import plan as bench_plan
+from orchestrator.bench import results
 from orchestrator.bench.calibration import parse_specs
 from orchestrator.bench.execute import run_bench
 from orchestrator.bench.plan import AgentOptions
-from orchestrator.bench.report.native_tables import cold_start_table, runner_ratio_table
-from orchestrator.bench.report.quantisation import quantisation_table
+from orchestrator.bench.report.native_tables import after_run_tables, cold_start_rows
 from orchestrator.bench.report.tables import comparison_warnings, run_tables
 from orchestrator.bench.series import pairings_within
 from orchestrator.commands import options
@@ -292,32 +291,15 @@ def run(args: argparse.Namespace) -> int:
                     for name, doc in record.boards.items()
                     if doc.get("quantization")
                 },
-                "cold_starts": [
-                    {
-                        "board": c.board,
-                        **c.key,
-                        "launch_to_first_result": c.first_result().as_dict(),
-                        "peak_rss_kb": max(c.peak_rss_kb) if c.peak_rss_kb else None,
-                        "runner_bytes": c.runner_bytes,
-                        "library_bytes": c.library_bytes,
-                    }
-                    for c in native.cold_starts(record.boards.values())
-                ],
+                "cold_starts": cold_start_rows(record.boards),
             }
         )
     for table in run_tables(series, pairings, record.failed):
         print_whole(table)
     for warning in comparison_warnings(pairings):
         console.print(f"[yellow]warning:[/] {escape(warning)}")
-    quantised = quantisation_table(record.boards, series)
-    if quantised is not None:
-        print_whole(quantised)
-    found = native.cold_starts(record.boards.values())
-    if found:
-        print_whole(cold_start_table(found))
-        ratios = runner_ratio_table(found)
-        if ratios is not None:
-            print_whole(ratios)
+    for table in after_run_tables(record.boards, series):
+        print_whole(table)
     console.print(f"results stored in [bold]{escape(str(done.path))}[/] ({done.outcome.summary()})")
     console.print(f"report: orch report {run_id} --html report.html")
     failed = done.outcome.failed
