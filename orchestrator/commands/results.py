@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.bench.report.export import export_rows, to_csv
+from orchestrator.bench.report.native_tables import after_run_tables, cold_start_rows
 from orchestrator.bench.report.tables import (
     board_state_table,
     comparison_table,
@@ -137,6 +138,7 @@ def _run(args: argparse.Namespace, store: ResultStore) -> int:
                     "series": flatten_series([record]),
                     "comparisons": [p.as_dict() for p in pairings],
                     "failed": record.failed,
+                    "cold_starts": cold_start_rows(record.boards),
                 }
             )
             return 0
@@ -145,6 +147,8 @@ def _run(args: argparse.Namespace, store: ResultStore) -> int:
         for table in run_tables(series, pairings, record.failed):
             print_whole(table)
         print_warnings(pairings)
+        for table in after_run_tables(record.boards, series):
+            print_whole(table)
         return 0
     if args.action == "compare":
         a, b = store.load(args.run_a), store.load(args.run_b)

@@ -1,10 +1,12 @@
 """The native runner without a board or a compiler: its document's schema, its build plan for every
-target, the bench steps and the deploy's release document that carry it, the cold-start summary."""
+target, the bench steps and the deploy's release document that carry it, the cold-start summary and
+its tables in `orch results show` and the HTML report."""
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -291,6 +293,82 @@ def test_the_tables_show_counts_spread_and_the_ratio() -> None:
     assert "Cold start and footprint" in text and "relative comparison only" in text
     assert "70 kB + 14.0 MB" in text and "wheel 10.7 MB" in text
     assert "2/2" in text and "0.10" in text
+
+
+def stored_run(env: dict[str, str], doc: dict) -> str:
+    """``doc`` stored as one board's record of a finished run, where ``orch results`` looks."""
+    from orchestrator.bench.results import BOARD_SCHEMA, ResultStore, new_run_id
+
+    store, run_id = ResultStore(Path(env["ORCH_RESULTS"])), new_run_id()
+    store.begin_run(run_id, command="orch bench --runner both")
+    store.write_board(run_id, {**doc, "schema": BOARD_SCHEMA, "run_id": run_id, "status": "ok"})
+    store.finish_run(run_id, {"run_id": run_id, "boards": {doc["board"]: {"status": "ok"}}})
+    return run_id
+
+
+def python_only_document() -> dict:
+    """The same board with the Python agent alone and no launches (`--runner python`)."""
+    doc = board_document()
+    doc["measurements"] = [m for m in doc["measurements"] if m["key"]["runner"] == "python"]
+    del doc["cold_starts"]
+    return doc
+
+
+def row(*cells: str) -> str:
+    """A pattern of consecutive cells of one row of a terminal table."""
+    return r"\s*│\s*".join(re.escape(cell) for cell in cells)
+
+
+def test_results_show_prints_the_cold_starts_of_both_runners_with_their_n(orch_env, orch_cli) -> None:
+    run_id = stored_run(orch_env, board_document())
+    text = orch_cli(orch_env, "results", "show", run_id, check=True).stderr
+    # Each runner's row: n launches, then the median cold start (ms); then the ratio of the medians.
+    assert re.search(row("lab1", "tuned", "mlp", "native", "2", "300", "50", "250-350"), text), text
+    assert re.search(row("lab1", "tuned", "mlp", "python", "2", "3000", "100", "2900-3100"), text), text
+    assert "70 kB + 14.0 MB" in text and "32 MB (n=3)" in text
+    assert re.search(row("lab1", "tuned", "mlp", "2/2", "300→3000", "0.10"), text), text
+    shown = json.loads(orch_cli(orch_env, "results", "show", run_id, "--json", check=True).stdout)
+    by_runner = {item["runner"]: item for item in shown["cold_starts"]}
+    assert by_runner["native"]["launch_to_first_result"]["n"] == 2
+    assert by_runner["python"]["launch_to_first_result"]["p50_ms"] == 3000
+    assert (
+        by_runner["native"]["runner_bytes"] == 70_000 and by_runner["python"]["library_bytes"] == 10_700_000
+    )
+
+
+def test_the_html_report_has_the_cold_start_section(orch_env, tmp_path: Path, monkeypatch) -> None:
+    from orchestrator.bench.report.html import write_html
+    from orchestrator.bench.report.native_tables import EMULATED_NOTE
+    from orchestrator.bench.results import ResultStore
+
+    # The report's verify section reads the results directory: the test's, not the user's.
+    monkeypatch.setenv("ORCH_RESULTS", orch_env["ORCH_RESULTS"])
+    record = ResultStore().load(stored_run(orch_env, board_document()))
+    written = write_html(record, [], tmp_path / "report.html")
+    page = written["html"].read_text()
+    assert "<h2>Cold start and footprint</h2>" in page and EMULATED_NOTE in page
+    # n, median, IQR, min-max of each runner, then the footprint.
+    assert "<td>native</td><td>2</td><td>300</td><td>50</td><td>250-350</td>" in page, page
+    assert "<td>python</td><td>2</td><td>3000</td><td>100</td><td>2900-3100</td>" in page, page
+    assert "<td>70 kB + 14.0 MB</td>" in page and "<td>wheel 10.7 MB + Python, numpy</td>" in page
+    assert "<td>2/2</td><td>300→3000</td><td>0.10</td>" in page
+    report = json.loads(written["json"].read_text())
+    assert sorted(item["runner"] for item in report["cold_starts"]) == ["native", "python"]
+
+
+def test_a_python_only_run_without_launches_has_no_cold_start_section(
+    orch_env, orch_cli, tmp_path: Path
+) -> None:
+    run_id = stored_run(orch_env, python_only_document())
+    text = orch_cli(orch_env, "results", "show", run_id, check=True).stderr
+    assert "P50 / P99 latency" in text and "Cold start" not in text
+    shown = json.loads(orch_cli(orch_env, "results", "show", run_id, "--json", check=True).stdout)
+    assert shown["cold_starts"] == []
+    page = tmp_path / "report.html"
+    orch_cli(orch_env, "report", run_id, "--html", str(page), check=True)
+    assert "<h1>Benchmark run" in page.read_text() and "Cold start" not in page.read_text()
+    report = json.loads((tmp_path / "report_files" / "report.json").read_text())
+    assert report["cold_starts"] == []
 
 
 def test_the_sample_mlp_takes_128_features_and_is_the_same_bytes_every_time() -> None:

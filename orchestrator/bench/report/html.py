@@ -11,8 +11,9 @@ from typing import Any
 
 from orchestrator.bench import stats
 from orchestrator.bench.report.export import export_rows, to_csv
+from orchestrator.bench.report.native_tables import cold_start_rows
 from orchestrator.bench.report.plots import PLOT_PIXELS, plot_distribution, plot_over_runs, plot_p50_ci
-from orchestrator.bench.report.sections import quantisation_section, verify_section
+from orchestrator.bench.report.sections import cold_start_section, quantisation_section, verify_section
 from orchestrator.bench.report.tables import (
     board_facts,
     comparison_caption,
@@ -65,6 +66,7 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
                 "series": rows,
                 "comparisons": [p.as_dict() for p in pairings],
                 "failed": record.failed,
+                "cold_starts": cold_start_rows(record.boards),
             },
             indent=1,
             default=str,
@@ -215,7 +217,8 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
             parts.append(
                 "<ul>" + "".join(f"<li class='mismatch'>{html.escape(w)}</li>" for w in warnings) + "</ul>"
             )
-    parts += quantisation_section(record, series, _html_table) + verify_section(record, _html_table)
+    parts += quantisation_section(record, series, _html_table)
+    parts += cold_start_section(record, _html_table) + verify_section(record, _html_table)
     for key, title in (
         ("distribution", "Latency distribution"),
         ("p50_ci", "P50 with 95% CI"),

@@ -1,5 +1,6 @@
-"""HTML sections beside the latency tables: fp32 vs int8 (speed and agreement) of the run, and the
-newest `orch verify` result of each board of the run (stored as ``results/verify-<id>.json``)."""
+"""HTML sections beside the latency tables: fp32 vs int8 (speed and agreement) of the run, its cold
+starts and footprint (native runner and Python agent), and the newest `orch verify` result of each
+board of the run (stored as ``results/verify-<id>.json``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from orchestrator.bench.report import quantisation
+from orchestrator.bench.native import cold_starts, pair_runners
+from orchestrator.bench.report import native_tables, quantisation
 from orchestrator.bench.results import RunRecord
 from orchestrator.bench.series import Series
 from orchestrator.paths import results_dir
@@ -61,6 +63,26 @@ def quantisation_section(record: RunRecord, series: Sequence[Series], table: Tab
             "emulated boards are relative only.</p>"
         ),
     ]
+
+
+def cold_start_section(record: RunRecord, table: Table) -> list[str]:
+    """The terminal's cold-start and ratio tables, cell for cell, with their captions."""
+    found = cold_starts(record.boards.values())
+    if not found:
+        return []
+    parts = [
+        f"<h2>{html.escape(native_tables.COLD_START_TITLE)}</h2>",
+        table(native_tables.COLD_START_HEADERS, [native_tables.cold_start_cells(c) for c in found]),
+        f"<p>{html.escape(native_tables.COLD_START_CAPTION)}</p>",
+    ]
+    pairs = pair_runners(found)
+    if pairs:
+        parts += [
+            f"<h3>{html.escape(native_tables.RATIO_TITLE)}</h3>",
+            table(native_tables.RATIO_HEADERS, [native_tables.ratio_cells(*pair) for pair in pairs]),
+            f"<p>{html.escape(native_tables.RATIO_CAPTION)}</p>",
+        ]
+    return parts
 
 
 def latest_verify(boards: Sequence[str], directory: Path | None = None) -> dict[str, dict[str, Any]]:
