@@ -25,9 +25,10 @@ from stock_baseline import StockBuild, build_stock, download_stock
 from orchestrator.board import Board
 
 # Tests come in two kinds. `integration` tests use real outside parts: a Docker engine, lab
-# boards, an sshd, or the package index (pip download). `unit` tests use none of them: no engine,
-# no boards, no network (`pytest -m unit`). A test is integration when it uses one of these
-# fixtures (directly or through another fixture) or says so with @pytest.mark.integration.
+# boards, an sshd, the package index (pip download), or a headless browser (chromium). `unit`
+# tests use none of them: no engine, no boards, no network (`pytest -m unit`). A test is
+# integration when it uses one of these fixtures (directly or through another fixture) or says
+# so with @pytest.mark.integration.
 INTEGRATION_FIXTURES = frozenset(
     {
         "lab",  # emulated boards: Docker + qemu + sshd

@@ -1,12 +1,44 @@
-"""Tiny ONNX models for bench tests: fast under emulation, and with work that graph optimisation removes."""
+"""Tiny ONNX models for bench tests: fast under emulation, and with work that graph optimisation removes;
+and the agent document a local run of the real bench agent gives on one of them."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+AGENT = Path(__file__).resolve().parents[2] / "orchestrator" / "board_side" / "bench_agent.py"
+
+
+def agent_doc(model: Path, opt_level: str) -> dict:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(AGENT),
+            "--model",
+            str(model),
+            "--opt-level",
+            opt_level,
+            "--warmup",
+            "3",
+            "--min-runs",
+            "20",
+            "--min-duration",
+            "0",
+            "--intra-op-threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(done.stdout)
 
 
 def conv_model(

@@ -9,12 +9,10 @@ import json
 import re
 import sqlite3
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from bench_models import conv_model
+from bench_models import agent_doc, conv_model
 
 from orchestrator.bench import results, stats
 from orchestrator.bench import series as series_module
@@ -22,34 +20,6 @@ from orchestrator.bench.report import html as report_html
 from orchestrator.bench.report import plots
 from orchestrator.bench.results import ResultStore
 from orchestrator.errors import UsageError
-
-AGENT = Path(__file__).resolve().parents[2] / "orchestrator" / "board_side" / "bench_agent.py"
-
-
-def agent_doc(model: Path, opt_level: str) -> dict:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(AGENT),
-            "--model",
-            str(model),
-            "--opt-level",
-            opt_level,
-            "--warmup",
-            "3",
-            "--min-runs",
-            "20",
-            "--min-duration",
-            "0",
-            "--intra-op-threads",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return json.loads(done.stdout)
 
 
 def board_doc(run_id: str, board: str, agents: list[tuple[str, int, dict]]) -> dict:
