@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import random
 import re
 import sqlite3
 import struct
@@ -174,6 +175,53 @@ def test_html_report_with_plots_of_the_expected_size(stored, tmp_path):
         assert _png_size(png) == plots.PLOT_PIXELS == (1000, 500)
     samples = list(csv.DictReader(io.StringIO(written["samples_csv"].read_text())))
     assert len(samples) == 480 and {"board", "opt_level", "round", "latency_ms"} <= set(samples[0])
+
+
+def _long_named_series() -> list[series_module.Series]:
+    """Eight series with names as long as real runs give them (board, variant, model, int8), 5 runs each."""
+    rng = random.Random(3)
+    found = []
+    for board in ("rpi4-shelf", "rpi5-desk"):
+        for variant in ("stock", "tuned"):
+            for quant in ("fp32", "int8-static"):
+                key = series_module.SeriesKey(
+                    variant=variant,
+                    release=f"{variant}-1.32.0-3f9c2a1b",
+                    model="mobilenetv2-12.onnx",
+                    quant=quant,
+                )
+                rounds = tuple(
+                    (r, tuple(rng.lognormvariate(1.5, 0.05) for _ in range(20))) for r in range(1, 6)
+                )
+                latencies = tuple(v for _, values in rounds for v in values)
+                found.append(
+                    series_module.Series(board=board, key=key, latencies_ms=latencies, rounds=rounds)
+                )
+    return found
+
+
+@pytest.mark.parametrize(
+    "plot", [plots.plot_distribution, plots.plot_p50_ci, plots.plot_over_runs], ids=lambda plot: plot.__name__
+)
+def test_no_text_of_a_plot_is_cut_at_its_edges(plot, tmp_path, monkeypatch):
+    """Tick labels, axis labels and titles stay inside the fixed-size PNG, with long series names too."""
+    drawn = []
+    save = plots._save
+
+    def measured(fig, path, plt):
+        fig.canvas.draw()
+        drawn.append((fig.get_tightbbox(fig.canvas.get_renderer()), tuple(fig.get_size_inches())))
+        return save(fig, path, plt)
+
+    monkeypatch.setattr(plots, "_save", measured)
+    png = plot(_long_named_series(), tmp_path / "plot.png")
+    assert _png_size(png) == plots.PLOT_PIXELS
+    [(box, (width, height))] = drawn
+    dpi = plots.DPI
+    assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= width and box.y1 <= height, (
+        f"{plot.__name__}: text reaches {box.x0 * dpi:.0f}..{box.x1 * dpi:.0f} x "
+        f"{box.y0 * dpi:.0f}..{box.y1 * dpi:.0f} px of a {width * dpi:.0f} x {height * dpi:.0f} px figure"
+    )
 
 
 def test_cli_list_show_compare_export_report(stored, orch_env, orch_cli, tmp_path):

@@ -10,7 +10,8 @@ from typing import Any
 from orchestrator.bench import stats
 from orchestrator.bench.series import Series
 
-# Every plot is FIG_SIZE inches at DPI: 1000 x 500 pixels.
+# Every plot is FIG_SIZE inches at DPI: 1000 x 500 pixels. The plots with a label per series use
+# constrained layout: their axes shrink so that long series names and the axis labels stay inside.
 FIG_SIZE = (10.0, 5.0)
 DPI = 100
 PLOT_PIXELS = (int(FIG_SIZE[0] * DPI), int(FIG_SIZE[1] * DPI))
@@ -39,7 +40,7 @@ def _short(series: Series, many_boards: bool) -> str:
 def plot_distribution(series: Sequence[Series], path: Path) -> Path:
     plt = _pyplot()
     many = len({s.board for s in series}) > 1
-    fig, ax = plt.subplots(figsize=FIG_SIZE, dpi=DPI)
+    fig, ax = plt.subplots(figsize=FIG_SIZE, dpi=DPI, layout="constrained")
     data = [list(s.latencies_ms) for s in series]
     positions = list(range(1, len(series) + 1))
     if any(len(values) > 1 for values in data):
@@ -50,14 +51,13 @@ def plot_distribution(series: Sequence[Series], path: Path) -> Path:
     ax.set_ylabel("latency per inference (ms)")
     ax.set_title("Latency distribution per board and variant (every timed run)")
     ax.grid(axis="y", alpha=0.3)
-    fig.subplots_adjust(bottom=0.3)
     return _save(fig, path, plt)
 
 
 def plot_p50_ci(series: Sequence[Series], path: Path) -> Path:
     plt = _pyplot()
     many = len({s.board for s in series}) > 1
-    fig, ax = plt.subplots(figsize=FIG_SIZE, dpi=DPI)
+    fig, ax = plt.subplots(figsize=FIG_SIZE, dpi=DPI, layout="constrained")
     medians, lows, highs = [], [], []
     for item in series:
         median = item.summary().p50
@@ -78,10 +78,9 @@ def plot_p50_ci(series: Sequence[Series], path: Path) -> Path:
             textcoords="offset points",
         )
     ax.set_xticks(positions, [_short(s, many) for s in series], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("p50 latency (ms), bars: 95% CI (hierarchical bootstrap over runs)")
+    ax.set_ylabel("p50 latency (ms)\nbars: 95% CI (hierarchical bootstrap over runs)")
     ax.set_title("Median latency with 95% confidence interval")
     ax.grid(axis="y", alpha=0.3)
-    fig.subplots_adjust(bottom=0.3)
     return _save(fig, path, plt)
 
 
