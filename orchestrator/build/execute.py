@@ -443,7 +443,7 @@ def execute(
         preflight=preflight,
         sysroot=plan.sysroot,
     )
-    # The native runner of this release, linked against the wheel's C library (--build_shared_lib).
+    # The native runner of this release, for the wheel's C library (--build_shared_lib).
     artifact = native_runner_build.add_runner(
         artifact,
         plan.target,

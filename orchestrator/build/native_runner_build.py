@@ -163,7 +163,7 @@ def _record(artifact: Artifact, runner: NativeRunner, log: Log) -> Artifact:
         log(f"no native runner: {runner.skipped}")
     else:
         log(
-            f"native runner {runner.file}: {(runner.size or 0) / 1e3:.0f} kB, links"
+            f"native runner {runner.file}: {(runner.size or 0) / 1e3:.0f} kB, loads"
             f" {runner.library} ({(runner.library_size or 0) / 1e6:.1f} MB)"
         )
     return replace(artifact, manifest=manifest)
