@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import posixpath
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -60,6 +61,9 @@ class AgentOptions:
     max_runs: int = 100000
     shapes: tuple[str, ...] = ()
     sysfs_root: str | None = None  # None = the board's /sys
+    # ORT's session.intra_op_thread_affinities ("1;2;3"): the logical processors (counted from 1) of
+    # each intra-op thread but the calling one, for both runners; None = the OS schedules them.
+    affinity: str | None = None
 
 
 QUICK = AgentOptions(warmup=1, min_runs=5, min_duration=0.0)
@@ -323,6 +327,27 @@ def make_settings(
     return tuple(settings)
 
 
+_CORES = r"[1-9]\d*(-[1-9]\d*)?(,[1-9]\d*(-[1-9]\d*)?)*"  # ORT counts processors from 1
+_AFFINITY = re.compile(rf"{_CORES}(;{_CORES})*")
+
+
+def check_affinity(spec: str, settings: Sequence[Setting]) -> None:
+    """``--thread-affinity``: ORT's format, and one entry per intra-op thread but the calling one,
+    which ORT checks only when the session is made (on every board, after the deploy)."""
+    if not _AFFINITY.fullmatch(spec):
+        raise UsageError(
+            f"--thread-affinity {spec!r}: expected the logical processors (from 1) of each intra-op"
+            " thread but the first, separated by ';', e.g. '2;3;4' (4 threads) or '2,3;4-5'",
+        )
+    pinned = spec.count(";") + 1
+    wrong = sorted({s.intra_threads for s in settings if s.intra_threads != pinned + 1})
+    if wrong:
+        raise UsageError(
+            f"--thread-affinity {spec!r} pins {pinned} thread(s): onnxruntime needs --threads {pinned + 1}"
+            f" with it (the calling thread is the other one), not {', '.join(map(str, wrong))}",
+        )
+
+
 def make_plan(
     boards: Sequence[Board],
     *,
@@ -372,6 +397,8 @@ def make_plan(
         )
     for shape in agent.shapes:
         parse_shape(shape)
+    if agent.affinity is not None:
+        check_affinity(agent.affinity, settings)
     if agent.sysfs_root is not None and (not agent.sysfs_root.startswith("/") or "\x00" in agent.sysfs_root):
         raise UsageError(
             f"--sysfs-root {agent.sysfs_root!r}: must be an absolute path on the board, e.g. /sys"
@@ -536,6 +563,8 @@ def agent_argv(
     ]
     for shape in options.shapes:
         argv += ["--shape", shape]
+    if options.affinity:
+        argv += ["--affinity", options.affinity]
     if options.sysfs_root:
         argv += ["--sysfs-root", options.sysfs_root]
     return tuple(argv)
@@ -548,7 +577,7 @@ def runner_argv(
     if release.runner is None:
         raise BenchError(f"release {release.id} has no native runner")
     agent = agent_argv(release, model_path, setting, options)
-    # agent_argv: python, script, --model ... --max-runs N [--shape ...] [--sysfs-root PATH]
+    # agent_argv: python, script, --model ... --max-runs N [--shape ...] [--affinity S] [--sysfs-root PATH]
     options_part = list(agent[2:])
     if "--sysfs-root" in options_part:
         del options_part[options_part.index("--sysfs-root") : options_part.index("--sysfs-root") + 2]

@@ -343,6 +343,9 @@ def session_options(ort: Any, args: argparse.Namespace) -> Any:
     }[args.opt_level]
     options.intra_op_num_threads = args.intra_op_threads
     options.inter_op_num_threads = args.inter_op_threads
+    if args.affinity:
+        # One entry per intra-op thread but the calling one ("1;2;3" with 4 threads), as the native runner.
+        options.add_session_config_entry("session.intra_op_thread_affinities", args.affinity)
     return options
 
 
@@ -426,6 +429,7 @@ def measure(
         "opt_level": args.opt_level,
         "intra_op_num_threads": used.intra_op_num_threads,
         "inter_op_num_threads": used.inter_op_num_threads,
+        "intra_op_thread_affinities": args.affinity,
         "execution_mode": str(used.execution_mode).rsplit(".", 1)[-1],
     }
 
@@ -479,6 +483,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--opt-level", choices=_OPT_LEVELS, default="all", help="graph optimisation level")
     parser.add_argument("--intra-op-threads", type=int, default=0, help="0 = onnxruntime's default")
     parser.add_argument("--inter-op-threads", type=int, default=0, help="0 = onnxruntime's default")
+    parser.add_argument(
+        "--affinity", default=None, metavar="SPEC", help="onnxruntime's session.intra_op_thread_affinities"
+    )
     # Defaults fit a real board (seconds per setting); the emulated lab passes tiny values.
     parser.add_argument("--warmup", type=int, default=5, help="warm-up runs after the first inference")
     parser.add_argument("--min-runs", type=int, default=50, help="minimum timed runs")

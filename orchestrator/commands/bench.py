@@ -72,6 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="intra-op thread counts to sweep (0 = onnxruntime's default)",
     )
     what.add_argument(
+        "--thread-affinity",
+        metavar="SPEC",
+        help="pin intra-op threads (onnxruntime's format: the logical processors, from 1, of each"
+        " thread but the first, e.g. '2;3;4' with --threads 4); both runners",
+    )
+    what.add_argument(
         "--inter-threads",
         type=options.non_negative_int,
         default=0,
@@ -217,6 +223,7 @@ def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
         max_runs=args.max_runs,
         shapes=tuple(args.shape),
         sysfs_root=args.sysfs_root,
+        affinity=args.thread_affinity,
     )
     rounds, cooldown = int(pick("rounds")), float(pick("cooldown"))
     variants = _joined(args.variant)

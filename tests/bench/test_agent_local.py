@@ -187,3 +187,18 @@ def test_corrupt_model_fails_at_session_creation(tmp_path):
     bad.write_bytes(b"not a model")
     code, doc = run_agent("--model", str(bad), "--min-runs", "1", "--min-duration", "0")
     assert code == 1 and doc["stage"] == "session" and "bad.onnx" in doc["error"]
+
+
+def test_thread_affinity_is_handed_to_onnxruntime_and_recorded(model):
+    # 2 intra-op threads: the calling one and one pinned to logical processor 1 (ORT counts from 1).
+    args = ("--model", str(model), "--intra-op-threads", "2", "--min-runs", "2", "--min-duration", "0")
+    code, doc = run_agent(*args, "--affinity", "1")
+    assert code == 0 and doc["ok"] is True, doc.get("error")
+    assert doc["session"]["intra_op_thread_affinities"] == "1"
+    # ORT itself refuses processor 0: the spec really reached it (and its complaint is the error).
+    done = subprocess.run(
+        [sys.executable, str(AGENT), *args, "--affinity", "0"], capture_output=True, text=True, check=False
+    )
+    doc = json.loads(done.stdout.strip().splitlines()[-1])  # ORT prints its own EP error line first
+    assert done.returncode == 1 and doc["ok"] is False and doc["stage"] == "session"
+    assert "must start from 1" in doc["error"]

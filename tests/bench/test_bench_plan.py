@@ -214,3 +214,26 @@ def test_ort_version_chooses_among_releases_of_a_variant_and_several_are_never_g
 def test_bad_ort_versions(values, variants, words):
     with pytest.raises(UsageError, match=re.escape(words)):
         bench_plan.parse_ort_versions(values, variants)
+
+
+def test_thread_affinity_reaches_both_runners_and_a_mismatch_is_refused_before_any_board():
+    settings = bench_plan.make_settings(threads=[3])
+    agent = AgentOptions(affinity="1;2")
+    plan = bench_plan.make_plan([BOARD], settings=settings, agent=agent, runner="both", cold_starts=0)
+    native = release("tuned", "tuned-1.32.0-cccc0000", "2026-11-10T00:00:00Z")
+    native = ReleaseRef(**{**vars(native), "native": {"runner": "native/orch-runner"}})
+    steps = bench_plan.board_steps(plan, [native], ["tiny.onnx"])
+    for step in steps:
+        assert step.argv[step.argv.index("--affinity") + 1] == "1;2", step.runner
+    assert {step.runner for step in steps} == {"python", "native"}
+    for spec, words in (
+        (
+            "1;2;3",
+            "pins 3 thread(s): onnxruntime needs --threads 4 with it (the calling thread is the other one), not 3",
+        ),
+        ("1,,2", "expected the logical processors (from 1) of each intra-op thread but the first"),
+        ("0;1", "expected the logical processors (from 1)"),
+        ("; rm -rf /", "expected the logical processors"),
+    ):
+        with pytest.raises(UsageError, match=re.escape(words)):
+            bench_plan.make_plan([BOARD], settings=settings, agent=AgentOptions(affinity=spec))
