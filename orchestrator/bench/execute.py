@@ -21,7 +21,7 @@ from typing import Any
 from rich.markup import escape
 
 from orchestrator.adapters import ssh as remote
-from orchestrator.adapters.session import CommandResult
+from orchestrator.adapters.session import BoardSession, CommandResult
 from orchestrator.artifacts.identity import describe
 from orchestrator.bench import native
 from orchestrator.bench import plan as bench_plan
@@ -103,13 +103,23 @@ def _board_document(run_id: str, board: Board, plan: BenchPlan) -> dict[str, Any
     }
 
 
+# What a board runs inside bench_board: fills the board document (bench: _run_board; tune: its rungs).
+BoardBody = Callable[[Board, BenchPlan, dict[str, Any], Progress], None]
+
+
 def bench_board(
-    board: Board, plan: BenchPlan, *, run_id: str, store: ResultStore, progress: Progress
+    board: Board,
+    plan: BenchPlan,
+    *,
+    run_id: str,
+    store: ResultStore,
+    progress: Progress,
+    body: BoardBody | None = None,
 ) -> dict[str, Any]:
     """Everything bench does on one board; the board document is stored even when this raises."""
     document = _board_document(run_id, board, plan)
     try:
-        _run_board(board, plan, document, progress)
+        (body or _run_board)(board, plan, document, progress)
         document["status"] = "ok"
         return document
     except BaseException as error:
@@ -127,92 +137,115 @@ def bench_board(
 def _run_board(board: Board, plan: BenchPlan, document: dict[str, Any], progress: Progress) -> None:
     progress(board.name, "connecting")
     with remote.connect(board) as session:
-        found = [ReleaseRef.from_info(info) for info in releases.list_releases(session, board)]
-        chosen = bench_plan.pick_releases(plan, found, board.name)
-        models = bench_plan.pick_models(plan, chosen, board.name)
-        bench_plan.check_runners(plan, chosen, board.name)
-        document["releases"] = [vars(release) for release in chosen]
-        for release in chosen:  # which build each variant is, before anything is measured
+        measure_board(session, board, plan, document, progress)
+
+
+def measure_board(
+    session: BoardSession,
+    board: Board,
+    plan: BenchPlan,
+    document: dict[str, Any],
+    progress: Progress,
+    *,
+    round_offset: int = 0,
+) -> None:
+    """Choose releases and models, quantise, pin clocks, run the plan's steps and append what they
+    measured to the board document. Called again on the same document (tune's rungs), it adds to it:
+    releases and int8 copies already there are kept, rounds are numbered on from ``round_offset``."""
+    found = [ReleaseRef.from_info(info) for info in releases.list_releases(session, board)]
+    chosen = bench_plan.pick_releases(plan, found, board.name)
+    models = bench_plan.pick_models(plan, chosen, board.name)
+    bench_plan.check_runners(plan, chosen, board.name)
+    known = [item.get("id") for item in document["releases"]]
+    document["releases"] += [vars(release) for release in chosen if release.id not in known]
+    for release in chosen:  # which build each variant is, before anything is measured
+        if release.id not in known:
             progress(
                 board.name,
                 escape(
                     f"measures {release.id}: {describe(release.variant, release.ort_version, release.route)}"
                 ),
             )
-        if plan.quantize:
-            quantised = document.setdefault("quantization", {})
-            for release in chosen:
-                for model in models:
-                    progress(board.name, f"quantising {model} for {release.id} ({plan.quantize})")
-                    made = quantized_copy(session, release, model, plan.quantize, plan.calibration)
-                    for warning in made.warnings:
-                        progress(board.name, f"[yellow]warning:[/] {escape(warning)}")
-                    quantised.setdefault(release.id, {})[model] = made.as_dict()
-        steps = bench_plan.board_steps(plan, chosen, models)
-        clocks: ClockState | None = None
-        if plan.pin_clocks:
-            clocks = pin_clocks(session, plan.agent.sysfs_root or "/sys")
-            document["clocks"] = clocks.as_dict()
-            for message in clocks.messages:
-                progress(board.name, f"[yellow]warning:[/] {escape(message)}")
-        hosts = AgentHosts(session)
-        try:
-            for step in steps:
-                if step.cooldown_s:
-                    time.sleep(step.cooldown_s)
-                progress(
-                    board.name,
-                    f"{step.index + 1}/{len(steps)} round {step.round}/{plan.rounds} "
-                    f"{escape(_describe(step))}",
-                )
-                if step.runner == "python" and not step.launches:
-                    python, script, *args = step.argv  # agent_argv: python, bench_agent.py, its options
-                    result = hosts.run(python, script, args, timeout=plan.step_timeout_s)
-                else:
-                    result = session.run(step.argv, timeout=plan.step_timeout_s, check=False)
-                if step.launches:
-                    launches = parse_launches(board.name, step, result)
-                    document["cold_starts"].append(
-                        {"key": step.key(), "round": step.round, "step": step.index, "launches": launches}
-                    )
-                    firsts = [s.launch_to_first_result_ms for d in launches if (s := native.cold_sample(d))]
-                    if firsts:
-                        progress(
-                            board.name,
-                            f"  cold start (exec -> first result) median {statistics.median(firsts):.4g} ms"
-                            f" (n={len(firsts)})",
-                        )
-                    continue
-                agent = parse_agent(board.name, step, result)
-                # The run's duration seen from the workstation: agent_wall_s plus the fork and the reply
-                # (for the native runner, a command of its own: plus its start and SSH).
-                document["measurements"].append(
+    if plan.quantize:
+        quantised = document.setdefault("quantization", {})
+        for release in chosen:
+            for model in models:
+                if model in quantised.get(release.id, {}):
+                    continue  # made earlier on this document
+                progress(board.name, f"quantising {model} for {release.id} ({plan.quantize})")
+                made = quantized_copy(session, release, model, plan.quantize, plan.calibration)
+                for warning in made.warnings:
+                    progress(board.name, f"[yellow]warning:[/] {escape(warning)}")
+                quantised.setdefault(release.id, {})[model] = made.as_dict()
+    steps = bench_plan.board_steps(plan, chosen, models)
+    clocks: ClockState | None = None
+    if plan.pin_clocks:
+        clocks = pin_clocks(session, plan.agent.sysfs_root or "/sys")
+        document["clocks"] = clocks.as_dict()
+        for message in clocks.messages:
+            progress(board.name, f"[yellow]warning:[/] {escape(message)}")
+    hosts = AgentHosts(session)
+    try:
+        for step in steps:
+            if step.cooldown_s:
+                time.sleep(step.cooldown_s)
+            progress(
+                board.name,
+                f"{step.index + 1}/{len(steps)} round {step.round}/{plan.rounds} {escape(_describe(step))}",
+            )
+            if step.runner == "python" and not step.launches:
+                python, script, *args = step.argv  # agent_argv: python, bench_agent.py, its options
+                result = hosts.run(python, script, args, timeout=plan.step_timeout_s)
+            else:
+                result = session.run(step.argv, timeout=plan.step_timeout_s, check=False)
+            if step.launches:
+                launches = parse_launches(board.name, step, result)
+                document["cold_starts"].append(
                     {
                         "key": step.key(),
-                        "round": step.round,
+                        "round": step.round + round_offset,
                         "step": step.index,
-                        "remote_duration_s": result.duration,
-                        "agent": agent,
+                        "launches": launches,
                     }
                 )
-                stats = agent["stats"]
-                progress(
-                    board.name,
-                    f"  p50 {stats['p50_ms']:.3g} ms, p99 {stats['p99_ms']:.3g} ms (n={stats['n']})",
-                )
-        finally:
-            hosts.close()
-            if clocks is not None and clocks.previous:
-                try:
-                    restore_clocks(session, clocks)
-                except OrchError as error:
-                    clocks.restored = False
-                    clocks.messages.append(f"restoring the clocks failed: {error.message}")
-                document["clocks"] = clocks.as_dict()
-                if clocks.restored is False:
-                    progress(board.name, "[red]clocks NOT restored[/]: " + escape("; ".join(clocks.messages)))
-                else:
-                    progress(board.name, "clocks restored")
+                firsts = [s.launch_to_first_result_ms for d in launches if (s := native.cold_sample(d))]
+                if firsts:
+                    progress(
+                        board.name,
+                        f"  cold start (exec -> first result) median {statistics.median(firsts):.4g} ms"
+                        f" (n={len(firsts)})",
+                    )
+                continue
+            agent = parse_agent(board.name, step, result)
+            # The run's duration seen from the workstation: agent_wall_s plus the fork and the reply
+            # (for the native runner, a command of its own: plus its start and SSH).
+            document["measurements"].append(
+                {
+                    "key": step.key(),
+                    "round": step.round + round_offset,
+                    "step": step.index,
+                    "remote_duration_s": result.duration,
+                    "agent": agent,
+                }
+            )
+            stats = agent["stats"]
+            progress(
+                board.name,
+                f"  p50 {stats['p50_ms']:.3g} ms, p99 {stats['p99_ms']:.3g} ms (n={stats['n']})",
+            )
+    finally:
+        hosts.close()
+        if clocks is not None and clocks.previous:
+            try:
+                restore_clocks(session, clocks)
+            except OrchError as error:
+                clocks.restored = False
+                clocks.messages.append(f"restoring the clocks failed: {error.message}")
+            document["clocks"] = clocks.as_dict()
+            if clocks.restored is False:
+                progress(board.name, "[red]clocks NOT restored[/]: " + escape("; ".join(clocks.messages)))
+            else:
+                progress(board.name, "clocks restored")
 
 
 def _describe(step: Step) -> str:
@@ -232,7 +265,18 @@ class BenchRun:
     wall_s: float
 
 
-def run_bench(plan: BenchPlan, *, run_id: str, command: str, store: ResultStore | None = None) -> BenchRun:
+def run_bench(
+    plan: BenchPlan,
+    *,
+    run_id: str,
+    command: str,
+    store: ResultStore | None = None,
+    body: BoardBody | None = None,
+    meta: dict[str, Any] | None = None,
+    label: str = "orch bench",
+) -> BenchRun:
+    """Run ``plan`` on its boards and store the run. ``body`` replaces what each board runs (see
+    BoardBody); ``meta`` is added to run.json when every board has finished (the bodies may fill it)."""
     store = store or ResultStore()
     path = store.begin_run(run_id, command=command)
     lock = threading.Lock()
@@ -244,9 +288,9 @@ def run_bench(plan: BenchPlan, *, run_id: str, command: str, store: ResultStore 
     started = time.monotonic()
     outcome = fleet.run_on_boards(
         plan.boards,
-        lambda board: bench_board(board, plan, run_id=run_id, store=store, progress=progress),
+        lambda board: bench_board(board, plan, run_id=run_id, store=store, progress=progress, body=body),
         parallel=plan.parallel,
-        label=f"orch bench {run_id}",
+        label=f"{label} {run_id}",
     )
     wall = time.monotonic() - started
     boards_meta = {}
@@ -278,6 +322,7 @@ def run_bench(plan: BenchPlan, *, run_id: str, command: str, store: ResultStore 
             "boards": boards_meta,
             "wall_s": wall,
             "status": "ok" if outcome.exit_code == 0 else "failed",
+            **(meta or {}),
         },
     )
     return BenchRun(run_id=run_id, path=path, outcome=outcome, wall_s=wall)

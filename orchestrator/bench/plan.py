@@ -70,6 +70,34 @@ QUICK = AgentOptions(warmup=1, min_runs=5, min_duration=0.0)
 
 
 @dataclass(frozen=True, kw_only=True)
+class Combination:
+    """One measured combination on a board: a variant's release, fp32 or int8, a session setting."""
+
+    variant: str
+    quant: str = "fp32"
+    setting: Setting = Setting()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"variant": self.variant, "quant": self.quant, **vars(self.setting)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Combination:
+        fields = {
+            name: data[name] for name in ("ep", "opt_level", "intra_threads", "inter_threads") if name in data
+        }
+        return cls(
+            variant=str(data["variant"]), quant=str(data.get("quant", "fp32")), setting=Setting(**fields)
+        )
+
+    def label(self) -> str:
+        """``tuned fp32 cpu opt=all threads=2`` (threads 0: onnxruntime's default)."""
+        setting = self.setting
+        threads = setting.intra_threads or "default"
+        inter = f" inter={setting.inter_threads}" if setting.inter_threads else ""
+        return f"{self.variant} {self.quant} {setting.ep} opt={setting.opt_level} threads={threads}{inter}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReleaseRef:
     """The part of a board's release that bench needs (see orchestrator.deploy.releases.ReleaseInfo)."""
 
@@ -82,6 +110,8 @@ class ReleaseRef:
     created: str = ""
     current: bool = False
     route: str = ""  # how its wheel was made (orchestrator.artifacts.identity)
+    # The execution providers its onnxruntime listed when deploy verified it on the board (empty: unknown).
+    providers: tuple[str, ...] = ()
     # release.json's "native" (runner path and size, C library and size), when the release has a runner.
     native: dict[str, Any] | None = field(default=None, compare=False)
     wheel_size: int | None = None
@@ -92,6 +122,9 @@ class ReleaseRef:
         native = document.get("native")
         manifest = document.get("manifest")
         wheel_size = manifest.get("wheel_size") if isinstance(manifest, dict) else None
+        verified = getattr(info, "verified", None)
+        verification = verified.get("verification") if isinstance(verified, dict) else None
+        providers = verification.get("providers") if isinstance(verification, dict) else None
         return cls(
             id=info.id,
             variant=info.variant,
@@ -104,6 +137,7 @@ class ReleaseRef:
             route=route_of((getattr(info, "document", None) or {}).get("manifest")),
             native=native if isinstance(native, dict) and isinstance(native.get("runner"), str) else None,
             wheel_size=wheel_size if isinstance(wheel_size, int) else None,
+            providers=tuple(str(p) for p in providers) if isinstance(providers, list) else (),
         )
 
     def model_path(self, model_file: str) -> str:
@@ -138,6 +172,8 @@ class BenchPlan:
     threshold: float = 0.05
     runners: tuple[str, ...] = ("python",)
     cold_starts: int = 0  # process launches per combination and round, each one cold-start sample
+    # Only these combinations of the cross product run (empty: all of it); `orch tune`'s rungs.
+    only: tuple[Combination, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -158,6 +194,7 @@ class BenchPlan:
             "allow_version_mismatch": self.allow_version_mismatch,
             "runners": list(self.runners),
             "cold_starts": self.cold_starts,
+            **({"only": [combination.as_dict() for combination in self.only]} if self.only else {}),
         }
 
     def ort_version_for(self, variant: str) -> str | None:
@@ -611,7 +648,8 @@ def board_steps(plan: BenchPlan, releases: Sequence[ReleaseRef], models: Sequenc
     """Every agent run of one board, interleaved: round 1 (A B ...), round 2 (A B ...), ...
 
     With several runners each combination runs under each runner in turn; with ``cold_starts`` a
-    cold-start step (that many fresh processes) follows each warm measurement."""
+    cold-start step (that many fresh processes) follows each warm measurement. With ``only``, just
+    those combinations of the cross product run, in the same order."""
     quants = ("fp32", quant_label(plan.quantize)) if plan.quantize else ("fp32",)
     steps: list[Step] = []
     for round_index in range(1, plan.rounds + 1):
@@ -619,6 +657,9 @@ def board_steps(plan: BenchPlan, releases: Sequence[ReleaseRef], models: Sequenc
             for setting in plan.settings:
                 for quant in quants:
                     for release in releases:
+                        wanted = Combination(variant=release.variant, quant=quant, setting=setting)
+                        if plan.only and wanted not in plan.only:
+                            continue
                         model_file = (
                             model
                             if quant == "fp32"

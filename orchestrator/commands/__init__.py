@@ -9,6 +9,7 @@ COMMANDS = (
     "sysroot",
     "deploy",
     "bench",
+    "tune",
     "verify",
     "results",
     "report",

@@ -11,7 +11,7 @@ from rich.markup import escape
 from orchestrator.bench import plan as bench_plan
 from orchestrator.bench import results
 from orchestrator.bench.calibration import parse_specs
-from orchestrator.bench.execute import run_bench
+from orchestrator.bench.execute import BenchRun, run_bench
 from orchestrator.bench.plan import AgentOptions
 from orchestrator.bench.report.native_tables import after_run_tables, cold_start_rows
 from orchestrator.bench.report.tables import comparison_warnings, run_tables
@@ -37,13 +37,54 @@ HELP = "run on-device benchmarks on boards in parallel and compare"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_selection_options(parser)
     what = parser.add_argument_group("what to measure")
+    add_release_options(what)
     what.add_argument(
-        "--variant",
+        "--model",
         action="append",
         default=[],
-        metavar="A,B",
-        help="A/B a release of each variant (first = baseline); default: the current release",
+        metavar="NAME",
+        help="deployed model name(s), comma-separated or repeated; default: every deployed model",
     )
+    add_setting_options(
+        what,
+        threads="intra-op thread counts to sweep (0 = onnxruntime's default)",
+        opt_levels=f"graph optimisation levels to sweep: {', '.join(bench_plan.OPT_LEVELS)}",
+        eps="execution providers to sweep: cpu, xnnpack, cuda, tensorrt (default cpu)",
+    )
+    what.add_argument(
+        "--runner",
+        choices=bench_plan.RUNNER_CHOICES,
+        default="python",
+        help="what runs the model: the Python agent, the native runner (ORT's C API), or both side by side",
+    )
+    add_quantize_options(what)
+    how = parser.add_argument_group("how long (defaults suit a real board)")
+    how.add_argument(
+        "--rounds",
+        type=options.positive_int,
+        help="interleaved rounds (A B A B ...), each agent run its own process, default 10 (--quick 5)",
+    )
+    add_run_options(how)
+    how.add_argument(
+        "--cold-starts",
+        type=options.non_negative_int,
+        metavar="N",
+        help="process launches per combination and round, each one cold-start sample"
+        " (default 5 with --runner native|both, else 0; --quick: 3)",
+    )
+    options.add_json_option(parser)
+    options.add_dry_run_option(parser)
+
+
+# The option groups below are shared with `orch tune`, which measures through the same plan.
+Group = argparse._ActionsContainer
+
+
+def add_release_options(
+    what: Group,
+    variants: str = "A/B a release of each variant (first = baseline); default: the current release",
+) -> None:
+    what.add_argument("--variant", action="append", default=[], metavar="A,B", help=variants)
     what.add_argument(
         "--ort-version",
         action="append",
@@ -57,20 +98,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow an A/B of releases of different ORT versions (every table then says so)",
     )
-    what.add_argument(
-        "--model",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="deployed model name(s), comma-separated or repeated; default: every deployed model",
-    )
-    what.add_argument(
-        "--threads",
-        action="append",
-        default=[],
-        metavar="N,M",
-        help="intra-op thread counts to sweep (0 = onnxruntime's default)",
-    )
+
+
+def add_setting_options(what: Group, *, threads: str, opt_levels: str, eps: str) -> None:
+    what.add_argument("--threads", action="append", default=[], metavar="N,M", help=threads)
     what.add_argument(
         "--thread-affinity",
         metavar="SPEC",
@@ -84,26 +115,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="inter-op threads (0 = default)",
     )
-    what.add_argument(
-        "--opt-level",
-        action="append",
-        default=[],
-        metavar="L,M",
-        help=f"graph optimisation levels to sweep: {', '.join(bench_plan.OPT_LEVELS)}",
-    )
-    what.add_argument(
-        "--ep",
-        action="append",
-        default=[],
-        metavar="EP",
-        help="execution providers to sweep: cpu, xnnpack, cuda, tensorrt (default cpu)",
-    )
-    what.add_argument(
-        "--runner",
-        choices=bench_plan.RUNNER_CHOICES,
-        default="python",
-        help="what runs the model: the Python agent, the native runner (ORT's C API), or both side by side",
-    )
+    what.add_argument("--opt-level", action="append", default=[], metavar="L,M", help=opt_levels)
+    what.add_argument("--ep", action="append", default=[], metavar="EP", help=eps)
+
+
+def add_quantize_options(what: Group) -> None:
     what.add_argument(
         "--quantize",
         choices=bench_plan.QUANTIZE_MODES,
@@ -124,12 +140,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=DxD",
         help="shape for a model input with free dimensions, e.g. input=1x3x224x224",
     )
-    how = parser.add_argument_group("how long (defaults suit a real board)")
-    how.add_argument(
-        "--rounds",
-        type=options.positive_int,
-        help="interleaved rounds (A B A B ...), each agent run its own process, default 10 (--quick 5)",
-    )
+
+
+def add_run_options(how: Group) -> None:
+    """How long each agent run measures, and how runs are spread over the boards."""
     how.add_argument(
         "--cooldown",
         type=options.non_negative_float,
@@ -147,13 +161,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=options.non_negative_float,
         metavar="S",
         help="minimum timed seconds per agent run, default 3",
-    )
-    how.add_argument(
-        "--cold-starts",
-        type=options.non_negative_int,
-        metavar="N",
-        help="process launches per combination and round, each one cold-start sample"
-        " (default 5 with --runner native|both, else 0; --quick: 3)",
     )
     how.add_argument(
         "--max-runs",
@@ -194,22 +201,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.05,
         help="smallest change called faster/slower, as a fraction (default 0.05 = 5%%)",
     )
-    options.add_json_option(parser)
-    options.add_dry_run_option(parser)
 
 
-def _joined(values: list[str]) -> list[str]:
+def joined(values: list[str]) -> list[str]:
     return [item for value in values for item in bench_plan.split_list(value)]
 
 
-def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
+def plan_from_args(
+    args: argparse.Namespace, *, settings: tuple[bench_plan.Setting, ...] | None = None
+) -> bench_plan.BenchPlan:
+    """The BenchPlan of the command line (``settings`` given: those instead of the options' sweep)."""
     boards = options.selected_boards(args)
-    settings = bench_plan.make_settings(
-        threads=bench_plan.parse_threads(_joined(args.threads)),
-        opt_levels=bench_plan.parse_opt_levels(_joined(args.opt_level)),
-        eps=_joined(args.ep),
-        inter_threads=args.inter_threads,
-    )
+    if settings is None:
+        settings = bench_plan.make_settings(
+            threads=bench_plan.parse_threads(joined(args.threads)),
+            opt_levels=bench_plan.parse_opt_levels(joined(args.opt_level)),
+            eps=joined(args.ep),
+            inter_threads=args.inter_threads,
+        )
     defaults = QUICK_DEFAULTS if args.quick else BOARD_DEFAULTS
 
     def pick(name: str) -> float:
@@ -226,16 +235,16 @@ def plan_from_args(args: argparse.Namespace) -> bench_plan.BenchPlan:
         affinity=args.thread_affinity,
     )
     rounds, cooldown = int(pick("rounds")), float(pick("cooldown"))
-    variants = _joined(args.variant)
+    variants = joined(args.variant)
     cold_starts = args.cold_starts
     if cold_starts is None:
         cold_starts = 0 if args.runner == "python" else (3 if args.quick else 5)
     return bench_plan.make_plan(
         boards,
         variants=variants,
-        ort_versions=bench_plan.parse_ort_versions(_joined(args.ort_version), variants),
+        ort_versions=bench_plan.parse_ort_versions(joined(args.ort_version), variants),
         allow_version_mismatch=args.allow_version_mismatch,
-        models=_joined(args.model),
+        models=joined(args.model),
         settings=settings,
         quantize=args.quantize,
         calibration=parse_specs(args.calibration),
@@ -309,12 +318,17 @@ def run(args: argparse.Namespace) -> int:
         print_whole(table)
     console.print(f"results stored in [bold]{escape(str(done.path))}[/] ({done.outcome.summary()})")
     console.print(f"report: orch report {run_id} --html report.html")
+    check_outcome(done)
+    return 0
+
+
+def check_outcome(done: BenchRun, what: str = "bench") -> None:
+    """Exit as the fleet ended: PartialFailure (8) when some boards failed, BenchError when all did."""
     failed = done.outcome.failed
     if failed:
         names = ", ".join(failed)
         if done.outcome.succeeded:
             raise PartialFailure(
-                f"bench failed on {names}; the other boards' results are stored in {done.path}"
+                f"{what} failed on {names}; the other boards' results are stored in {done.path}"
             )
-        raise BenchError(f"bench failed on every board ({names})", hint="see the errors above")
-    return 0
+        raise BenchError(f"{what} failed on every board ({names})", hint="see the errors above")

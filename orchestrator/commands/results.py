@@ -18,6 +18,8 @@ from orchestrator.bench.report.tables import (
     comparison_warnings,
     run_tables,
 )
+from orchestrator.bench.report.tuning import commands as tuned_commands
+from orchestrator.bench.report.tuning import tuning_tables
 from orchestrator.bench.results import ResultStore, flatten_series
 from orchestrator.bench.series import Pairing, pairings_between, pairings_within
 from orchestrator.commands import options
@@ -146,6 +148,10 @@ def _run(args: argparse.Namespace, store: ResultStore) -> int:
         print_whole(board_state_table(record))
         for table in run_tables(series, pairings, record.failed):
             print_whole(table)
+        for table in tuning_tables(record):
+            print_whole(table)
+        for board, line in tuned_commands(record).items():
+            console.print(f"{escape(board)}: the comparison again: {escape(line)}", soft_wrap=True)
         print_warnings(pairings)
         for table in after_run_tables(record.boards, series):
             print_whole(table)

@@ -13,7 +13,12 @@ from orchestrator.bench import stats
 from orchestrator.bench.report.export import export_rows, to_csv
 from orchestrator.bench.report.native_tables import cold_start_rows
 from orchestrator.bench.report.plots import PLOT_PIXELS, plot_distribution, plot_over_runs, plot_p50_ci
-from orchestrator.bench.report.sections import cold_start_section, quantisation_section, verify_section
+from orchestrator.bench.report.sections import (
+    cold_start_section,
+    quantisation_section,
+    tuning_section,
+    verify_section,
+)
 from orchestrator.bench.report.tables import (
     board_facts,
     comparison_caption,
@@ -114,6 +119,7 @@ def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> di
             facts,
         )
     )
+    parts += tuning_section(record, _html_table)
     parts.append("<h2>P50 / P99 latency per board and build</h2>")
     if note:
         parts.append(f"<p class='mismatch'>{html.escape(note)}</p>")

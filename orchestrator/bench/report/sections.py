@@ -1,6 +1,6 @@
-"""HTML sections beside the latency tables: fp32 vs int8 (speed and agreement) of the run, its cold
-starts and footprint (native runner and Python agent), and the newest `orch verify` result of each
-board of the run (stored as ``results/verify-<id>.json``)."""
+"""HTML sections beside the latency tables: what `orch tune` found, fp32 vs int8 (speed and agreement)
+of the run, its cold starts and footprint (native runner and Python agent), and the newest `orch verify`
+result of each board of the run (stored as ``results/verify-<id>.json``)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,37 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.bench.native import cold_starts, pair_runners
-from orchestrator.bench.report import native_tables, quantisation
+from orchestrator.bench.report import native_tables, quantisation, tuning
 from orchestrator.bench.results import RunRecord
 from orchestrator.bench.series import Series
 from orchestrator.paths import results_dir
 
 Table = Callable[[Sequence[str], Sequence[Sequence[Any]]], str]
+
+
+def tuning_section(record: RunRecord, table: Table) -> list[str]:
+    """The rungs of an `orch tune` run (candidates, runs each, who was dropped and why) and the best
+    configuration per board with its comparisons and the command that repeats them."""
+    tuned = tuning.tuned_boards(record)
+    if not tuned:
+        return []
+    parts = [
+        "<h2>Tuning</h2>",
+        (
+            "<p>Successive halving: every rung runs each candidate left, interleaved, each run its own agent"
+            " process; a candidate whose ratio to the best has a 95% interval wholly above 1 + threshold is"
+            " dropped, the close ones get twice the runs in the next rung, until one is left or the budget is"
+            " spent.</p>"
+        ),
+        table(tuning.RUNG_HEADERS, tuning.rung_rows(tuned)),
+        table(tuning.RESULT_HEADERS, tuning.result_rows(tuned)),
+        f"<p>{html.escape(tuning.caption(record))}.</p>",
+    ]
+    for board, command in tuning.commands(record).items():
+        parts.append(
+            f"<p>{html.escape(board)}, the comparison again: <code>{html.escape(command)}</code></p>"
+        )
+    return parts
 
 
 def quantisation_section(record: RunRecord, series: Sequence[Series], table: Table) -> list[str]:
