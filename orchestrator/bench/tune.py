@@ -21,10 +21,10 @@ contenders and stay. Each further rung gives every survivor twice the runs of th
 stops when one candidate is left, the budget is spent, the survivors are proven close (with the
 runs a verdict needs, every one's interval lies below 1 + threshold: more runs would not separate
 them) or they have ``MAX_RUNS`` runs each; among close ones the lowest median wins and the report
-names the others. A last
-*confirm* rung tops the winner, its variant's default settings and stock's default settings up to
-``stats.runs_needed()`` runs each, interleaved, so the final ratios can reach a verdict (budget
-permitting).
+names the others. A last *confirm* rung tops the winner, its variant's default settings and
+stock's default settings (the winner alone when it is both) up to ``stats.runs_needed()`` runs
+each, interleaved, so the final ratios can reach a verdict and the winner's interval rests on more
+than two runs (budget permitting).
 """
 
 from __future__ import annotations
@@ -425,9 +425,7 @@ class Search:
                 self._end_halving(f"budget spent ({len(self.alive)} candidates left)")
         if self.phase == CONFIRM:
             targets = self.confirm_targets()
-            need = (
-                stats.runs_needed() - min(self.counts.get(c, 0) for c in targets) if len(targets) > 1 else 0
-            )
+            need = stats.runs_needed() - min(self.counts.get(c, 0) for c in targets)
             self.phase = "done"
             if need < 1:
                 self.confirm_note = "not needed: the comparisons have their runs" if len(targets) > 1 else ""

@@ -180,7 +180,10 @@ def test_the_default_winner_and_a_missing_stock_are_said_plainly():
     result = tune.final_result(found, runs, no_stock="no stock release deployed")
     assert result["vs_default"]["same"] is True
     assert result["vs_stock"] == {"missing": "no stock release deployed"}
-    assert found.confirm_note == ""
+    # Nothing to compare, but the winner's interval gets the runs a verdict would need.
+    confirm = lab.rungs[-1]
+    assert (confirm.kind, confirm.candidates, confirm.runs) == (tune.CONFIRM, (TUNED,), 2)
+    assert result["runs"] == 4 and found.confirm_note == ""
 
 
 def test_fit_and_the_budget_check():
