@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import difflib
 import posixpath
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,9 +60,9 @@ class AgentOptions:
     max_runs: int = 100000
     shapes: tuple[str, ...] = ()
     sysfs_root: str | None = None  # None = the board's /sys
-    # ORT's session.intra_op_thread_affinities ("1;2;3"): the logical processors (counted from 1) of
-    # each intra-op thread but the calling one, for both runners; None = the OS schedules them.
-    affinity: str | None = None
+    # --pin-cores: each intra-op thread on one of these CPUs (Linux numbers), the calling thread on
+    # the first; for both runners. Empty: the OS schedules them.
+    pin_cores: tuple[int, ...] = ()
 
 
 QUICK = AgentOptions(warmup=1, min_runs=5, min_duration=0.0)
@@ -364,25 +363,36 @@ def make_settings(
     return tuple(settings)
 
 
-_CORES = r"[1-9]\d*(-[1-9]\d*)?(,[1-9]\d*(-[1-9]\d*)?)*"  # ORT counts processors from 1
-_AFFINITY = re.compile(rf"{_CORES}(;{_CORES})*")
+def parse_pin_cores(text: str) -> tuple[int, ...]:
+    """``--pin-cores 0-3`` / ``1,2,3``: the board's CPU numbers as Linux counts them, in order."""
+    cores: list[int] = []
+    for part in text.split(","):
+        low, dash, high = part.strip().partition("-")
+        if not (low.isdigit() and (not dash or high.isdigit())) or (dash and int(high) < int(low)):
+            raise UsageError(
+                f"--pin-cores {text!r}: expected CPU numbers as Linux counts them, e.g. 0-3 or 1,2,3",
+            )
+        cores += range(int(low), int(high) + 1) if dash else [int(low)]
+    if len(set(cores)) != len(cores):
+        raise UsageError(f"--pin-cores {text!r}: a CPU is listed twice")
+    return tuple(cores)
 
 
-def check_affinity(spec: str, settings: Sequence[Setting]) -> None:
-    """``--thread-affinity``: ORT's format, and one entry per intra-op thread but the calling one,
-    which ORT checks only when the session is made (on every board, after the deploy)."""
-    if not _AFFINITY.fullmatch(spec):
-        raise UsageError(
-            f"--thread-affinity {spec!r}: expected the logical processors (from 1) of each intra-op"
-            " thread but the first, separated by ';', e.g. '2;3;4' (4 threads) or '2,3;4-5'",
-        )
-    pinned = spec.count(";") + 1
-    wrong = sorted({s.intra_threads for s in settings if s.intra_threads != pinned + 1})
+def check_pin_cores(cores: Sequence[int], settings: Sequence[Setting]) -> None:
+    """One intra-op thread per pinned core; ORT itself checks this only when a session is made, on
+    every board, after the deploy."""
+    wrong = sorted({s.intra_threads for s in settings if s.intra_threads != len(cores)})
     if wrong:
         raise UsageError(
-            f"--thread-affinity {spec!r} pins {pinned} thread(s): onnxruntime needs --threads {pinned + 1}"
-            f" with it (the calling thread is the other one), not {', '.join(map(str, wrong))}",
+            f"--pin-cores pins {len(cores)} intra-op thread(s), one per core: give --threads {len(cores)}"
+            f" (or no --threads), not {', '.join(map(str, wrong))}",
         )
+
+
+def ort_affinities(cores: Sequence[int]) -> str:
+    """ORT's session.intra_op_thread_affinities for ``cores``: the pool threads, not the calling
+    one (that one is the process's, pinned with --main-cpu), with processors counted from 1."""
+    return ";".join(str(core + 1) for core in cores[1:])
 
 
 def make_plan(
@@ -434,8 +444,8 @@ def make_plan(
         )
     for shape in agent.shapes:
         parse_shape(shape)
-    if agent.affinity is not None:
-        check_affinity(agent.affinity, settings)
+    if agent.pin_cores:
+        check_pin_cores(agent.pin_cores, settings)
     if agent.sysfs_root is not None and (not agent.sysfs_root.startswith("/") or "\x00" in agent.sysfs_root):
         raise UsageError(
             f"--sysfs-root {agent.sysfs_root!r}: must be an absolute path on the board, e.g. /sys"
@@ -600,8 +610,10 @@ def agent_argv(
     ]
     for shape in options.shapes:
         argv += ["--shape", shape]
-    if options.affinity:
-        argv += ["--affinity", options.affinity]
+    if options.pin_cores:
+        argv += ["--main-cpu", str(options.pin_cores[0])]
+        if len(options.pin_cores) > 1:
+            argv += ["--affinity", ort_affinities(options.pin_cores)]
     if options.sysfs_root:
         argv += ["--sysfs-root", options.sysfs_root]
     return tuple(argv)
@@ -614,7 +626,7 @@ def runner_argv(
     if release.runner is None:
         raise BenchError(f"release {release.id} has no native runner")
     agent = agent_argv(release, model_path, setting, options)
-    # agent_argv: python, script, --model ... --max-runs N [--shape ...] [--affinity S] [--sysfs-root PATH]
+    # agent_argv: python, script, --model ... --max-runs N [--shape ...] [--main-cpu N --affinity S] [--sysfs-root PATH]
     options_part = list(agent[2:])
     if "--sysfs-root" in options_part:
         del options_part[options_part.index("--sysfs-root") : options_part.index("--sysfs-root") + 2]

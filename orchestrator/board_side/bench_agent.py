@@ -333,6 +333,17 @@ def percentile_stats(np: Any, latencies_ms: list[float], duration_s: float) -> d
     }
 
 
+def pin_main_thread(cpu: int) -> None:
+    """--main-cpu: this process (the thread that calls Run) on one CPU, before onnxruntime starts;
+    its pool threads are placed by --affinity."""
+    usable = sorted(os.sched_getaffinity(0))
+    if cpu not in usable:
+        raise AgentError(
+            "arguments", f"--pin-cores: CPU {cpu} is not one this process may use here ({usable})"
+        )
+    os.sched_setaffinity(0, {cpu})
+
+
 def session_options(ort: Any, args: argparse.Namespace) -> Any:
     options = ort.SessionOptions()
     options.graph_optimization_level = {
@@ -430,6 +441,7 @@ def measure(
         "intra_op_num_threads": used.intra_op_num_threads,
         "inter_op_num_threads": used.inter_op_num_threads,
         "intra_op_thread_affinities": args.affinity,
+        "main_cpu": args.main_cpu,
         "execution_mode": str(used.execution_mode).rsplit(".", 1)[-1],
     }
 
@@ -486,6 +498,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--affinity", default=None, metavar="SPEC", help="onnxruntime's session.intra_op_thread_affinities"
     )
+    parser.add_argument(
+        "--main-cpu", type=int, default=None, metavar="N", help="pin the calling thread to CPU N"
+    )
     # Defaults fit a real board (seconds per setting); the emulated lab passes tiny values.
     parser.add_argument("--warmup", type=int, default=5, help="warm-up runs after the first inference")
     parser.add_argument("--min-runs", type=int, default=50, help="minimum timed runs")
@@ -520,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(document))
             return 2
     try:
+        if args.main_cpu is not None:
+            pin_main_thread(args.main_cpu)
         before = board_state(sysfs_root, proc_root)
         document["board"] = {"before": before}
         cpus = before["online_cpus"] or sorted(os.sched_getaffinity(0))

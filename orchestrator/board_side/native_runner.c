@@ -26,6 +26,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -310,6 +311,7 @@ typedef struct {
     const char *opt_level;
     int intra, inter;
     const char *affinity;
+    int main_cpu; /* -1: not pinned */
     int warmup, min_runs, max_runs;
     double min_duration;
     const char *save_outputs;
@@ -372,11 +374,11 @@ static int split_pair(char *text, Pair *pair) {
 static const char *USAGE =
     "usage: orch-runner --model PATH [--input NAME=PATH.npy] [--shape NAME=DxD] [--ep cpu|xnnpack|cuda|tensorrt]\n"
     "       [--opt-level disable|basic|extended|all] [--intra-op-threads N] [--inter-op-threads N]\n"
-    "       [--affinity SPEC] [--warmup N] [--min-runs N] [--min-duration S] [--max-runs N]\n"
+    "       [--affinity SPEC] [--main-cpu N] [--warmup N] [--min-runs N] [--min-duration S] [--max-runs N]\n"
     "       [--save-outputs DIR] | --version\n";
 
 static int parse_args(Run *run, int argc, char **argv, Args *a) {
-    *a = (Args){.ep = "cpu", .opt_level = "all", .warmup = 5, .min_runs = 50, .max_runs = 100000,
+    *a = (Args){.ep = "cpu", .opt_level = "all", .main_cpu = -1, .warmup = 5, .min_runs = 50, .max_runs = 100000,
                 .min_duration = 10.0};
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i];
@@ -389,6 +391,7 @@ static int parse_args(Run *run, int argc, char **argv, Args *a) {
         else if (!strcmp(opt, "--affinity")) a->affinity = value;
         else if (!strcmp(opt, "--save-outputs")) a->save_outputs = value;
         else if (!strcmp(opt, "--intra-op-threads")) bad = parse_int(value, &a->intra);
+        else if (!strcmp(opt, "--main-cpu")) bad = parse_int(value, &a->main_cpu);
         else if (!strcmp(opt, "--inter-op-threads")) bad = parse_int(value, &a->inter);
         else if (!strcmp(opt, "--warmup")) bad = parse_int(value, &a->warmup);
         else if (!strcmp(opt, "--min-runs")) bad = parse_int(value, &a->min_runs);
@@ -676,6 +679,17 @@ static int append_provider(Run *run, OrtSessionOptions *options, const char *nam
 static int measure(Run *run, Buf *b, const Args *a, const Launch *launch, double main_ms) {
     const OrtApi *api = run->api;
 
+    /* --main-cpu: the thread that calls Run on one CPU, before ORT makes its pool (placed by --affinity). */
+    if (a->main_cpu >= 0) {
+        cpu_set_t cpus;
+        CPU_ZERO(&cpus);
+        errno = EINVAL;
+        if (a->main_cpu < CPU_SETSIZE) CPU_SET(a->main_cpu, &cpus);
+        if (a->main_cpu >= CPU_SETSIZE || sched_setaffinity(0, sizeof cpus, &cpus) != 0)
+            return fail(run, "arguments", "--pin-cores: CPU %d is not one this process may use here (%s)",
+                        a->main_cpu, strerror(errno));
+    }
+
     /* The model: size and sha256, so a result names exactly what was measured. */
     FILE *f = fopen(a->model, "rb");
     if (!f) return fail(run, "model", "model file not found: %s", a->model);
@@ -886,6 +900,9 @@ static int measure(Run *run, Buf *b, const Args *a, const Launch *launch, double
     buf_key(b, "intra_op_num_threads"), buf_printf(b, "%d", a->intra);
     buf_key(b, "inter_op_num_threads"), buf_printf(b, "%d", a->inter);
     buf_key(b, "intra_op_thread_affinities"), buf_str(b, a->affinity);
+    buf_key(b, "main_cpu");
+    if (a->main_cpu >= 0) buf_printf(b, "%d", a->main_cpu);
+    else buf_printf(b, "null");
     buf_printf(b, "}");
 
     /* First result, warm-up, then timed runs until BOTH --min-runs and --min-duration are reached. */

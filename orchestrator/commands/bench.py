@@ -103,10 +103,10 @@ def add_release_options(
 def add_setting_options(what: Group, *, threads: str, opt_levels: str, eps: str) -> None:
     what.add_argument("--threads", action="append", default=[], metavar="N,M", help=threads)
     what.add_argument(
-        "--thread-affinity",
-        metavar="SPEC",
-        help="pin intra-op threads (onnxruntime's format: the logical processors, from 1, of each"
-        " thread but the first, e.g. '2;3;4' with --threads 4); both runners",
+        "--pin-cores",
+        metavar="LIST",
+        help="pin each intra-op thread to one of these CPUs (e.g. 1-3: the calling thread on the first);"
+        " --threads defaults to their number; both runners",
     )
     what.add_argument(
         "--inter-threads",
@@ -212,9 +212,11 @@ def plan_from_args(
 ) -> bench_plan.BenchPlan:
     """The BenchPlan of the command line (``settings`` given: those instead of the options' sweep)."""
     boards = options.selected_boards(args)
+    pin_cores = bench_plan.parse_pin_cores(args.pin_cores) if args.pin_cores else ()
     if settings is None:
+        threads = bench_plan.parse_threads(joined(args.threads))
         settings = bench_plan.make_settings(
-            threads=bench_plan.parse_threads(joined(args.threads)),
+            threads=threads or ([len(pin_cores)] if pin_cores else []),
             opt_levels=bench_plan.parse_opt_levels(joined(args.opt_level)),
             eps=joined(args.ep),
             inter_threads=args.inter_threads,
@@ -232,7 +234,7 @@ def plan_from_args(
         max_runs=args.max_runs,
         shapes=tuple(args.shape),
         sysfs_root=args.sysfs_root,
-        affinity=args.thread_affinity,
+        pin_cores=pin_cores,
     )
     rounds, cooldown = int(pick("rounds")), float(pick("cooldown"))
     variants = joined(args.variant)

@@ -189,12 +189,12 @@ def test_corrupt_model_fails_at_session_creation(tmp_path):
     assert code == 1 and doc["stage"] == "session" and "bad.onnx" in doc["error"]
 
 
-def test_thread_affinity_is_handed_to_onnxruntime_and_recorded(model):
-    # 2 intra-op threads: the calling one and one pinned to logical processor 1 (ORT counts from 1).
+def test_pinned_cores_reach_onnxruntime_and_the_process_and_are_recorded(model):
+    # 2 intra-op threads: the calling one on CPU 0, the pool's one on CPU 1 (ORT's "2": it counts from 1).
     args = ("--model", str(model), "--intra-op-threads", "2", "--min-runs", "2", "--min-duration", "0")
-    code, doc = run_agent(*args, "--affinity", "1")
+    code, doc = run_agent(*args, "--main-cpu", "0", "--affinity", "2")
     assert code == 0 and doc["ok"] is True, doc.get("error")
-    assert doc["session"]["intra_op_thread_affinities"] == "1"
+    assert (doc["session"]["main_cpu"], doc["session"]["intra_op_thread_affinities"]) == (0, "2")
     # ORT itself refuses processor 0: the spec really reached it (and its complaint is the error).
     done = subprocess.run(
         [sys.executable, str(AGENT), *args, "--affinity", "0"], capture_output=True, text=True, check=False
@@ -202,3 +202,9 @@ def test_thread_affinity_is_handed_to_onnxruntime_and_recorded(model):
     doc = json.loads(done.stdout.strip().splitlines()[-1])  # ORT prints its own EP error line first
     assert done.returncode == 1 and doc["ok"] is False and doc["stage"] == "session"
     assert "must start from 1" in doc["error"]
+    code, doc = run_agent(*args, "--main-cpu", "4096")
+    assert (
+        code == 1
+        and doc["stage"] == "arguments"
+        and "CPU 4096 is not one this process may use" in doc["error"]
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -216,24 +217,42 @@ def test_bad_ort_versions(values, variants, words):
         bench_plan.parse_ort_versions(values, variants)
 
 
-def test_thread_affinity_reaches_both_runners_and_a_mismatch_is_refused_before_any_board():
+def test_pin_cores_reaches_both_runners_and_a_mismatch_is_refused_before_any_board():
+    cores = bench_plan.parse_pin_cores("1-3")
+    assert cores == (1, 2, 3) and bench_plan.parse_pin_cores("0,2,5") == (0, 2, 5)
     settings = bench_plan.make_settings(threads=[3])
-    agent = AgentOptions(affinity="1;2")
-    plan = bench_plan.make_plan([BOARD], settings=settings, agent=agent, runner="both", cold_starts=0)
+    plan = bench_plan.make_plan(
+        [BOARD], settings=settings, agent=AgentOptions(pin_cores=cores), runner="both", cold_starts=0
+    )
     native = release("tuned", "tuned-1.32.0-cccc0000", "2026-11-10T00:00:00Z")
     native = ReleaseRef(**{**vars(native), "native": {"runner": "native/orch-runner"}})
     steps = bench_plan.board_steps(plan, [native], ["tiny.onnx"])
-    for step in steps:
-        assert step.argv[step.argv.index("--affinity") + 1] == "1;2", step.runner
     assert {step.runner for step in steps} == {"python", "native"}
-    for spec, words in (
-        (
-            "1;2;3",
-            "pins 3 thread(s): onnxruntime needs --threads 4 with it (the calling thread is the other one), not 3",
-        ),
-        ("1,,2", "expected the logical processors (from 1) of each intra-op thread but the first"),
-        ("0;1", "expected the logical processors (from 1)"),
-        ("; rm -rf /", "expected the logical processors"),
+    for step in steps:
+        # The calling thread on CPU 1; the pool's two threads on CPUs 2 and 3 (ORT counts from 1).
+        assert step.argv[step.argv.index("--main-cpu") + 1] == "1", step.runner
+        assert step.argv[step.argv.index("--affinity") + 1] == "3;4", step.runner
+    with pytest.raises(
+        UsageError, match=re.escape("pins 3 intra-op thread(s), one per core: give --threads 3")
     ):
+        bench_plan.make_plan(
+            [BOARD], settings=bench_plan.make_settings(threads=[4]), agent=AgentOptions(pin_cores=cores)
+        )
+    for text, words in (("1-", "expected CPU numbers"), ("3-1", "expected CPU numbers"),
+                        ("1,1", "a CPU is listed twice"), ("; rm -rf /", "expected CPU numbers")):  # fmt: skip
         with pytest.raises(UsageError, match=re.escape(words)):
-            bench_plan.make_plan([BOARD], settings=settings, agent=AgentOptions(affinity=spec))
+            bench_plan.parse_pin_cores(text)
+
+
+def test_bench_pin_cores_defaults_threads_to_the_core_count_in_the_dry_run(orch_env, orch_cli, tmp_path):
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text("all:\n  hosts:\n    pi01: {hostname: 127.0.0.1, port: 1}\n")
+    bench = ("bench", "-i", str(inventory), "--host", "pi01", "--pin-cores", "0-1", "--dry-run")
+    done = orch_cli(orch_env, *bench, "--json")
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert [s["intra_threads"] for s in plan["settings"]] == [2] and plan["agent"]["pin_cores"] == [0, 1]
+    refused = orch_cli(orch_env, *bench, "--threads", "4")
+    assert (
+        refused.returncode == 2 and "give --threads 2" in refused.stderr and "Traceback" not in refused.stderr
+    )

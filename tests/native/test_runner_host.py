@@ -185,3 +185,22 @@ def test_cold_launch_runs_n_fresh_processes_each_with_its_own_launch_time(host_r
     samples = [cold_sample(d) for d in documents]
     assert all(s is not None and s.launch_to_first_result_ms > 0 for s in samples)
     assert all(d["timing"]["launch_source"] == "launcher" for d in documents)
+
+
+def test_pinned_cores_reach_the_process_and_onnxruntime_as_for_the_agent(host_runner, models) -> None:
+    args = (
+        "--model",
+        str(models["mlp"]),
+        "--intra-op-threads",
+        "2",
+        "--min-runs",
+        "2",
+        "--min-duration",
+        "0",
+    )
+    code, document = host_runner.run(*args, "--main-cpu", "0", "--affinity", "2")
+    assert code == 0 and document["ok"], document
+    assert (document["session"]["main_cpu"], document["session"]["intra_op_thread_affinities"]) == (0, "2")
+    code, document = host_runner.run(*args, "--main-cpu", "4096")
+    assert code == 1 and document["stage"] == "arguments"
+    assert "--pin-cores: CPU 4096 is not one this process may use here" in document["error"]
