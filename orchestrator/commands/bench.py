@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from typing import Any
 
 from rich.markup import escape
 
@@ -203,6 +204,18 @@ def add_run_options(how: Group) -> None:
     )
 
 
+def run_summary(done: BenchRun, record: results.RunRecord) -> dict[str, Any]:
+    """The head of a run's ``--json`` document (bench and tune): where it is stored, how each board ended."""
+    return {
+        "run_id": record.run_id,
+        "path": str(done.path),
+        "wall_s": done.wall_s,
+        "boards": {
+            name: {"status": doc["status"], "error": doc.get("error")} for name, doc in record.boards.items()
+        },
+    }
+
+
 def joined(values: list[str]) -> list[str]:
     return [item for value in values for item in bench_plan.split_list(value)]
 
@@ -295,13 +308,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(
             {
-                "run_id": run_id,
-                "path": str(done.path),
-                "wall_s": done.wall_s,
-                "boards": {
-                    name: {"status": doc["status"], "error": doc.get("error")}
-                    for name, doc in record.boards.items()
-                },
+                **run_summary(done, record),
                 "series": results.flatten_series([record]),
                 "comparisons": [p.as_dict() for p in pairings],
                 "quantization": {

@@ -155,13 +155,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(
             {
-                "run_id": run_id,
-                "path": str(done.path),
-                "wall_s": done.wall_s,
-                "boards": {
-                    name: {"status": doc["status"], "error": doc.get("error")}
-                    for name, doc in record.boards.items()
-                },
+                **bench.run_summary(done, record),
                 "tune": found,
                 "series": results.flatten_series([record]),
             }
