@@ -9,7 +9,7 @@ given --artifact/--model (an unchanged re-deploy transfers nothing). Then one
 
 Printed, per board and overall:
 - orch wall time (the whole command, as a user waits for it),
-- the board's time inside orch (connect, list releases, the agent host's start, every agent run, storing),
+- the board's time inside orch (connect, list releases, every agent run, storing),
 - the agents' own time (``agent_wall_s``: import + session + inference, as measured on the board),
 - the pure inference time (sum of the timed latencies),
 and the ratios orch wall / slowest board's agent time and agent time / inference time.
@@ -84,8 +84,8 @@ def main() -> int:
     )
     if command_s:
         print(
-            f"agent runs as seen from the workstation: {command_s:.1f} s, of which the agents measured"
-            f" {total_agents:.1f} s (the rest: the agent host's fork and reply, SSH)"
+            f"agent commands as seen over SSH: {command_s:.1f} s, of which the agents measured {total_agents:.1f} s"
+            " (the rest: interpreter start-up before the agent's clock starts, SSH)"
         )
     if slowest_agents:
         print(f"overhead ratio (orch wall / slowest board's agent time): {wall / slowest_agents:.2f}")

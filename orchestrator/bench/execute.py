@@ -25,7 +25,6 @@ from orchestrator.adapters.session import BoardSession, CommandResult
 from orchestrator.artifacts.identity import describe
 from orchestrator.bench import native
 from orchestrator.bench import plan as bench_plan
-from orchestrator.bench.agent_host import AgentHosts
 from orchestrator.bench.clocks import ClockState, pin_clocks, restore_clocks
 from orchestrator.bench.plan import BenchPlan, ReleaseRef, Step
 from orchestrator.bench.quantise import quantized_copy
@@ -184,7 +183,6 @@ def measure_board(
         document["clocks"] = clocks.as_dict()
         for message in clocks.messages:
             progress(board.name, f"[yellow]warning:[/] {escape(message)}")
-    hosts = AgentHosts(session)
     try:
         for step in steps:
             if step.cooldown_s:
@@ -193,11 +191,7 @@ def measure_board(
                 board.name,
                 f"{step.index + 1}/{len(steps)} round {step.round}/{plan.rounds} {escape(_describe(step))}",
             )
-            if step.runner == "python" and not step.launches:
-                python, script, *args = step.argv  # agent_argv: python, bench_agent.py, its options
-                result = hosts.run(python, script, args, timeout=plan.step_timeout_s)
-            else:
-                result = session.run(step.argv, timeout=plan.step_timeout_s, check=False)
+            result = session.run(step.argv, timeout=plan.step_timeout_s, check=False)
             if step.launches:
                 launches = parse_launches(board.name, step, result)
                 document["cold_starts"].append(
@@ -217,8 +211,7 @@ def measure_board(
                     )
                 continue
             agent = parse_agent(board.name, step, result)
-            # The run's duration seen from the workstation: agent_wall_s plus the fork and the reply
-            # (for the native runner, a command of its own: plus its start and SSH).
+            # The command's duration seen from the workstation: agent_wall_s plus interpreter start and SSH.
             document["measurements"].append(
                 {
                     "key": step.key(),
@@ -234,7 +227,6 @@ def measure_board(
                 f"  p50 {stats['p50_ms']:.3g} ms, p99 {stats['p99_ms']:.3g} ms (n={stats['n']})",
             )
     finally:
-        hosts.close()
         if clocks is not None and clocks.previous:
             try:
                 restore_clocks(session, clocks)
