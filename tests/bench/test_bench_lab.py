@@ -109,10 +109,12 @@ def deployed(lab, stock_build: StockBuild):
 
     board = lab.board("lab1")
     with remote.connect(board) as session:
-        [stock] = list_releases(session, board)
-        session.run_script(
-            COPY_RELEASE, (board.workdir, stock.id, stock.id.replace("stock-", "tuned-", 1)), timeout=300
-        )
+        # The lab is the session's: another module (test_tune_lab) may have made the copy already.
+        releases = list_releases(session, board)
+        [stock] = [release for release in releases if release.current]  # the one just deployed
+        copy = stock.id.replace("stock-", "tuned-", 1)
+        if copy not in {release.id for release in releases}:
+            session.run_script(COPY_RELEASE, (board.workdir, stock.id, copy), timeout=300)
         session.run_script(FAKE_CPUFREQ, (FAKE_SYSFS,), timeout=60)
     return lab
 

@@ -100,7 +100,7 @@ def test_lab_builds_offline_from_system_packages() -> None:
 
 
 def test_raspberry_pi_os_trixie_boards_take_the_offline_system_route() -> None:
-    for target, mcpu in (("rpi4", "cortex-a72"), ("rpi5", "cortex-a76")):
+    for target, mcpu in (("rpi4", "cortex-a72"), ("rpi5", "cortex-a76+nofp16")):
         plan = plan_for(target, "tuned")
         assert plan.dependencies == "system" and plan.network == "none"
         assert plan.image.tag.startswith("orch/build-trixie:")
@@ -239,3 +239,15 @@ def test_source_routes(tmp_path: Path) -> None:
         parse_source(str(tmp_path), version=None, suite=None)
     with pytest.raises(UsageError, match="neither"):
         parse_source(str(tmp_path / "missing"), version=None, suite=None)
+
+
+def test_tuned_builds_for_fp16_cores_leave_fp16_out_of_the_global_flags() -> None:
+    """Debian's Eigen 3.4.0 fails on ORT's contrib_ops/cpu/inverse.cc with fp16 scalar arithmetic
+    on ('invalid initialization of reference of type const Eigen::half&', seen on rpi5 tuned)."""
+    from orchestrator.build.aarch64_isa import features_for_flags
+
+    for target in ("rpi5", "rpi5-bookworm", "jetson-orin"):
+        plan = plan_for(target, "tuned")
+        need = features_for_flags(plan.compiler_flags)
+        assert need is not None and need.flag.endswith("+nofp16"), target
+        assert "asimddp" in need.features and not {"fphp", "asimdhp"} & need.features, target

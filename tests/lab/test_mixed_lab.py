@@ -107,7 +107,7 @@ def test_a_sysroot_pulled_from_the_bookworm_board_sets_the_builds_os(mixed_lab: 
     # The board's truth (Debian 12: glibc 2.36, Python 3.11) replaces the Jetson profile's Ubuntu 22.04;
     # the profile still gives the CPU. Debian 12 builds self-contained, offline.
     assert plan["wheel"]["python_tag"] == "cp311" and plan["wheel"]["max_glibc"] == "2.36"
-    assert "-mcpu=cortex-a78ae" in plan["compiler_flags"]
+    assert "-mcpu=cortex-a78ae+nofp16" in plan["compiler_flags"]
     assert plan["dependencies"] == "source" and plan["network"] == "none"
     assert plan["image"]["tag"].startswith("orch/build-bookworm-source:")
     assert plan["sysroot"]["board"] == "rpi4-bookworm-1" and len(plan["sysroot"]["digest"]) == 64
