@@ -280,6 +280,9 @@ class BuildRecord:
     incremental: dict[str, Any] | None = None
     build_duration_s: float | None = None
     flag_warnings: tuple[str, ...] | None = None
+    kleidiai: str | None = None  # "on" | "off" | "not in this release"
+    # A reduced build: the models it was made for, the operator count, ORT's config text.
+    operator_config: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _recorded(self)
@@ -311,6 +314,8 @@ class BuildRecord:
             incremental=f.document_value("incremental"),
             build_duration_s=f.number("build_duration_s"),
             flag_warnings=f.texts("flag_warnings"),
+            kleidiai=f.text("kleidiai"),
+            operator_config=f.document_value("operator_config"),
         )
 
 

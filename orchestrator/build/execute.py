@@ -330,6 +330,12 @@ def execute(
     log_path = build_dir / "build.log"
     # The scripts and toolchain files as they are now (not as when the image was built).
     copy_in = [(TOOLCHAINS_DIR, TOOLCHAINS), (DOCKER_DIR / "build", SCRIPTS)]
+    if plan.operator_config is not None and plan.operator_config_path is not None:
+        reduced = build_dir / "reduced"
+        shutil.rmtree(reduced, ignore_errors=True)
+        reduced.mkdir()
+        (reduced / Path(plan.operator_config_path).name).write_text(plan.operator_config.text)
+        copy_in.append((reduced, str(Path(plan.operator_config_path).parent)))
     labels = {"orch.role": "build", "orch.target": plan.target.name, "orch.variant": plan.variant.name}
     # Every build sees the same in-container paths (/src, /build), so cache entries are shared
     # across variants and rebuilds without path rewriting.
@@ -559,6 +565,8 @@ def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
             python=plan.target.os.python,
             distro=f"{plan.target.os.distro} {plan.target.os.release}",
         ),
+        kleidiai=plan.kleidiai,
+        operator_config=plan.operator_config.as_dict() if plan.operator_config else None,
     )
 
 

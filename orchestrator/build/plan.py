@@ -34,9 +34,10 @@ from orchestrator.build.base_images import base_image_tag, registry_override
 from orchestrator.build.cache import RemoteCache
 from orchestrator.build.dependency_sources import DependencyTable, load_table
 from orchestrator.build.flags import check_without_tree
+from orchestrator.build.reduced_ops import OperatorConfig
 from orchestrator.build.sources import SourceSpec
 from orchestrator.build.sysroot_target import SysrootRef
-from orchestrator.build.variants import Variant
+from orchestrator.build.variants import Variant, release_tuple
 from orchestrator.errors import UsageError
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile
@@ -50,6 +51,7 @@ TOOLCHAINS = "/orch/toolchains"
 TOOLCHAIN_FILE = f"{TOOLCHAINS}/aarch64-linux-gnu.cmake"
 SCRIPTS = "/opt/orch"
 SHIMS = f"{TOOLCHAINS}/cmake-shims"
+REDUCED = "/orch/reduced"  # the operator config of a reduced build
 PROTOC = "/usr/bin/protoc"
 
 DOCKERFILE = DOCKER_DIR / "build.Dockerfile"
@@ -65,6 +67,10 @@ CUDA_TOOLKIT_NOTE = (
     "installed in the build image; the stock build image does not carry it"
 )
 CUDA_HOME = "/usr/local/cuda"
+# MLAS calls KleidiAI itself from 1.22 (int4 MatMulNBits, upstream PR #23627), behind
+# onnxruntime_USE_KLEIDIAI; build.py turns it on only when the *host* is arm64, so an x86 host's
+# cross build would lose it silently: the plan always sets it.
+KLEIDIAI_SINCE = (1, 22)
 CUDNN_HOME = "/usr/lib/aarch64-linux-gnu"
 
 
@@ -84,6 +90,7 @@ class BuildOptions:
     cache: RemoteCache | None = None  # ccache's shared remote storage (--cache)
     # --sysroot-from: the board OS the profile was adjusted to; the wheel is checked against it.
     sysroot: SysrootRef | None = None
+    operator_config: OperatorConfig | None = None  # --model, for a variant with reduce_to_models
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +129,14 @@ class BuildPlan:
     notes: tuple[str, ...] = field(default_factory=tuple)
     cache: RemoteCache | None = None
     sysroot: SysrootRef | None = None
+    kleidiai: str = "not in this release"  # "on" | "off" | "not in this release"
+    operator_config: OperatorConfig | None = None
+
+    @property
+    def operator_config_path(self) -> str | None:
+        """Where the build container sees the reduced build's operator config (named by its
+        content, so another model set is another configure)."""
+        return None if self.operator_config is None else _operator_config_path(self.operator_config)
 
     @property
     def build_argv(self) -> list[str]:
@@ -208,6 +223,8 @@ class BuildPlan:
             "refused": self.refused,
             "notes": list(self.notes),
             "sysroot": self.sysroot.as_dict() if self.sysroot else None,
+            "kleidiai": self.kleidiai,
+            "operator_config": self.operator_config.as_dict() if self.operator_config else None,
         }
 
 
@@ -370,6 +387,17 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
             hint=f"{profile.name} supports: {', '.join(profile.execution_providers)}",
         )
     version = options.source.version
+    _check_variant_release(variant, version)
+    if variant.reduce_to_models and options.operator_config is None:
+        raise UsageError(
+            f"variant '{variant.name}' keeps only the kernels of your models: name them with --model",
+            hint=f"e.g. orch build --target {profile.name} --variant {variant.name} --model model.onnx",
+        )
+    if options.operator_config is not None and not variant.reduce_to_models:
+        raise UsageError(
+            f"--model is for a reduced build; variant '{variant.name}' keeps every kernel",
+            hint="use --variant reduced (or a variant of yours with reduce_to_models: true)",
+        )
     system_deps = (profile.os.codename, version) in SYSTEM_DEPS
     # The self-contained route needs a table for the release and a build image orch knows how to
     # make for the board's distribution (CMake >= 3.28, a cross GCC against the board's glibc).
@@ -482,8 +510,26 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         ]
         refused = CUDA_TOOLKIT_NOTE + " (and TensorRT)"
         notes.append(refused)
-    elif ep == "xnnpack":
+    elif ep == "xnnpack" and "--use_xnnpack" not in args:
         args.append("--use_xnnpack")
+    if options.operator_config is not None:
+        args += ["--include_ops_by_config", _operator_config_path(options.operator_config)]
+        notes.append(
+            f"reduced: {options.operator_config.operators} operators kept, from"
+            f" {', '.join(Path(m.path).name for m in options.operator_config.models)} (as given and as"
+            " ORT's optimiser rewrites them) and the pre-flight model; another model may not run on it"
+        )
+    kleidiai = "not in this release"
+    if profile.arch == "aarch64" and release_tuple(version) >= KLEIDIAI_SINCE:
+        on = variant.kleidiai if variant.kleidiai is not None else True
+        kleidiai = "on" if on else "off"
+        defines.append(("onnxruntime_USE_KLEIDIAI", "ON" if on else "OFF"))
+        notes.append(
+            f"KleidiAI {kleidiai} in MLAS (set explicitly: build.py decides it from the build machine,"
+            f" not the board){'' if variant.kleidiai is not None else '; on, as in upstream aarch64 wheels'}"
+        )
+    else:
+        notes.append(f"KleidiAI: ORT {version}'s MLAS does not use it (only XNNPACK's own kernels do)")
     args.append("--cmake_extra_defines")
     args += [f"{k}={v}" for k, v in defines]
     if options.sysroot is not None:
@@ -529,4 +575,26 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         notes=tuple(notes),
         cache=options.cache,
         sysroot=options.sysroot,
+        kleidiai=kleidiai,
+        operator_config=options.operator_config,
     )
+
+
+def _operator_config_path(config: OperatorConfig) -> str:
+    return f"{REDUCED}/{config.sha256[:12]}.config"
+
+
+def _check_variant_release(variant: Variant, version: str) -> None:
+    """A variant that asks for something its release does not have is refused before any build."""
+    if variant.min_ort is not None and release_tuple(version) < variant.min_ort:
+        wanted = ".".join(map(str, variant.min_ort))
+        raise UsageError(
+            f"variant '{variant.name}' needs ONNX Runtime >= {wanted}; this build is {version}",
+            hint=f"--ort-version {wanted} or later (with its source), or another variant",
+        )
+    if variant.kleidiai is not None and release_tuple(version) < KLEIDIAI_SINCE:
+        raise UsageError(
+            f"variant '{variant.name}' sets KleidiAI, which ORT {version}'s MLAS does not use"
+            f" (from {'.'.join(map(str, KLEIDIAI_SINCE))}; before, only XNNPACK's kernels do)",
+            hint="leave 'kleidiai' out of the variant for this release",
+        )

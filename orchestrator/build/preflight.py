@@ -28,7 +28,7 @@ from orchestrator.build.base_images import ensure_base_image
 from orchestrator.build.sources import file_sha256
 from orchestrator.errors import BuildError, ContainerTimeout, DeployError
 from orchestrator.lab.boards import LAB_PACKAGES  # the lab board's package set: one offline image serves both
-from orchestrator.lab.sample_models import tiny_convnet, write_model
+from orchestrator.lab.sample_models import preflight_model, write_model
 from orchestrator.targets import TargetProfile
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def run_preflight(
         wheels.mkdir()
         for path in [wheel, *deps]:
             shutil.copy2(path, wheels / path.name)
-        model = write_model(tiny_convnet(size=16, channels=4), work / "model.onnx")
+        model = write_model(preflight_model(), work / "model.onnx")
         inputs = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
         np.save(work / "input.npy", inputs)
         (work / "check.py").write_text(read_text("preflight_check.py"))

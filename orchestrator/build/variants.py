@@ -8,6 +8,7 @@ filled in from the target profile. Pure: no Docker, no files other than the YAML
 from __future__ import annotations
 
 import difflib
+import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,9 @@ _KEYS = {
     "cflags": list,
     "lto": bool,
     "inline_limit": int,
+    "min_ort": str,
+    "kleidiai": bool,
+    "reduce_to_models": bool,
 }
 _CONFIGS = ("Release", "RelWithDebInfo", "MinSizeRel", "Debug")
 
@@ -44,6 +48,9 @@ class Variant:
     lto: bool
     inline_limit: int | None
     source: Path
+    min_ort: tuple[int, ...] | None = None  # the first ORT release that has what the variant asks for
+    kleidiai: bool | None = None  # None: the release's own choice, made explicit by the plan
+    reduce_to_models: bool = False  # only the kernels of the --model files (ORT's --include_ops_by_config)
 
     def compiler_flags(self, *, mcpu: str, march: str) -> tuple[str, ...]:
         """The C/C++ flags this variant adds for a board with that CPU."""
@@ -79,6 +86,9 @@ def _parse(name: str, data: Any, path: Path) -> Variant:
             raise TargetError(f"{where}: defines must map CMake names to values, got {key!r}: {value!r}")
     if data.get("inline_limit") is not None and data["inline_limit"] < 0:
         raise TargetError(f"{where}: 'inline_limit' must be >= 0, not {data['inline_limit']}")
+    min_ort = data.get("min_ort")
+    if min_ort is not None and not _RELEASE.fullmatch(min_ort):
+        raise TargetError(f"{where}: 'min_ort' is an ONNX Runtime release like '1.24', not {min_ort!r}")
     return Variant(
         name=name,
         description=str(data.get("description", name)),
@@ -90,7 +100,18 @@ def _parse(name: str, data: Any, path: Path) -> Variant:
         lto=bool(data.get("lto", False)),
         inline_limit=data.get("inline_limit"),
         source=path,
+        min_ort=release_tuple(min_ort) if min_ort is not None else None,
+        kleidiai=data.get("kleidiai"),
+        reduce_to_models=bool(data.get("reduce_to_models", False)),
     )
+
+
+_RELEASE = re.compile(r"\d+(\.\d+){1,2}")
+
+
+def release_tuple(version: str) -> tuple[int, ...]:
+    """``"1.21.0"`` -> ``(1, 21, 0)``, for comparing releases."""
+    return tuple(int(part) for part in version.split("."))
 
 
 PLACEHOLDERS = ("mcpu", "march")

@@ -56,6 +56,8 @@ def source_volume_name(tree: SourceTree) -> str:
 
 def build_volume_name(plan: BuildPlan) -> str:
     parts = [plan.target.name, plan.variant.name, plan.ort_version, plan.scope]
+    if plan.execution_provider != "cpu":  # another provider compiles other sources
+        parts.append(plan.execution_provider)
     if plan.sysroot is not None:  # another OS, another compiler: never the same build directory
         parts.append(plan.sysroot.digest[:8])
     return "orch-build-" + home_key() + "-" + "-".join(_safe(p) for p in parts)
@@ -142,6 +144,9 @@ def volumes_to_clean(engine: Engine, *, target: str | None, ccache: bool, source
 
 def local_build_dir(plan: BuildPlan) -> Path:
     """Where the build's log and the files copied out of its volume land on the workstation."""
-    path = orch_home() / "builds" / plan.target.name / plan.variant.name / f"{plan.ort_version}-{plan.scope}"
+    ep = "" if plan.execution_provider == "cpu" else f"-{plan.execution_provider}"
+    path = (
+        orch_home() / "builds" / plan.target.name / plan.variant.name / f"{plan.ort_version}-{plan.scope}{ep}"
+    )
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -31,6 +31,7 @@ from orchestrator.build.plan import (
     make_plan,
     parse_define,
 )
+from orchestrator.build.reduced_ops import operator_config
 from orchestrator.build.sources import check_ort_version, parse_source
 from orchestrator.build.stock import default_version, fetch_stock, plan_dict
 from orchestrator.build.sysroot_store import find_sysroot
@@ -91,6 +92,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ep", default="cpu", metavar="EP", help="execution provider: cpu, xnnpack, cuda, tensorrt"
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="--variant reduced: keep only the kernels this ONNX model needs (repeatable)",
     )
     parser.add_argument(
         "--docker-host",
@@ -203,6 +212,8 @@ def _plan(
         force_flags=args.force_flags,
         cache=args.remote_cache,
         sysroot=args.sysroot,
+        # Read before the plan, so that the dry run refuses a model the real run would refuse.
+        operator_config=operator_config(args.model) if args.model else None,
     )
     return make_plan(profile, variant, options)
 

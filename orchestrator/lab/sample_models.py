@@ -53,6 +53,11 @@ def tiny_convnet(*, size: int = 32, channels: int = 8, classes: int = 10, seed: 
     return _finish(graph)
 
 
+def preflight_model() -> onnx.ModelProto:
+    """The model `orch build`'s pre-flight runs on an emulated board (a reduced build keeps its operators)."""
+    return tiny_convnet(size=16, channels=4)
+
+
 def wide_matmul(*, features: int = 256, outputs: int = 64, seed: int = 1) -> onnx.ModelProto:
     """One MatMul whose weight is ``features x outputs`` floats: a model whose size is chosen freely
     (e.g. 2500 x 4000 = 40 MB) while its inference stays one cheap matrix-vector product."""
