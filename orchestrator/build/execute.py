@@ -336,7 +336,7 @@ def execute(
         reduced.mkdir()
         (reduced / Path(plan.operator_config_path).name).write_text(plan.operator_config.text)
         copy_in.append((reduced, str(Path(plan.operator_config_path).parent)))
-    labels = {"orch.role": "build", "orch.target": plan.target.name, "orch.variant": plan.variant.name}
+    labels = {"orch.role": "build", "orch.target": plan.target.name, "orch.variant": plan.artifact_variant}
     # Every build sees the same in-container paths (/src, /build), so cache entries are shared
     # across variants and rebuilds without path rewriting.
     environment = {
@@ -350,7 +350,7 @@ def execute(
     }
     with log_path.open("w") as handle:
         handle.write(
-            f"# orch build {plan.target.name}/{plan.variant.name} ORT {plan.ort_version} on {engine.label}\n"
+            f"# orch build {plan.target.name}/{plan.artifact_variant} ORT {plan.ort_version} on {engine.label}\n"
         )
         handle.write(f"# image {plan.image.tag} ({image_id})\n# {shlex.join(plan.build_argv)}\n")
         sink = _LogSink(handle, progress, echo)
@@ -438,7 +438,7 @@ def execute(
     )
     artifact = finish_artifact(
         plan.target,
-        plan.variant.name,
+        plan.artifact_variant,
         plan.ort_version,
         wheel,
         record,

@@ -133,6 +133,16 @@ class BuildPlan:
     operator_config: OperatorConfig | None = None
 
     @property
+    def artifact_variant(self) -> str:
+        """The variant name the artifact is stored and deployed under: another execution provider
+        is another build (``default-xnnpack``), never a silent replacement of the cpu one."""
+        return (
+            self.variant.name
+            if self.execution_provider == "cpu"
+            else f"{self.variant.name}-{self.execution_provider}"
+        )
+
+    @property
     def operator_config_path(self) -> str | None:
         """Where the build container sees the reduced build's operator config (named by its
         content, so another model set is another configure)."""

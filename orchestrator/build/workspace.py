@@ -55,9 +55,7 @@ def source_volume_name(tree: SourceTree) -> str:
 
 
 def build_volume_name(plan: BuildPlan) -> str:
-    parts = [plan.target.name, plan.variant.name, plan.ort_version, plan.scope]
-    if plan.execution_provider != "cpu":  # another provider compiles other sources
-        parts.append(plan.execution_provider)
+    parts = [plan.target.name, plan.artifact_variant, plan.ort_version, plan.scope]
     if plan.sysroot is not None:  # another OS, another compiler: never the same build directory
         parts.append(plan.sysroot.digest[:8])
     return "orch-build-" + home_key() + "-" + "-".join(_safe(p) for p in parts)
@@ -113,7 +111,7 @@ def ensure_build_volume(engine: Engine, plan: BuildPlan) -> str:
             LABEL_ROLE: "build-dir",
             LABEL_HOME: str(orch_home().resolve()),
             "orch.target": plan.target.name,
-            "orch.variant": plan.variant.name,
+            "orch.variant": plan.artifact_variant,
         },
     )
 
@@ -144,9 +142,8 @@ def volumes_to_clean(engine: Engine, *, target: str | None, ccache: bool, source
 
 def local_build_dir(plan: BuildPlan) -> Path:
     """Where the build's log and the files copied out of its volume land on the workstation."""
-    ep = "" if plan.execution_provider == "cpu" else f"-{plan.execution_provider}"
     path = (
-        orch_home() / "builds" / plan.target.name / plan.variant.name / f"{plan.ort_version}-{plan.scope}{ep}"
+        orch_home() / "builds" / plan.target.name / plan.artifact_variant / f"{plan.ort_version}-{plan.scope}"
     )
     path.mkdir(parents=True, exist_ok=True)
     return path

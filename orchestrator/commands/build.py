@@ -375,7 +375,7 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
         )
     document: dict[str, Any] = {
         "target": plan.target.name,
-        "variant": plan.variant.name,
+        "variant": plan.artifact_variant,
         "ort_version": plan.ort_version,
         "scope": plan.scope,
         "engine": engine.label,
@@ -396,7 +396,7 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
     else:
         where = result.artifact.wheel_path if result.artifact else result.build_dir
         console.print(
-            f"[green]built[/] {plan.target.name}/{plan.variant.name} ORT {plan.ort_version} in "
+            f"[green]built[/] {plan.target.name}/{plan.artifact_variant} ORT {plan.ort_version} in "
             f"{result.duration_s / 60:.1f} min -> {where}  (ccache hits {result.ccache.get('hits')},"
             f" misses {result.ccache.get('misses')}{_remote_summary(result.ccache)}"
             f"{_incremental_summary(result.incremental)})"

@@ -105,9 +105,11 @@ def test_a_user_variant_setting_kleidiai_on_an_old_release_is_refused(tmp_path, 
 def test_xnnpack_variant_asks_build_py_for_the_provider_once() -> None:
     plan = plan_for("xnnpack", execution_provider="xnnpack")
     assert plan.build_args.count("--use_xnnpack") == 1
-    # Another provider compiles other sources: never the cpu build's directory.
-    assert build_volume_name(plan).endswith("-xnnpack")
-    assert not build_volume_name(plan_for("xnnpack")).endswith("-xnnpack")
+    # Another provider is another build: its own directory and artifact, never the cpu one's.
+    default_xnnpack = plan_for("default", execution_provider="xnnpack")
+    assert default_xnnpack.artifact_variant == "default-xnnpack"
+    assert "-default-xnnpack-1.21.0-" in build_volume_name(default_xnnpack)
+    assert "-default-1.21.0-" in build_volume_name(plan_for("default"))
 
 
 def test_operator_config_of_a_model_holds_its_operators_the_fusions_and_the_preflight_ones(
