@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -344,7 +345,59 @@ def pin_main_thread(cpu: int) -> None:
     os.sched_setaffinity(0, {cpu})
 
 
-def session_options(ort: Any, args: argparse.Namespace) -> Any:
+_EP_ALIASES = {
+    "cpu": "CPUExecutionProvider",
+    "xnnpack": "XnnpackExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """What a session is made with, decided before onnxruntime is asked for one."""
+
+    intra_op_threads: int  # ORT's own intra-op pool
+    xnnpack_threads: int | None  # XNNPACK's own pool; None: another EP
+    config: dict[str, str]  # session config entries
+    providers: list[str | tuple[str, dict[str, str]]]  # InferenceSession's providers=
+
+
+def session_plan(
+    ep: str, intra_op_threads: int, affinity: str | None, available: list[str], usable_cpus: int
+) -> SessionPlan:
+    """--ep cpu|xnnpack|cuda|tensorrt|<FullProviderName> with the thread options -> the session's plan,
+    checked against this build's providers (``available``)."""
+    name = _EP_ALIASES.get(ep.lower(), ep)
+    xnnpack = name == "XnnpackExecutionProvider"
+    if xnnpack and affinity:
+        raise AgentError(
+            "arguments",
+            "--affinity places onnxruntime's intra-op pool threads, but with xnnpack that pool has 1 thread"
+            " and XNNPACK runs its own pool, which onnxruntime does not place: leave --affinity out",
+        )
+    if name not in available:
+        raise AgentError(
+            "session", f"execution provider {name} is not in this build (available: {', '.join(available)})"
+        )
+    config: dict[str, str] = {}
+    if affinity:
+        # One entry per intra-op thread but the calling one ("1;2;3" with 4 threads), as the native runner.
+        config["session.intra_op_thread_affinities"] = affinity
+    if xnnpack:
+        # The XNNPACK EP's documentation: its own pool contends with ORT's, so ORT's pool gets 1 thread and
+        # no spinning, XNNPACK's the threads asked for. 0 (ORT's default, one per core) would leave XNNPACK
+        # on ORT's 1 thread: it gets the CPUs this process may use instead, and the document says so.
+        threads = intra_op_threads or usable_cpus
+        config["session.intra_op.allow_spinning"] = "0"
+        return SessionPlan(
+            1, threads, config, [(name, {"intra_op_num_threads": str(threads)}), "CPUExecutionProvider"]
+        )
+    others = [] if name == "CPUExecutionProvider" else ["CPUExecutionProvider"]
+    return SessionPlan(intra_op_threads, None, config, [name, *others])
+
+
+def session_options(ort: Any, args: argparse.Namespace, plan: SessionPlan) -> Any:
     options = ort.SessionOptions()
     options.graph_optimization_level = {
         "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -352,29 +405,11 @@ def session_options(ort: Any, args: argparse.Namespace) -> Any:
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }[args.opt_level]
-    options.intra_op_num_threads = args.intra_op_threads
+    options.intra_op_num_threads = plan.intra_op_threads
     options.inter_op_num_threads = args.inter_op_threads
-    if args.affinity:
-        # One entry per intra-op thread but the calling one ("1;2;3" with 4 threads), as the native runner.
-        options.add_session_config_entry("session.intra_op_thread_affinities", args.affinity)
+    for key, value in plan.config.items():
+        options.add_session_config_entry(key, value)
     return options
-
-
-def providers_for(ort: Any, requested: str) -> list[str]:
-    """--ep cpu|xnnpack|cuda|tensorrt|<FullProviderName> -> the provider list, checked against this build."""
-    aliases = {
-        "cpu": "CPUExecutionProvider",
-        "xnnpack": "XnnpackExecutionProvider",
-        "cuda": "CUDAExecutionProvider",
-        "tensorrt": "TensorrtExecutionProvider",
-    }
-    name = aliases.get(requested.lower(), requested)
-    available = ort.get_available_providers()
-    if name not in available:
-        raise AgentError(
-            "session", f"execution provider {name} is not in this build (available: {', '.join(available)})"
-        )
-    return [name] if name == "CPUExecutionProvider" else [name, "CPUExecutionProvider"]
 
 
 def since_launch_ms() -> float | None:
@@ -423,11 +458,17 @@ def measure(
         "sha256": sha256_of(model),
     }
 
-    options = session_options(ort, args)
-    providers = providers_for(ort, args.ep)
+    plan = session_plan(
+        args.ep,
+        args.intra_op_threads,
+        args.affinity,
+        ort.get_available_providers(),
+        len(os.sched_getaffinity(0)),
+    )
+    options = session_options(ort, args, plan)
     begin = time.perf_counter()
     try:
-        session = ort.InferenceSession(str(model), sess_options=options, providers=providers)
+        session = ort.InferenceSession(str(model), sess_options=options, providers=plan.providers)
     except Exception as error:  # noqa: BLE001 - ORT raises several unrelated types for a bad model
         raise AgentError("session", f"cannot create a session for {model.name}: {error}") from None
     document["timing"]["session_create_s"] = time.perf_counter() - begin
@@ -440,6 +481,7 @@ def measure(
         "opt_level": args.opt_level,
         "intra_op_num_threads": used.intra_op_num_threads,
         "inter_op_num_threads": used.inter_op_num_threads,
+        "xnnpack_threads": plan.xnnpack_threads,
         "intra_op_thread_affinities": args.affinity,
         "main_cpu": args.main_cpu,
         "execution_mode": str(used.execution_mode).rsplit(".", 1)[-1],

@@ -52,6 +52,7 @@
 
 #define SCHEMA "orch-native-runner/1"
 #define MAX_ITEMS 64
+#define XNNPACK_EP "XnnpackExecutionProvider"
 
 /* ------------------------------------------------------------------ a growing text buffer (the JSON) */
 
@@ -371,6 +372,17 @@ static int split_pair(char *text, Pair *pair) {
     return 0;
 }
 
+/* --ep's short names (the agent's), else the provider's full name as given. */
+static const char *provider_of(const char *ep) {
+    static const char *const aliases[][2] = {{"cpu", "CPUExecutionProvider"},
+                                             {"xnnpack", XNNPACK_EP},
+                                             {"cuda", "CUDAExecutionProvider"},
+                                             {"tensorrt", "TensorrtExecutionProvider"}};
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcasecmp(ep, aliases[i][0])) return aliases[i][1];
+    return ep;
+}
+
 static const char *USAGE =
     "usage: orch-runner --model PATH [--input NAME=PATH.npy] [--shape NAME=DxD] [--ep cpu|xnnpack|cuda|tensorrt]\n"
     "       [--opt-level disable|basic|extended|all] [--intra-op-threads N] [--inter-op-threads N]\n"
@@ -418,6 +430,10 @@ static int parse_args(Run *run, int argc, char **argv, Args *a) {
     int known = 0;
     for (int i = 0; i < 4; i++) known |= !strcmp(a->opt_level, levels[i]);
     if (!known) return fail(run, "arguments", "--opt-level %s: choose from disable, basic, extended, all", a->opt_level);
+    if (a->affinity && !strcmp(provider_of(a->ep), XNNPACK_EP))
+        return fail(run, "arguments",
+                    "--affinity places onnxruntime's intra-op pool threads, but with xnnpack that pool has 1 thread"
+                    " and XNNPACK runs its own pool, which onnxruntime does not place: leave --affinity out");
     return 0;
 }
 
@@ -647,7 +663,7 @@ static const OrtApiBase *load_api_base(Run *run) {
     return get_api_base();
 }
 
-static int append_provider(Run *run, OrtSessionOptions *options, const char *name) {
+static int append_provider(Run *run, OrtSessionOptions *options, const char *name, int xnnpack_threads) {
     const OrtApi *api = run->api;
     if (!strcmp(name, "CPUExecutionProvider")) return 0;
     if (!strcmp(name, "CUDAExecutionProvider")) {
@@ -664,12 +680,18 @@ static int append_provider(Run *run, OrtSessionOptions *options, const char *nam
         api->ReleaseTensorRTProviderOptions(trt);
         return check(run, status, "session", "adding the TensorRT execution provider");
     }
-    /* XNNPACK and the other providers the generic call knows, by their short name. */
+    if (!strcmp(name, XNNPACK_EP)) {
+        char threads[16];
+        snprintf(threads, sizeof threads, "%d", xnnpack_threads);
+        const char *keys[] = {"intra_op_num_threads"}, *values[] = {threads};
+        return check(run, api->SessionOptionsAppendExecutionProvider(options, "XNNPACK", keys, values, 1), "session",
+                     "adding the XNNPACK execution provider");
+    }
+    /* The other providers the generic call knows, by their short name. */
     char short_name[128];
     snprintf(short_name, sizeof short_name, "%s", name);
     char *suffix = strstr(short_name, "ExecutionProvider");
     if (suffix) *suffix = '\0';
-    if (!strcmp(short_name, "Xnnpack")) strcpy(short_name, "XNNPACK");
     return check(run, api->SessionOptionsAppendExecutionProvider(options, short_name, NULL, NULL, 0), "session",
                  "adding the execution provider");
 }
@@ -713,13 +735,7 @@ static int measure(Run *run, Buf *b, const Args *a, const Launch *launch, double
     char **providers = NULL;
     int n_providers = 0;
     CHECK(api->GetAvailableProviders(&providers, &n_providers), "session", "listing the execution providers");
-    const char *aliases[][2] = {{"cpu", "CPUExecutionProvider"},
-                                {"xnnpack", "XnnpackExecutionProvider"},
-                                {"cuda", "CUDAExecutionProvider"},
-                                {"tensorrt", "TensorrtExecutionProvider"}};
-    const char *wanted = a->ep;
-    for (int i = 0; i < 4; i++)
-        if (!strcasecmp(a->ep, aliases[i][0])) wanted = aliases[i][1];
+    const char *wanted = provider_of(a->ep);
     int available = 0;
     Buf list = {0};
     for (int i = 0; i < n_providers; i++) {
@@ -738,13 +754,24 @@ static int measure(Run *run, Buf *b, const Args *a, const Launch *launch, double
     }
     free(list.data);
 
+    /* The XNNPACK EP's documentation: its own pool contends with ORT's, so ORT's pool gets 1 thread and no
+       spinning, XNNPACK's the threads asked for. 0 (ORT's default, one per core) would leave XNNPACK on
+       ORT's 1 thread: it gets the CPUs this process may use instead, and the document says so. */
+    int xnnpack = !strcmp(wanted_copy, XNNPACK_EP);
+    int intra = xnnpack ? 1 : a->intra;
+    int xnnpack_threads = a->intra;
+    cpu_set_t usable;
+    if (xnnpack && !xnnpack_threads)
+        xnnpack_threads = sched_getaffinity(0, sizeof usable, &usable) == 0 ? CPU_COUNT(&usable)
+                                                                            : (int)sysconf(_SC_NPROCESSORS_ONLN);
+
     OrtEnv *env = NULL;
     OrtSessionOptions *options = NULL;
     OrtSession *session = NULL;
     double begin = mono_s();
     if (check(run, api->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "orch-runner", &env), "session", "creating the environment") ||
         check(run, api->CreateSessionOptions(&options), "session", "session options") ||
-        check(run, api->SetIntraOpNumThreads(options, a->intra), "session", "intra-op threads") ||
+        check(run, api->SetIntraOpNumThreads(options, intra), "session", "intra-op threads") ||
         check(run, api->SetInterOpNumThreads(options, a->inter), "session", "inter-op threads")) {
         buf_printf(b, "}");
         return 1;
@@ -756,7 +783,9 @@ static int measure(Run *run, Buf *b, const Args *a, const Launch *launch, double
     if (check(run, api->SetSessionGraphOptimizationLevel(options, level), "session", "graph optimisation level") ||
         (a->affinity && check(run, api->AddSessionConfigEntry(options, "session.intra_op_thread_affinities", a->affinity),
                               "session", "thread affinity")) ||
-        append_provider(run, options, wanted_copy) ||
+        (xnnpack && check(run, api->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "0"), "session",
+                          "intra-op spinning")) ||
+        append_provider(run, options, wanted_copy, xnnpack_threads) ||
         check(run, api->CreateSession(env, a->model, options, &session), "session", "cannot create a session")) {
         drop(api, api->ReleaseAvailableProviders(providers, n_providers));
         buf_printf(b, "}");
@@ -897,8 +926,11 @@ static int measure(Run *run, Buf *b, const Args *a, const Launch *launch, double
     buf_key(b, "graph_optimization_level"),
         buf_str(b, level == ORT_DISABLE_ALL ? "ORT_DISABLE_ALL" : level == ORT_ENABLE_BASIC ? "ORT_ENABLE_BASIC"
                    : level == ORT_ENABLE_EXTENDED ? "ORT_ENABLE_EXTENDED" : "ORT_ENABLE_ALL");
-    buf_key(b, "intra_op_num_threads"), buf_printf(b, "%d", a->intra);
+    buf_key(b, "intra_op_num_threads"), buf_printf(b, "%d", intra);
     buf_key(b, "inter_op_num_threads"), buf_printf(b, "%d", a->inter);
+    buf_key(b, "xnnpack_threads");
+    if (xnnpack) buf_printf(b, "%d", xnnpack_threads);
+    else buf_printf(b, "null");
     buf_key(b, "intra_op_thread_affinities"), buf_str(b, a->affinity);
     buf_key(b, "main_cpu");
     if (a->main_cpu >= 0) buf_printf(b, "%d", a->main_cpu);

@@ -146,7 +146,7 @@ def test_settings_shape_and_npy_inputs(model, tmp_path):
     )
     assert code == 0, doc
     assert doc["session"]["graph_optimization_level"] == "ORT_DISABLE_ALL"
-    assert doc["session"]["intra_op_num_threads"] == 1
+    assert doc["session"]["intra_op_num_threads"] == 1 and doc["session"]["xnnpack_threads"] is None
     assert (
         doc["model"]["inputs"][0]["shape"] == [2, 3, 32, 32] and doc["model"]["inputs"][0]["source"] == "npy"
     )
@@ -173,6 +173,7 @@ def test_settings_shape_and_npy_inputs(model, tmp_path):
         (["--shape", "other=1x3x4x4"], "inputs", "no input 'other'"),
         (["--shape", "input=abc"], "arguments", "expected NAME=DxDxD"),
         (["--ep", "cuda"], "session", "not in this build"),
+        (["--ep", "xnnpack", "--affinity", "2"], "arguments", "with xnnpack that pool has 1 thread"),
     ],
 )
 def test_failures_are_a_json_document_naming_the_cause(model, args, stage, words):

@@ -59,6 +59,7 @@ def test_the_document_follows_the_schema_and_names_what_was_measured(host_runner
     )
     assert document["memory"]["peak_rss_kb"] > 1000
     assert document["session"]["providers"] == ["CPUExecutionProvider"]
+    assert document["session"]["xnnpack_threads"] is None
 
 
 def test_min_duration_keeps_the_runner_measuring_past_min_runs(host_runner, models) -> None:
@@ -139,6 +140,7 @@ def test_a_missing_library_is_one_document_naming_the_library(c_api_header, mode
         (("--model", "MODEL", "--frobnicate", "1"), 2, "arguments", "unknown option --frobnicate"),
         (("--model", "/nonexistent/m.onnx"), 1, "model", "model file not found: /nonexistent/m.onnx"),
         (("--model", "MODEL", "--ep", "cuda"), 1, "session", "CUDAExecutionProvider is not in this build"),
+        (("--model", "MODEL", "--ep", "xnnpack", "--affinity", "2"), 2, "arguments", "with xnnpack that pool has 1 thread"),
         (("--model", "MODEL", "--shape", "other=1x2"), 1, "inputs", "no input 'other'"),
         (("--model", "MODEL", "--shape", "features=1x2x3"), 1, "inputs", "3 dims given, the model has 2"),
         (("--model", "MODEL", "--input", "features=BADNPY"), 1, "inputs", "holds int64, input 'features' is tensor(float)"),
