@@ -381,6 +381,12 @@ def parse_pin_cores(text: str) -> tuple[int, ...]:
 def check_pin_cores(cores: Sequence[int], settings: Sequence[Setting]) -> None:
     """One intra-op thread per pinned core; ORT itself checks this only when a session is made, on
     every board, after the deploy."""
+    if len(cores) > 1 and any(s.ep == "xnnpack" for s in settings):
+        # The pins are ORT's pool's, and with XNNPACK that pool has one thread (the EP's advice).
+        raise UsageError(
+            "--pin-cores pins ORT's own thread pool, which has 1 thread with xnnpack (XNNPACK runs its own)",
+            hint="bench xnnpack without --pin-cores, or pin one core (--pin-cores 2) for a single-thread run",
+        )
     wrong = sorted({s.intra_threads for s in settings if s.intra_threads != len(cores)})
     if wrong:
         raise UsageError(

@@ -217,6 +217,12 @@ def test_bad_ort_versions(values, variants, words):
         bench_plan.parse_ort_versions(values, variants)
 
 
+def test_pin_cores_with_xnnpack_is_refused_before_any_board():
+    settings = bench_plan.make_settings(threads=[3], eps=["cpu", "xnnpack"])
+    with pytest.raises(UsageError, match="1 thread with xnnpack"):
+        bench_plan.make_plan([BOARD], settings=settings, agent=AgentOptions(pin_cores=(1, 2, 3)))
+
+
 def test_pin_cores_reaches_both_runners_and_a_mismatch_is_refused_before_any_board():
     cores = bench_plan.parse_pin_cores("1-3")
     assert cores == (1, 2, 3) and bench_plan.parse_pin_cores("0,2,5") == (0, 2, 5)
