@@ -16,6 +16,7 @@ import onnxruntime
 import pytest
 from board_checks import infer_on_board
 
+from orchestrator.bench.results import ResultStore
 from orchestrator.lab.sample_models import tiny_convnet, write_model
 from tests.conftest import Lab, profile_lab
 
@@ -57,3 +58,57 @@ def test_self_contained_bookworm_wheel_runs_on_a_debian_12_board(
     assert version == "1.21.0"
     reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
     np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def pi5_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with profile_lab(tmp_path_factory.mktemp("levers-lab"), "rpi5:1") as the_lab:
+        yield the_lab
+
+
+@pytest.mark.timeout(3 * FULL_TIMEOUT)
+def test_lever_variants_xnnpack_and_reduced_build_deploy_and_run(
+    pi5_lab: Lab, tmp_path: Path, seed_ort_source
+) -> None:
+    """`xnnpack` carries the XNNPACK provider and benches with it; `reduced` keeps only the kernels
+    of the named model, is smaller than `tuned`, and still computes that model as x86 does."""
+    seed_ort_source(pi5_lab.home)
+    model = write_model(tiny_convnet(), tmp_path / "tiny.onnx")
+    libraries = {}
+    for variant, extra in (("tuned", []), ("reduced", ["--model", str(model)]), ("xnnpack", [])):
+        build = pi5_lab.orch(
+            "build", "--target", "rpi5", "--variant", variant, *extra, "--json", timeout=FULL_TIMEOUT
+        )
+        assert build.returncode == 0, build.stderr[-3000:]
+        manifest = json.loads(build.stdout)["manifest"]
+        assert manifest["preflight"]["ok"], manifest["preflight"]
+        assert manifest["kleidiai"] == "not in this release"
+        libraries[variant] = manifest["native_runner"]["library_size"]
+        if variant == "reduced":
+            assert "Conv" in manifest["operator_config"]["text"]
+            assert manifest["operator_config"]["models"][0]["path"] == str(model)
+    assert libraries["reduced"] < libraries["tuned"], libraries
+
+    inputs = np.random.default_rng(5).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
+    deploy = pi5_lab.orch(
+        "deploy", "--host", "rpi5-1", "--variant", "reduced", "--model", str(model), timeout=1800
+    )
+    assert deploy.returncode == 0, deploy.stderr[-3000:]
+    _, output = infer_on_board(pi5_lab.board("rpi5-1"), "tiny.onnx", inputs)
+    np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-5)
+
+    deploy = pi5_lab.orch(
+        "deploy", "--host", "rpi5-1", "--variant", "xnnpack", "--model", str(model), timeout=1800
+    )
+    assert deploy.returncode == 0, deploy.stderr[-3000:]
+    bench = pi5_lab.orch(
+        "bench", "--host", "rpi5-1", "--variant", "xnnpack", "--ep", "xnnpack", "--threads", "2",
+        "--model", "tiny.onnx", "--quick", "--json", timeout=1800,
+    )  # fmt: skip
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    run = ResultStore(Path(pi5_lab.env["ORCH_RESULTS"])).load(json.loads(bench.stdout)["run_id"])
+    session = run.boards["rpi5-1"]["measurements"][0]["agent"]["session"]
+    assert session["providers"][0] == "XnnpackExecutionProvider"
+    # The EP's advice: ORT's own pool 1 thread, XNNPACK's pool the threads asked for.
+    assert session["intra_op_num_threads"] == 1 and session["xnnpack_threads"] == 2
