@@ -68,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         # tuned is what a user building for a board wants: -mcpu for its core, LTO, the inline limit.
         default="tuned",
         metavar="NAME",
-        help="stock, default, lto, tuned, or one of $ORCH_HOME/variants.yaml (default: tuned)",
+        help="stock, default, lto, tuned, the levers xnnpack, nchwc, kleidiai-off, reduced (with --model),"
+        " or one of $ORCH_HOME/variants.yaml (default: tuned)",
     )
     parser.add_argument(
         "--ort-source",
