@@ -66,7 +66,8 @@ class Bundle:
         """The bundle as one .tar.gz (made once): one transfer instead of thousands of small files."""
         path = self.directory.with_name(f"{self.directory.name}-{self.remote_name}.tar.gz")
         if not path.exists():
-            partial = path.with_suffix(".partial")
+            # Boards ask at the same time: each writes its own partial file, the last rename wins (same bytes).
+            partial = path.with_name(f"{path.name}.{secrets.token_hex(4)}.partial")
             with tarfile.open(partial, "w:gz", compresslevel=6) as archive:
                 for item in sorted(self.directory.iterdir()):
                     archive.add(item, arcname=item.name)
