@@ -219,18 +219,27 @@ def cuts(table: Table, width: int) -> bool:
 
 
 def stacked(table: Table) -> RenderableType:
-    """The same table as one block per row, ``header  value`` per line: fits any width, because
-    the values wrap (and long words fold) in the full width instead of a narrow column."""
+    """The same table as one block per section (a row, or the rows drawn together up to a section
+    line, as the two sides of an A/B), ``header  values`` per line: fits any width, because the values
+    wrap (and long words fold) in the full width instead of a narrow column."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     columns = [(column.header, list(column.cells)) for column in table.columns]
-    for index in range(table.row_count):
-        if index:
+    sections: list[list[int]] = [[]]
+    for index, row in enumerate(table.rows):
+        sections[-1].append(index)
+        if row.end_section and index < table.row_count - 1:
+            sections.append([])
+    for number, rows in enumerate(sections):
+        if number:
             grid.add_row("", "")
         for header, cells in columns:
             label = header.plain if isinstance(header, Text) else str(header)
-            grid.add_row(" ".join(label.split()), cells[index])
+            values = [cells[index] for index in rows if cells[index] not in ("", None)]
+            texts = [v for v in values if isinstance(v, str)]
+            joined: RenderableType = "\n".join(texts) if len(texts) == len(values) else Group(*values)
+            grid.add_row(" ".join(label.split()), joined)
     parts: list[RenderableType] = [part for part in (table.title, grid, table.caption) if part]
     return Group(*parts)
 

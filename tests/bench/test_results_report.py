@@ -251,6 +251,26 @@ def test_cli_list_show_compare_export_report(stored, orch_env, orch_cli, tmp_pat
     )
 
 
+def _unchanged_copy(store: ResultStore, run_id: str) -> str:
+    """A stored run whose 'all' side is the 'disable' side's agent documents again, on a board and a
+    model with longer names: nothing changed, the longest verdict ("no significant change") to wrap
+    in a narrow column."""
+    record = store.load(run_id)
+    new_id = results.new_run_id()
+    store.begin_run(new_id, command="orch bench --opt-level disable,all")
+    doc = json.loads(json.dumps(record.boards["labA"]))
+    doc.update(run_id=new_id, board="rpi5-bookworm-1")
+    disabled = {m["round"]: m["agent"] for m in doc["measurements"] if m["key"]["opt_level"] == "disable"}
+    for measurement in doc["measurements"]:
+        measurement["agent"] = disabled[measurement["round"]]
+        measurement["key"]["model"] = "demo_convolution.onnx"
+    store.write_board(new_id, doc)
+    store.finish_run(
+        new_id, {"run_id": new_id, "command": "orch bench", "boards": {"rpi5-bookworm-1": {"status": "ok"}}}
+    )
+    return new_id
+
+
 def _mismatched_copy(store: ResultStore, run_id: str) -> str:
     """A stored run whose labA 'all' series ran another ORT release (as `--variant stock,tuned
     --allow-version-mismatch` stores it): the same agent documents under another variant and version."""
@@ -280,11 +300,12 @@ def test_tables_cut_no_number_or_version_at_80_columns_or_in_a_pipe(
 ):
     store, run_id = stored
     mixed = _mismatched_copy(store, run_id)
+    unchanged = _unchanged_copy(store, run_id)
     env = {**orch_env, "ORCH_RESULTS": str(store.root)}
     env.pop("COLUMNS")
     if columns:
         env["COLUMNS"] = columns
-    for run in (run_id, mixed):
+    for run in (unchanged, run_id, mixed):
         shown = orch_cli(env, "results", "show", run, check=True)  # stderr is a pipe here
         text = shown.stderr
         assert "\u2026" not in text, text  # rich's mark of a cut cell
@@ -292,6 +313,10 @@ def test_tables_cut_no_number_or_version_at_80_columns_or_in_a_pipe(
         # The figures the table must show, as `results show --json` gives them (computed here in-process).
         comparisons = [p.as_dict() for p in series_module.pairings_within(store.load(run).series())]
         assert comparisons
+        if run == unchanged:
+            assert {c["verdict"] for c in comparisons} == {stats.NO_CHANGE}, comparisons
+            section = text[text.index("A/B comparisons") : text.index("B/A = median")]
+            assert "rpi5-bookworm-1" in section and "demo_convolution" in section, section  # never folded
         for c in comparisons:
             digits = 3 if c["ci_high"] - c["ci_low"] < 0.02 else 2
             # Every figure whole: the ratio, both CI bounds, the p-value, the versions and runs.
@@ -300,6 +325,9 @@ def test_tables_cut_no_number_or_version_at_80_columns_or_in_a_pipe(
                 and f"[{c['ci_low']:.{digits}f},{c['ci_high']:.{digits}f}]" in text
             )
             assert f"{c['p_value']:.2g}" in text and f"{c['runs_a']} ({c['n_a']})" in text
+            # The verdict wraps between its words, never inside one ("significan" / "t change").
+            for word in c["verdict"].split():
+                assert re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text), (word, text)
             for side in ("a", "b"):
                 build = f"{side.upper()} {c[side]['variant']} {c[side]['ort_version']}"
                 assert build in text and f"  {c[side]['route'] or '?'}" in text

@@ -172,11 +172,15 @@ def comparison_table(
         caption=comparison_caption(pairings),
         caption_justify="left",
     )
-    table.add_column("board\nmodel", style="bold", overflow="fold")
+    # Names whole: a board or model folded mid-name is misread; rather stacked than cut.
+    names = [name for pair in pairings for name in (pair.board, pair.b.key.model.removesuffix(".onnx"))]
+    table.add_column("board\nmodel", style="bold", no_wrap=True, min_width=max(map(len, names), default=5))
     table.add_column("A, B: variant\nORT, route", no_wrap=True)
     for column in ("runs\n(n)", "p50\nms", "run\nspread", "B/A\n95% CI", "p"):
         table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("verdict", overflow="fold")
+    # Wide enough for its longest word: a verdict wraps between words, never inside one.
+    words = [word for pair in pairings for word in pair.comparison.verdict.split()]
+    table.add_column("verdict", overflow="fold", min_width=max(map(len, words), default=7))
     for pair in pairings:
         c = pair.comparison
         style = _VERDICT_STYLE.get(c.verdict, "")
