@@ -251,7 +251,9 @@ def test_cli_list_show_compare_export_report(stored, orch_env, orch_cli, tmp_pat
     )
 
 
-def _unchanged_copy(store: ResultStore, run_id: str) -> str:
+def _unchanged_copy(
+    store: ResultStore, run_id: str, board: str = "rpi5-bookworm-1", model: str = "demo_convolution"
+) -> str:
     """A stored run whose 'all' side is the 'disable' side's agent documents again, on a board and a
     model with longer names: nothing changed, the longest verdict ("no significant change") to wrap
     in a narrow column."""
@@ -259,16 +261,27 @@ def _unchanged_copy(store: ResultStore, run_id: str) -> str:
     new_id = results.new_run_id()
     store.begin_run(new_id, command="orch bench --opt-level disable,all")
     doc = json.loads(json.dumps(record.boards["labA"]))
-    doc.update(run_id=new_id, board="rpi5-bookworm-1")
+    doc.update(run_id=new_id, board=board)
     disabled = {m["round"]: m["agent"] for m in doc["measurements"] if m["key"]["opt_level"] == "disable"}
     for measurement in doc["measurements"]:
         measurement["agent"] = disabled[measurement["round"]]
-        measurement["key"]["model"] = "demo_convolution.onnx"
+        measurement["key"]["model"] = f"{model}.onnx"
     store.write_board(new_id, doc)
-    store.finish_run(
-        new_id, {"run_id": new_id, "command": "orch bench", "boards": {"rpi5-bookworm-1": {"status": "ok"}}}
-    )
+    store.finish_run(new_id, {"run_id": new_id, "command": "orch bench", "boards": {board: {"status": "ok"}}})
     return new_id
+
+
+@pytest.mark.parametrize("columns", range(70, 84))
+def test_a_verdict_wraps_between_words_at_any_width(stored, orch_env, orch_cli, columns):
+    """As in the demo's log: short names leave the verdict a narrow column, which must not split
+    "significant" over two lines."""
+    store, run_id = stored
+    run = _unchanged_copy(store, run_id, board="rpi5-1", model="demo_conv")
+    env = {**orch_env, "ORCH_RESULTS": str(store.root), "COLUMNS": str(columns)}
+    text = orch_cli(env, "results", "show", run, check=True).stderr
+    section = text[text.index("A/B comparisons") : text.index("B/A = median")]
+    assert re.search(r"(?<![\w-])significant(?![\w-])", section), section
+    assert "rpi5-1" in section and "demo_conv" in section, section
 
 
 def _mismatched_copy(store: ResultStore, run_id: str) -> str:

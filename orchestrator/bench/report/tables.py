@@ -178,9 +178,8 @@ def comparison_table(
     table.add_column("A, B: variant\nORT, route", no_wrap=True)
     for column in ("runs\n(n)", "p50\nms", "run\nspread", "B/A\n95% CI", "p"):
         table.add_column(column, justify="right", no_wrap=True)
-    # Wide enough for its longest word: a verdict wraps between words, never inside one.
-    words = [word for pair in pairings for word in pair.comparison.verdict.split()]
-    table.add_column("verdict", overflow="fold", min_width=max(map(len, words), default=7))
+    # Not a name that may fold: a verdict wraps between its words, never inside one (console.fit).
+    table.add_column("verdict")
     for pair in pairings:
         c = pair.comparison
         style = _VERDICT_STYLE.get(c.verdict, "")
