@@ -9,7 +9,8 @@
 # toolchain files). When the build directory (a kept volume) was configured with the same digest,
 # build.py's --update is dropped: CMake does not run again and ninja rebuilds only what changed
 # (ninja re-runs CMake on its own when a CMakeLists.txt or .cmake file changed). The stamp is
-# removed before the build and written after a success, so a failed or cut build configures again.
+# removed before the build and written after a success, so a failed or cut build configures again,
+# each time from an empty CMake cache (so that a -D taken out is really gone).
 ccache --zero-stats >/dev/null 2>&1 || true
 stamp="${ORCH_CONFIG_DIR:-/build}/orch-configure.stamp"
 configure=ran
@@ -21,6 +22,12 @@ if [ -n "${ORCH_CONFIGURE_STAMP:-}" ] && [ -f "${ORCH_CONFIG_DIR:-/build}/build.
     shift
     [ "$arg" = --update ] || set -- "$@" "$arg"
   done
+fi
+if [ "$configure" = ran ]; then
+  # CMake keeps every -D of an earlier configure in its cache: a define the new arguments no longer
+  # give (a flag taken back out) would stay in force. The objects and ninja's log stay, so only
+  # sources whose command changed are compiled again (through ccache).
+  rm -f -- "${ORCH_CONFIG_DIR:-/build}/CMakeCache.txt"
 fi
 rm -f -- "$stamp"
 "$@"

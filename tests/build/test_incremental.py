@@ -72,6 +72,33 @@ def test_configure_runs_once_per_set_of_inputs(tmp_path: Path) -> None:
     assert _run(tmp_path, "b" * 64)[1] == "reused"
 
 
+def test_configuring_again_forgets_the_defines_of_the_last_configure(tmp_path: Path) -> None:
+    """CMake's cache keeps a -D the new arguments no longer give: configuring again starts without it."""
+    config = tmp_path / "Release"
+    config.mkdir()
+    cache = config / "CMakeCache.txt"
+    env = {
+        **os.environ,
+        "ORCH_CONFIG_DIR": str(config),
+        "ORCH_REPORT_DIR": str(tmp_path / "report"),
+        "CCACHE_DIR": str(tmp_path / "ccache"),
+    }
+    # The fake build.py: "configures" by writing the cache and build.ninja, as CMake would.
+    build = f"echo CMAKE_CXX_FLAGS_RELEASE:STRING=-O2 >> {cache}; touch {config / 'build.ninja'}"
+    subprocess.run(
+        ["sh", str(RUN_BUILD), "sh", "-c", build], env={**env, "ORCH_CONFIGURE_STAMP": "a" * 64}, check=True
+    )
+    # Same inputs: nothing configured, the cache as it was.
+    subprocess.run(["sh", str(RUN_BUILD), "true"], env={**env, "ORCH_CONFIGURE_STAMP": "a" * 64}, check=True)
+    assert cache.read_text().count("-O2") == 1
+    # Other inputs (the -D taken out): configured from an empty cache, the old value gone.
+    subprocess.run(
+        ["sh", str(RUN_BUILD), "sh", "-c", f"test ! -e {cache}"],
+        env={**env, "ORCH_CONFIGURE_STAMP": "b" * 64},
+        check=True,
+    )
+
+
 def test_a_stamp_without_a_build_tree_means_configuring(tmp_path: Path) -> None:
     """A build directory whose build.ninja is gone (emptied by hand) is configured again."""
     config = tmp_path / "Release"
