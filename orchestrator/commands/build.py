@@ -164,17 +164,21 @@ def run(args: argparse.Namespace) -> int:
     if args.cache is not None:
         parse_cache_url(args.cache)  # refused before anything else, by the dry run as by the real one
     targets, variants = _names(args.target, "--target"), _names(args.variant, "--variant")
+    args.sysroot = None
     if len(targets) > 1 or len(variants) > 1 or len(engines) > 1:
+        if args.sysroot_from:
+            raise UsageError(
+                "--sysroot-from builds for one board's OS: one --target, one --variant, one engine at a time",
+                hint=f"orch build --target {targets[0]} --variant {variants[0]} --sysroot-from {args.sysroot_from}",
+            )
         args.remote_cache = _remote_cache(args, settings)
         from orchestrator.commands.build_batch import run_batch_command
 
         return run_batch_command(args, targets, variants, engines or [LOCAL], _plan)
     args.target, args.variant = targets[0], variants[0]
     profile = resolve_target(args.target)
-    sysroot = None
     if args.sysroot_from:
-        profile, sysroot = profile_for_sysroot(profile, find_sysroot(args.sysroot_from))
-    args.sysroot = sysroot
+        profile, args.sysroot = profile_for_sysroot(profile, find_sysroot(args.sysroot_from))
     variant = resolve_variant(args.variant)
     if not variant.build:
         return _stock(args, profile)

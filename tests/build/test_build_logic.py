@@ -158,3 +158,16 @@ def test_build_progress_in_a_plain_log_is_a_line_a_minute_and_one_at_the_end() -
     assert lines[1] == "compiling (ninja steps): 121/600 (20%) after 1m00s"
     assert lines[-1] == "compiling (ninja steps): 600/600 (100%) after 4m59s"
     assert len(lines) == 6  # at 0, 1, 2, 3, 4 minutes, and the end
+
+
+def test_cli_dry_run_of_several_builds_plans_each_one(orch_env: dict[str, str], orch_cli) -> None:
+    """Several variants (or engines) go through the batch path: planned like single builds."""
+    result = orch_cli(
+        orch_env, "build", "--target", "lab", "--variant", "tuned,default", "--dry-run", "--json", check=True
+    )
+    plans = json.loads(result.stdout)["builds"]
+    assert [(p["target"], p["variant"]) for p in plans] == [("lab", "tuned"), ("lab", "default")]
+    refused = orch_cli(
+        orch_env, "build", "--target", "lab", "--variant", "tuned,default", "--sysroot-from", "x", "--dry-run"
+    )
+    assert refused.returncode == 2 and "--sysroot-from builds for one board's OS" in refused.stderr
