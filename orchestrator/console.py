@@ -226,10 +226,12 @@ def stacked(table: Table) -> RenderableType:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     columns = [(column.header, list(column.cells)) for column in table.columns]
+    # Rows drawn in sections (an A/B's two sides) stay together; a table without sections is one block per row.
+    in_sections = any(row.end_section for row in table.rows[:-1])
     sections: list[list[int]] = [[]]
     for index, row in enumerate(table.rows):
         sections[-1].append(index)
-        if row.end_section and index < table.row_count - 1:
+        if (row.end_section or not in_sections) and index < table.row_count - 1:
             sections.append([])
     for number, rows in enumerate(sections):
         if number:
