@@ -285,3 +285,47 @@ def test_build_on_another_engine_over_ssh_ships_everything_and_brings_the_result
     assert code == 0, "\n".join(listed[-20:])
     assert sum(1 for line in listed if line.startswith("  ")) > 1000, "the MLAS test list looks truncated"
     print(f"remote MLAS build: {document['duration_s']} s, ccache {document['ccache']}")
+
+
+# Several engines at once (after the test above, so the build box already holds the build image):
+# two variants built in parallel, one on the workstation's engine and one on the build box, while a
+# third engine that does not answer is named and its share of the queue goes to the others. MLAS +
+# its test: the outputs are the test executables in the home's build directories.
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT + 600)
+def test_two_engines_build_in_parallel_and_a_dead_engine_is_named(
+    build_box: BuildBox,
+    build_env: dict[str, str],
+    engine: object,
+    orch_cli,
+) -> None:
+    dead = f"tcp://127.0.0.1:{_free_port()}"  # nothing listens there
+    env = {**build_env, "ORCH_SSH_CONFIG": str(build_box.ssh_config)}
+    argv = ["build", "--target", "lab", "--variant", "tuned,default", "--scope", "mlas-test"]
+    engines = ["--docker-host", "local", "--docker-host", "ssh://buildbox", "--docker-host", dead]
+    result = orch_cli(env, *argv, *engines, "--json", timeout=BUILD_TIMEOUT)
+    # Every build done, but not everything succeeded: an engine failed (exit 8, it is named).
+    assert result.returncode == 8, result.stderr[-3000:]
+    document = json.loads(result.stdout)
+    builds = {b["variant"]: b for b in document["builds"]}
+    assert set(builds) == {"tuned", "default"}
+    assert all(b["ok"] for b in builds.values()), builds
+    assert {b["engine"] for b in builds.values()} == {"local", "ssh://buildbox"}, "one build per engine"
+    reports = {e["engine"]: e for e in document["engines"]}
+    assert reports[dead]["ok"] is False and reports[dead]["builds"] == []
+    assert dead in result.stderr and "unreachable" in result.stderr
+    # They ran at the same time: each started before the other ended.
+    first, second = sorted(builds.values(), key=lambda b: b["started_s"])
+    assert second["started_s"] < first["started_s"] + first["duration_s"], builds
+
+    for build in builds.values():
+        exe = Path(build["build_dir"]) / "out" / "onnxruntime_mlas_test"
+        assert exe.read_bytes()[18:20] == (183).to_bytes(2, "little"), f"{exe}: EM_AARCH64 expected"
+    remote = builds["tuned"] if builds["tuned"]["engine"] == "ssh://buildbox" else builds["default"]
+    assert build_box.engine.volumes({"orch.role": "ccache"}), "the remote build ran on the build box"
+    print(
+        "two engines: "
+        + ", ".join(f"{b['variant']} on {b['engine']} {b['duration_s']} s" for b in builds.values())
+        + f"; batch {document['duration_s']} s (remote: {remote['variant']})"
+    )
