@@ -67,11 +67,11 @@ CUDA_TOOLKIT_NOTE = (
     "installed in the build image; the stock build image does not carry it"
 )
 CUDA_HOME = "/usr/local/cuda"
+CUDNN_HOME = "/usr/lib/aarch64-linux-gnu"
 # MLAS calls KleidiAI itself from 1.22 (int4 MatMulNBits, upstream PR #23627), behind
 # onnxruntime_USE_KLEIDIAI; build.py turns it on only when the *host* is arm64, so an x86 host's
 # cross build would lose it silently: the plan always sets it.
 KLEIDIAI_SINCE = (1, 22)
-CUDNN_HOME = "/usr/lib/aarch64-linux-gnu"
 
 
 @dataclass(frozen=True, kw_only=True)
