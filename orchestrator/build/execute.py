@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TextIO
 
 from orchestrator.artifacts.store import (
@@ -44,7 +44,7 @@ from orchestrator.build import preflight as preflight_module
 from orchestrator.build.base_images import ensure_base_image, registry_override
 from orchestrator.build.cache import CacheRelay
 from orchestrator.build.dependency_sources import DEPS, PreparedDependencies, load_table, prepare_dependencies
-from orchestrator.build.plan import BUILD, CCACHE, OUT, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
+from orchestrator.build.plan import BUILD, CCACHE, OUT, REDUCED, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
 from orchestrator.build.sources import SourceTree, file_sha256, prepare_source
 from orchestrator.build.sysroot_target import SysrootRef
 from orchestrator.build.sysroots import Sysroot, check_wheel_against
@@ -330,12 +330,12 @@ def execute(
     log_path = build_dir / "build.log"
     # The scripts and toolchain files as they are now (not as when the image was built).
     copy_in = [(TOOLCHAINS_DIR, TOOLCHAINS), (DOCKER_DIR / "build", SCRIPTS)]
-    if plan.operator_config is not None and plan.operator_config_path is not None:
+    if plan.operator_config is not None and (config_path := plan.operator_config_path):
         reduced = build_dir / "reduced"
         shutil.rmtree(reduced, ignore_errors=True)
         reduced.mkdir()
-        (reduced / Path(plan.operator_config_path).name).write_text(plan.operator_config.text)
-        copy_in.append((reduced, str(Path(plan.operator_config_path).parent)))
+        (reduced / PurePosixPath(config_path).name).write_text(plan.operator_config.text)
+        copy_in.append((reduced, REDUCED))
     labels = {"orch.role": "build", "orch.target": plan.target.name, "orch.variant": plan.artifact_variant}
     # Every build sees the same in-container paths (/src, /build), so cache entries are shared
     # across variants and rebuilds without path rewriting.

@@ -165,6 +165,9 @@ def run(args: argparse.Namespace) -> int:
         parse_cache_url(args.cache)  # refused before anything else, by the dry run as by the real one
     targets, variants = _names(args.target, "--target"), _names(args.variant, "--variant")
     args.sysroot = None
+    # Read once, before any plan (every build of a batch plans with it), so that the dry run
+    # refuses a model the real run would refuse.
+    args.operator_config = operator_config(args.model) if args.model else None
     if len(targets) > 1 or len(variants) > 1 or len(engines) > 1:
         if args.sysroot_from:
             raise UsageError(
@@ -217,8 +220,7 @@ def _plan(
         force_flags=args.force_flags,
         cache=args.remote_cache,
         sysroot=args.sysroot,
-        # Read before the plan, so that the dry run refuses a model the real run would refuse.
-        operator_config=operator_config(args.model) if args.model else None,
+        operator_config=args.operator_config,
     )
     return make_plan(profile, variant, options)
 
