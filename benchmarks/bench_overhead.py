@@ -1,15 +1,17 @@
 """Orchestration overhead of `orch bench`: orch's wall time vs the time the agents themselves measured.
 
     python benchmarks/bench_overhead.py                 # lab of 4 boards, deploy if needed, one quick bench
-    python benchmarks/bench_overhead.py --boards 2 --skip-setup
+    python benchmarks/bench_overhead.py --boards 2 --skip-setup --rounds 2
 
 Setup (unless --skip-setup): `orch lab up --boards N`, then `orch deploy --all-devices` with the
 given --artifact/--model (an unchanged re-deploy transfers nothing). Then one
-`orch bench --all-devices --quick --json` is timed, and its stored results are read back.
+`orch bench --all-devices --quick --json` (its own 5 rounds unless --rounds) is timed, and its
+stored results are read back.
 
 Printed, per board and overall:
 - orch wall time (the whole command, as a user waits for it),
-- the board's time inside orch (connect, list releases, every agent run, storing),
+- the board's time inside orch (connect, list releases, the agent host's start, every agent run, storing),
+  and the part of it outside the agent runs (connect, list releases, the agent host's start),
 - the agents' own time (``agent_wall_s``: import + session + inference, as measured on the board),
 - the pure inference time (sum of the timed latencies),
 and the ratios orch wall / slowest board's agent time and agent time / inference time.
@@ -38,7 +40,7 @@ def main() -> int:
         "--artifact", help="artifact directory for the deploy step (default: the newest build)"
     )
     parser.add_argument("--model", action="append", default=[], help="model(s) for the deploy step")
-    parser.add_argument("--rounds", default="2")
+    parser.add_argument("--rounds", help="passed to orch bench (default: --quick's own, 5)")
     args = parser.parse_args()
 
     if not args.skip_setup:
@@ -51,7 +53,8 @@ def main() -> int:
         require(orch(*deploy, timeout=7200), "orch deploy")
 
     started = time.monotonic()
-    done = orch("bench", "--all-devices", "--quick", "--rounds", args.rounds, "--json", timeout=7200)
+    rounds = ["--rounds", args.rounds] if args.rounds else []
+    done = orch("bench", "--all-devices", "--quick", *rounds, "--json", timeout=7200)
     wall = time.monotonic() - started
     require(done, "orch bench")
     run = json.loads(done.stdout)
@@ -60,22 +63,26 @@ def main() -> int:
 
     print(f"orch bench --all-devices on {len(run['boards'])} boards: run {run['run_id']}")
     print(
-        f"{'board':<10}{'in orch s':>12}{'agents s':>12}{'inference s':>14}{'agent runs':>12}{'orch/agents':>13}"
+        f"{'board':<10}{'in orch s':>12}{'outside runs s':>16}{'agents s':>12}{'inference s':>14}"
+        f"{'agent runs':>12}{'orch/agents':>13}"
     )
+    fallbacks: list[str] = []
     slowest_agents = 0.0
     total_agents = total_inference = command_s = 0.0
     for board, outcome in meta["boards"].items():
         stored = json.loads((results_root / run["run_id"] / f"{board}.json").read_text())
         agents = [m["agent"] for m in stored["measurements"]]
         agent_s = sum(a["agent_wall_s"] for a in agents)
-        command_s += sum(m.get("remote_duration_s", 0.0) for m in stored["measurements"])
+        runs_s = sum(m.get("remote_duration_s", 0.0) for m in stored["measurements"])
+        command_s += runs_s
+        fallbacks += [f"{board}: {message}" for message in stored.get("agent_host_fallbacks", [])]
         inference_s = sum(sum(a["timing"]["latencies_ms"]) for a in agents) / 1000.0
         slowest_agents = max(slowest_agents, agent_s)
         total_agents += agent_s
         total_inference += inference_s
         in_orch = outcome["duration_s"]
         print(
-            f"{board:<10}{in_orch:>12.1f}{agent_s:>12.1f}{inference_s:>14.2f}{len(agents):>12}"
+            f"{board:<10}{in_orch:>12.1f}{in_orch - runs_s:>16.1f}{agent_s:>12.1f}{inference_s:>14.2f}{len(agents):>12}"
             f"{in_orch / agent_s if agent_s else float('nan'):>13.2f}"
         )
     print(
@@ -84,9 +91,11 @@ def main() -> int:
     )
     if command_s:
         print(
-            f"agent commands as seen over SSH: {command_s:.1f} s, of which the agents measured {total_agents:.1f} s"
-            " (the rest: interpreter start-up before the agent's clock starts, SSH)"
+            f"agent runs as seen from the workstation: {command_s:.1f} s, of which the agents measured"
+            f" {total_agents:.1f} s (the rest: the agent host's fork and reply, SSH)"
         )
+    for fallback in fallbacks:
+        print(f"agent host fallback (those runs were commands of their own): {fallback}")
     if slowest_agents:
         print(f"overhead ratio (orch wall / slowest board's agent time): {wall / slowest_agents:.2f}")
     if total_inference:

@@ -42,6 +42,10 @@ class Stream(Protocol):
 
     def shutdown_write(self) -> None: ...
 
+    def settimeout(self, timeout: float | None) -> None:
+        """How long ``recv`` waits before raising ``socket.timeout`` (None: for ever)."""
+        ...
+
     def close(self) -> None: ...
 
 

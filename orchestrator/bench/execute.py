@@ -25,6 +25,7 @@ from orchestrator.adapters.session import BoardSession, CommandResult
 from orchestrator.artifacts.identity import describe
 from orchestrator.bench import native
 from orchestrator.bench import plan as bench_plan
+from orchestrator.bench.agent_host import AgentRunner
 from orchestrator.bench.clocks import ClockState, pin_clocks, restore_clocks
 from orchestrator.bench.plan import BenchPlan, ReleaseRef, Step
 from orchestrator.bench.quantise import quantized_copy
@@ -177,13 +178,17 @@ def measure_board(
                     progress(board.name, f"[yellow]warning:[/] {escape(warning)}")
                 quantised.setdefault(release.id, {})[model] = made.as_dict()
     steps = bench_plan.board_steps(plan, chosen, models)
+    runner = AgentRunner(
+        session, lambda message: progress(board.name, f"[yellow]warning:[/] {escape(message)}")
+    )
     clocks: ClockState | None = None
-    if plan.pin_clocks:
-        clocks = pin_clocks(session, plan.agent.sysfs_root or "/sys")
-        document["clocks"] = clocks.as_dict()
-        for message in clocks.messages:
-            progress(board.name, f"[yellow]warning:[/] {escape(message)}")
     try:
+        runner.start(steps)  # the agent hosts, all ready before the first run
+        if plan.pin_clocks:
+            clocks = pin_clocks(session, plan.agent.sysfs_root or "/sys")
+            document["clocks"] = clocks.as_dict()
+            for message in clocks.messages:
+                progress(board.name, f"[yellow]warning:[/] {escape(message)}")
         for step in steps:
             if step.cooldown_s:
                 time.sleep(step.cooldown_s)
@@ -191,7 +196,7 @@ def measure_board(
                 board.name,
                 f"{step.index + 1}/{len(steps)} round {step.round}/{plan.rounds} {escape(_describe(step))}",
             )
-            result = session.run(step.argv, timeout=plan.step_timeout_s, check=False)
+            result, started_as = runner.run(step, timeout=plan.step_timeout_s)
             if step.launches:
                 launches = parse_launches(board.name, step, result)
                 document["cold_starts"].append(
@@ -211,13 +216,15 @@ def measure_board(
                     )
                 continue
             agent = parse_agent(board.name, step, result)
-            # The command's duration seen from the workstation: agent_wall_s plus interpreter start and SSH.
+            # The run's duration seen from the workstation: agent_wall_s plus the fork and the reply,
+            # or for a command (the native runner, a fallback) plus its start and SSH.
             document["measurements"].append(
                 {
                     "key": step.key(),
                     "round": step.round + round_offset,
                     "step": step.index,
                     "remote_duration_s": result.duration,
+                    "started_as": started_as,
                     "agent": agent,
                 }
             )
@@ -227,6 +234,9 @@ def measure_board(
                 f"  p50 {stats['p50_ms']:.3g} ms, p99 {stats['p99_ms']:.3g} ms (n={stats['n']})",
             )
     finally:
+        runner.close()
+        if runner.fallbacks:
+            document["agent_host_fallbacks"] = runner.fallbacks
         if clocks is not None and clocks.previous:
             try:
                 restore_clocks(session, clocks)
