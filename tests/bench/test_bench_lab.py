@@ -147,6 +147,9 @@ def test_bench_two_boards_ab_of_optimisation_levels(deployed, stock_build: Stock
         keys = [(m["round"], m["key"]["opt_level"]) for m in stored["measurements"]]
         # Interleaved rounds, each agent run its own process (--quick: 5 rounds, one more than a verdict needs).
         assert keys == [(r, level) for r in (1, 2, 3, 4, 5) for level in ("disable", "all")]
+        # ... forked from the board's agent host, none made again as a command after a stuck run.
+        assert {m["started_as"] for m in stored["measurements"]} == {"fork of the agent host"}
+        assert "agent_host_fallbacks" not in stored
         agent = stored["measurements"][0]["agent"]
         assert len(agent["timing"]["latencies_ms"]) == 6 and agent["timing"]["session_create_s"] > 0
         assert (
