@@ -41,7 +41,7 @@ from orchestrator.build.workspace import volumes_to_clean
 from orchestrator.commands import options
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.config import BuildSettings, load_config
-from orchestrator.console import PlainProgress, console, emit_json
+from orchestrator.console import PlainProgress, console, emit_json, print_whole
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import TargetProfile, resolve_target
 
@@ -564,7 +564,7 @@ def _list(args: argparse.Namespace) -> int:
             f"{runner.size / 1e3:.0f} kB" if runner and runner.size else "-",
             a.created,
         )
-    console.print(table)
+    print_whole(table)  # at 80 columns (a log, a pipe) one block per artifact
     return 0
 
 

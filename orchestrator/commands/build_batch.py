@@ -26,7 +26,7 @@ from orchestrator.build.engines import (
 )
 from orchestrator.build.execute import execute
 from orchestrator.build.variants import resolve_variant
-from orchestrator.console import PlainProgress, console, emit_json
+from orchestrator.console import PlainProgress, console, emit_json, print_whole
 from orchestrator.errors import BuildError, PartialFailure, UsageError
 from orchestrator.targets import resolve_target
 
@@ -149,7 +149,7 @@ def _report(args: argparse.Namespace, result: BatchResult) -> None:
             f"{ccache.get('hits')}/{ccache.get('misses')}" if ccache else "",
             escape(where),
         )
-    console.print(table)
+    print_whole(table)
     for report in result.engines:
         if not report.ok:
             console.print(
