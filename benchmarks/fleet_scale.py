@@ -103,7 +103,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="1,4,16,32", help="board counts, ascending (default 1,4,16,32)")
     parser.add_argument("--repeat", type=int, default=2, help="samples of exec and of the unchanged deploy")
-    parser.add_argument("--artifact", help="artifact to deploy (default: the stock wheel, fetched once)")
+    parser.add_argument(
+        "--artifact", help="artifact to deploy (default: the stock 1.21.1 wheel, fetched once)"
+    )
     parser.add_argument("--skip-bench", action="store_true")
     parser.add_argument("--skip-deploy", action="store_true")
     args = parser.parse_args()
@@ -116,7 +118,19 @@ def main() -> int:
     write_tiny_convnet(model)
     artifact = args.artifact
     if artifact is None and not args.skip_deploy:
-        done = orch("build", "--target", "lab", "--variant", "stock", "--json", timeout=3600)
+        # 1.21.1, not the 1.21.0 orch builds for lab: 1.21.0's official wheel dies of SIGILL on the
+        # lab's Cortex-A72 (ARMv8.0: its MLAS fp16 kernels, fixed in 1.21.1), and its pre-flight says so.
+        done = orch(
+            "build",
+            "--target",
+            "lab",
+            "--variant",
+            "stock",
+            "--ort-version",
+            "1.21.1",
+            "--json",
+            timeout=3600,
+        )
         require(done, "orch build --variant stock")
         artifact = json.loads(done.stdout)["artifact"]
     deploy = ["deploy", "--artifact", str(artifact), "--model", str(model)]
