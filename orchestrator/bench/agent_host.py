@@ -154,9 +154,8 @@ class AgentRunner:
         starting (and taking CPU time) while a run measures."""
         try:
             for step in steps:
-                key = (step.argv[0], step.argv[1])
-                if self._forked(step) and key not in self.hosts:
-                    self.hosts[key] = AgentHost(self.session, *key)
+                if self._forked(step):
+                    self._host(step.argv[0], step.argv[1])
             for host in self.hosts.values():
                 host.wait_ready()
         except AgentHostFailed as error:
@@ -167,12 +166,16 @@ class AgentRunner:
         if self._forked(step):
             python, agent, *args = step.argv  # agent_argv: python, bench_agent.py, its options
             try:
-                if (python, agent) not in self.hosts:
-                    self.hosts[(python, agent)] = AgentHost(self.session, python, agent)
-                return self.hosts[(python, agent)].run(args, timeout=timeout, stall_s=STALL_S), self.FORKED
+                return self._host(python, agent).run(args, timeout=timeout, stall_s=STALL_S), self.FORKED
             except AgentHostFailed as error:
                 self._fall_back(error, "this run and the next ones")
         return self.session.run(step.argv, timeout=timeout, check=False), self.COMMAND
+
+    def _host(self, python: str, agent: str) -> AgentHost:
+        """The host of (python, agent), started when it is first needed."""
+        if (python, agent) not in self.hosts:
+            self.hosts[(python, agent)] = AgentHost(self.session, python, agent)
+        return self.hosts[(python, agent)]
 
     def _forked(self, step: Step) -> bool:
         return step.runner == "python" and not step.launches and not self.fallbacks
