@@ -34,12 +34,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.adapters.engine import Engine
-from orchestrator.build.base_images import ensure_base_image
-from orchestrator.build.execute import execute
-from orchestrator.build.plan import BuildOptions, machine_resources, make_plan
-from orchestrator.build.sources import parse_source
-from orchestrator.build.variants import resolve_variant
-from orchestrator.build.workspace import build_volume_name, source_volume_name
+from orchestrator.base_images import ensure_base_image
+from orchestrator.builds.execute import execute
+from orchestrator.builds.plan import BuildOptions, machine_resources, make_plan
+from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.variants import resolve_variant
+from orchestrator.builds.workspace import build_volume_name, source_volume_name
 from orchestrator.targets import resolve_target
 
 # An unchanged rebuild in the kept build directory, against the cold build: the goal.
@@ -158,7 +158,7 @@ def main() -> int:
 
         build_dir = Path(report["warm"]["build_dir"])
         entries = compile_commands(build_dir, args.files)
-        from orchestrator.build.sources import prepare_source
+        from orchestrator.builds.sources.ort import prepare_source
 
         # The same volumes the build used: its source tree and its build directory.
         source = prepare_source(

@@ -95,7 +95,7 @@ class _Reader:
         return values
 
     def cache(self, node: yaml.Node, key: str) -> str:
-        from orchestrator.build.cache import parse_cache_url
+        from orchestrator.builds.cache import parse_cache_url
 
         value = self.string(node, key)
         try:
@@ -105,7 +105,7 @@ class _Reader:
         return value
 
     def engines(self, node: yaml.Node, key: str) -> tuple[str, ...]:
-        from orchestrator.build.plan import check_docker_host
+        from orchestrator.builds.plan import check_docker_host
 
         values = self.strings(node, key)
         for i, value in enumerate(values):

@@ -10,7 +10,7 @@ import numpy as np
 
 from orchestrator.adapters import ssh as remote
 from orchestrator.board import Board
-from orchestrator.build.preflight import board_image
+from orchestrator.builds.preflight import board_image
 from orchestrator.targets import resolve_target
 
 _INFER = (

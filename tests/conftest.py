@@ -204,7 +204,7 @@ def _remove_test_build_volumes(
     if not any(item.get_closest_marker("integration") for item in request.session.items):
         return  # a unit run never touches an engine
     from orchestrator.adapters.engine import Engine
-    from orchestrator.build.workspace import build_volumes_under
+    from orchestrator.builds.workspace import build_volumes_under
     from orchestrator.errors import OrchError
 
     try:

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Download Debian source packages, in a container of a Debian suite.
-# Copied into the container and run by orchestrator.build.sources (ORT itself) and
-# orchestrator.build.dependency_sources (ORT's dependencies), which copy /out back out afterwards.
+# Copied into the container and run by orchestrator.builds.sources.ort (ORT itself) and
+# orchestrator.builds.sources.dependencies (ORT's dependencies), which copy /out back out afterwards.
 #
 # Arguments: PACKAGE=VERSION ... (none: onnxruntime=$ORT_DEBIAN_VERSION, e.g. 1.21.0+dfsg-1);
 # deb:PACKAGE=VERSION downloads that binary package instead (header-only -dev packages).

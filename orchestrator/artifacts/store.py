@@ -321,7 +321,7 @@ class BuildRecord:
 
 @dataclass(frozen=True, kw_only=True)
 class NativeRunner:
-    """The native runner built for this artifact's release (orchestrator.build.native_runner), and
+    """The native runner built for this artifact's release (orchestrator.builds.native_runner.plan), and
     the ORT C library in the wheel it links against: what a product without Python would ship."""
 
     file: str | None = None  # next to manifest.json; None when no runner was made

@@ -5,7 +5,7 @@ board. ``inspect_wheel`` says what the wheel is; ``compatibility_problems`` comp
 with what a board has (architecture, glibc, Python tag) and returns human sentences, so
 ``orch build`` can check its own output and ``orch deploy`` can refuse a wheel *before*
 sending a byte ("wheel needs GLIBC_2.38, nano01 has 2.27"). Each shared object also lists
-every symbol version it needs per library (ELF verneed), which ``orchestrator.build.sysroots``
+every symbol version it needs per library (ELF verneed), which ``orchestrator.builds.sysroots.contents``
 proves against a sysroot's real libraries.
 """
 

@@ -24,7 +24,7 @@ from typing import Any
 from orchestrator.artifacts.identity import route_of
 from orchestrator.bench.calibration import CalibrationSpec
 from orchestrator.board import Board
-from orchestrator.build.sources import check_ort_version
+from orchestrator.builds.sources.ort import check_ort_version
 from orchestrator.errors import BenchError, UsageError
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")

@@ -6,7 +6,7 @@
  * latencies, peak RSS), with the same options and the same kind of JSON document, so orch can put the
  * two side by side. Only the C API (onnxruntime_c_api.h of the release it is built for) and libc.
  *
- * Built by orch with the target's cross compiler (orchestrator/build/native_runner.py), against the
+ * Built by orch with the target's cross compiler (orchestrator/builds/native_runner/plan.py), against the
  * header of one ORT release; it loads that release's libonnxruntime.so.1 at run time (dlopen, found
  * through its RPATH $ORIGIN/lib). ORCH_ORT_VERSION is that release: a library of another release is
  * refused before anything else runs, because the C API struct of one release is only promised to be a

@@ -1,6 +1,6 @@
 """Pre-flight check, run on an emulated board (qemu-user, ``QEMU_CPU`` = the board's CPU).
 
-Written to ``/pf/check.py`` by ``orchestrator.build.preflight`` and run by preflight_install.sh
+Written to ``/pf/check.py`` by ``orchestrator.builds.preflight`` and run by preflight_install.sh
 with the venv's python, no arguments: imports onnxruntime, runs ``/pf/model.onnx`` once on
 ``/pf/input.npy``, saves the output to ``/pf/output.npy`` and prints one line
 ``ORCH-PREFLIGHT {json}`` (ort_version, providers, import_s, run_s, shape). Uses only the standard

@@ -1,6 +1,6 @@
 # shellcheck shell=sh
 # Pre-flight, in an emulated arm64 container of the board's OS: install the wheel under test, run the check.
-# Run as `sh -c` by orchestrator.build.preflight.run_preflight, with /pf copied in beforehand:
+# Run as `sh -c` by orchestrator.builds.preflight.run_preflight, with /pf copied in beforehand:
 # /pf/wheels/ (the wheel and its dependency wheels, pip's own included), /pf/check.py
 # (preflight_check.py), /pf/model.onnx and /pf/input.npy.
 #

@@ -9,8 +9,8 @@ instruction word (``word``), the file it was loaded from (``object``) and its of
 (128 + SIGILL) at once. Exiting from the handler also means qemu-user never gets to write the
 core of a multi-threaded guest, which stalls.
 
-``orchestrator.build.preflight`` reads the line and names the instruction class
-(``orchestrator.build.aarch64_isa``). Where ``sigaction`` is unavailable the guard does nothing.
+``orchestrator.builds.preflight`` reads the line and names the instruction class
+(``orchestrator.aarch64_isa``). Where ``sigaction`` is unavailable the guard does nothing.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 # shellcheck shell=sh
 # Packs what a cross compiler needs from this board (a sysroot) into one tarball.
-# Sent to `sh -s -- ARGS` on stdin by orchestrator.build.sysroot_pull, which fetches the tarball.
+# Sent to `sh -s -- ARGS` on stdin by orchestrator.builds.sysroots.pull, which fetches the tarball.
 #
 # $1 = the directory to write the tarball in (orch's working directory on the board; relative
 #      paths are relative to the login home), $2 = "gzip" or "none" (compression),

@@ -18,12 +18,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator.artifacts.store import Manifest, list_artifacts
-from orchestrator.build import flags as flag_check
-from orchestrator.build.cache import RemoteCache, parse_cache_url
-from orchestrator.build.engines import LOCAL
-from orchestrator.build.execute import execute
-from orchestrator.build.native_runner import runner_plan
-from orchestrator.build.plan import (
+from orchestrator.builds import flags as flag_check
+from orchestrator.builds.cache import RemoteCache, parse_cache_url
+from orchestrator.builds.execute import execute
+from orchestrator.builds.native_runner.plan import runner_plan
+from orchestrator.builds.plan import (
     BuildOptions,
     BuildPlan,
     check_docker_host,
@@ -31,13 +30,14 @@ from orchestrator.build.plan import (
     make_plan,
     parse_define,
 )
-from orchestrator.build.reduced_ops import operator_config
-from orchestrator.build.sources import check_ort_version, parse_source
-from orchestrator.build.stock import default_version, fetch_stock, plan_dict
-from orchestrator.build.sysroot_store import find_sysroot
-from orchestrator.build.sysroot_target import profile_for_sysroot
-from orchestrator.build.variants import Variant, resolve_variant
-from orchestrator.build.workspace import volumes_to_clean
+from orchestrator.builds.queue import LOCAL
+from orchestrator.builds.reduced_ops import operator_config
+from orchestrator.builds.sources.ort import check_ort_version, parse_source
+from orchestrator.builds.stock import default_version, fetch_stock, plan_dict
+from orchestrator.builds.sysroots.store import find_sysroot
+from orchestrator.builds.sysroots.target import profile_for_sysroot
+from orchestrator.builds.variants import Variant, resolve_variant
+from orchestrator.builds.workspace import volumes_to_clean
 from orchestrator.commands import options
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.config import BuildSettings, load_config

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.build.engines import (
+from orchestrator.builds.execute import execute
+from orchestrator.builds.queue import (
     LOCAL,
     BatchResult,
     BuildRequest,
@@ -24,16 +25,15 @@ from orchestrator.build.engines import (
     prepare_shared,
     run_batch,
 )
-from orchestrator.build.execute import execute
-from orchestrator.build.variants import resolve_variant
+from orchestrator.builds.variants import resolve_variant
 from orchestrator.console import PlainProgress, console, emit_json, print_whole
 from orchestrator.errors import BuildError, PartialFailure, UsageError
 from orchestrator.targets import resolve_target
 
 if TYPE_CHECKING:
     from orchestrator.adapters.engine import Engine
-    from orchestrator.build.execute import BuildResult
-    from orchestrator.build.plan import BuildPlan
+    from orchestrator.builds.execute import BuildResult
+    from orchestrator.builds.plan import BuildPlan
 
 # (args, profile, variant, engine or None for this machine's resources) -> plan
 PlanFor = Callable[..., "BuildPlan"]

@@ -15,7 +15,7 @@ from rich.table import Table
 from orchestrator.artifacts.identity import route_of
 from orchestrator.artifacts.store import Artifact, list_artifacts
 from orchestrator.board import Board
-from orchestrator.build.sources import check_ort_version
+from orchestrator.builds.sources.ort import check_ort_version
 from orchestrator.commands.options import (
     add_dry_run_option,
     add_json_option,

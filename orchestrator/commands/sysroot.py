@@ -149,7 +149,7 @@ def _stored_text(outcome: Any) -> str:
 
 def _pull_one(board: Board, compress: bool) -> Any:
     from orchestrator.adapters.ssh import connect
-    from orchestrator.build.sysroot_pull import pull
+    from orchestrator.builds.sysroots.pull import pull
     from orchestrator.deploy.board_facts import read_facts
 
     with connect(board) as session:
@@ -158,7 +158,7 @@ def _pull_one(board: Board, compress: bool) -> Any:
 
 
 def _pull(args: argparse.Namespace) -> int:
-    from orchestrator.build.sysroot_pull import PullResult
+    from orchestrator.builds.sysroots.pull import PullResult
     from orchestrator.fleet.parallel import print_failures, run_on_boards
 
     boards = selected_boards(args)
@@ -218,7 +218,7 @@ def _pull(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from orchestrator.build import sysroot_store
+    from orchestrator.builds.sysroots import store as sysroot_store
 
     name = sysroot_store.check_name(args.name)
     path = Path(args.path)
@@ -258,7 +258,7 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from orchestrator.build import sysroot_store
+    from orchestrator.builds.sysroots import store as sysroot_store
 
     stored = sysroot_store.list_sysroots()
     if args.json:
@@ -301,7 +301,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from orchestrator.build import sysroot_store
+    from orchestrator.builds.sysroots import store as sysroot_store
 
     stored = sysroot_store.find_sysroot(args.name)
     deleted = sysroot_store.remove_sysroot(args.name)
@@ -338,14 +338,14 @@ def _wheel_path(args: argparse.Namespace) -> Path:
 
 
 def _newest(versions: tuple[str, ...] | list[str], prefix: str) -> str | None:
-    from orchestrator.build.sysroots import LibraryVersions
+    from orchestrator.builds.sysroots.contents import LibraryVersions
 
     return LibraryVersions(name="", path="", machine="", versions=frozenset(versions)).highest(prefix)
 
 
 def _check(args: argparse.Namespace) -> int:
-    from orchestrator.build.sysroot_store import find_sysroot
-    from orchestrator.build.sysroots import CHECKED_PREFIXES, check_wheel_against
+    from orchestrator.builds.sysroots.contents import CHECKED_PREFIXES, check_wheel_against
+    from orchestrator.builds.sysroots.store import find_sysroot
 
     stored = find_sysroot(args.sysroot_from)
     wheel = _wheel_path(args)

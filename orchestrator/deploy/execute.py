@@ -53,7 +53,7 @@ from orchestrator.artifacts.store import (
 from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, inspect_wheel
 from orchestrator.board import Board
 from orchestrator.board_side import read_text
-from orchestrator.build.native_runner import SONAME
+from orchestrator.builds.native_runner.plan import SONAME
 from orchestrator.console import console
 from orchestrator.deploy.board_facts import BoardFacts, cpu_problems
 from orchestrator.deploy.plan import (

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator import lab_state
-from orchestrator.build import base_images
+from orchestrator import base_images, lab_state
 from orchestrator.errors import ContainerError, UsageError
 from orchestrator.lab import keys as sshkeys
 from orchestrator.paths import DOCKER_DIR, known_hosts_path, orch_home

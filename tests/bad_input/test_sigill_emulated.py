@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import aarch64_isa
 from orchestrator.board_side import read_text
-from orchestrator.build import aarch64_isa
-from orchestrator.build.preflight import describe_sigill, sigill_report
+from orchestrator.builds.preflight import describe_sigill, sigill_report
 from orchestrator.errors import ContainerTimeout
 from orchestrator.targets import resolve_target
 
@@ -41,7 +41,7 @@ print("the CPU ran it")
 
 @pytest.fixture(scope="module")
 def arm64_image(engine: object) -> str:
-    from orchestrator.build.base_images import ensure_base_image
+    from orchestrator.base_images import ensure_base_image
     from orchestrator.lab.boards import LAB_PACKAGES
 
     # The image the pre-flight runs in (and the lab boards are made from).

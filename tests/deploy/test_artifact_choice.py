@@ -21,8 +21,8 @@ from orchestrator.artifacts.store import (
     list_artifacts,
     write_manifest,
 )
-from orchestrator.build import sources
-from orchestrator.build.stock import default_version
+from orchestrator.builds.sources import ort as sources
+from orchestrator.builds.stock import default_version
 from orchestrator.deploy.plan import artifact_label, select_artifact
 from orchestrator.errors import UsageError
 from orchestrator.lab.sample_models import write_tiny_convnet

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board_side import read_text
-from orchestrator.build import sources
+from orchestrator.builds.sources import ort as sources
 from orchestrator.deploy.plan import AGENT_DIR, AGENT_FILES
 
 ROOT = Path(__file__).resolve().parents[2]

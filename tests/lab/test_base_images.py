@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import base_images
 from orchestrator.adapters.engine import Engine
-from orchestrator.build import base_images
 from orchestrator.errors import ContainerError
 from orchestrator.lab.boards import LAB_PACKAGES
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.adapters.engine import Engine
-from orchestrator.build.base_images import ensure_base_image
+from orchestrator.base_images import ensure_base_image
 from orchestrator.errors import ContainerError
 from orchestrator.lab.boards import LAB_PACKAGES
 

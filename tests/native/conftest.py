@@ -22,7 +22,7 @@ from pathlib import Path
 import onnxruntime
 import pytest
 
-from orchestrator.build import native_runner
+from orchestrator.builds.native_runner import plan as native_runner
 
 CACHE = Path(os.environ.get("ORCH_TEST_CACHE") or "/var/tmp/orch-test-cache")
 SOURCE = Path(native_runner.__file__).resolve().parent.parent / "board_side" / native_runner.SOURCE_NAME
@@ -41,8 +41,8 @@ def engine() -> object:
 @pytest.fixture(scope="session")
 def ort_tarball(engine: object) -> Path:
     """Debian's onnxruntime 1.21.0 orig tarball (shared with the build tests' cache)."""
-    from orchestrator.build.base_images import ensure_base_image
-    from orchestrator.build.sources import fetch_debian_tarball
+    from orchestrator.base_images import ensure_base_image
+    from orchestrator.builds.sources.ort import fetch_debian_tarball
 
     base = ensure_base_image(engine, "trixie", "amd64")
     return fetch_debian_tarball(engine, base, "1.21.0", lambda line: None, dest=CACHE / "debian")
@@ -50,7 +50,7 @@ def ort_tarball(engine: object) -> Path:
 
 @pytest.fixture(scope="session")
 def c_api_header(ort_tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from orchestrator.build.native_runner_build import header_from_tarball
+    from orchestrator.builds.native_runner.execute import header_from_tarball
 
     header = header_from_tarball(ort_tarball)
     assert header is not None, f"{ort_tarball} has no {native_runner.HEADER_IN_TREE}"

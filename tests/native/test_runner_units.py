@@ -19,7 +19,7 @@ from orchestrator.bench import native
 from orchestrator.bench import plan as bench_plan
 from orchestrator.bench.plan import AgentOptions, ReleaseRef
 from orchestrator.board import Board
-from orchestrator.build.native_runner import SONAME, runner_plan, wheel_library
+from orchestrator.builds.native_runner.plan import SONAME, runner_plan, wheel_library
 from orchestrator.deploy.plan import native_files
 from orchestrator.errors import BenchError
 from orchestrator.lab.sample_models import mlp

@@ -15,7 +15,7 @@ import pytest
 from sysroot_elves import TRIPLET, Elves, make_sysroot, make_wheel
 
 from orchestrator.artifacts.wheel import inspect_wheel
-from orchestrator.build.sysroots import Sysroot, SysrootError, check_wheel_against, sysroot_problems
+from orchestrator.builds.sysroots.contents import Sysroot, SysrootError, check_wheel_against, sysroot_problems
 
 BANNER_241 = "GNU C Library (Test GLIBC 2.41-1) stable release version 2.41."
 

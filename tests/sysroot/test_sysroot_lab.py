@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.build.sysroots import Sysroot
+from orchestrator.builds.sysroots.contents import Sysroot
 
 # What orch's other lab tests give a bookworm board: the same package list makes the same image.
 BOOKWORM_PACKAGES = ("ca-certificates", "openssh-server", "python3", "python3-venv")
@@ -125,7 +125,7 @@ def test_debian_12_rootfs_refuses_what_debian_13_libraries_need(
     world: dict[str, Any], pulled: tuple[subprocess.CompletedProcess[str], dict[str, Any]], stock_wheel: Path
 ) -> None:
     from orchestrator.adapters.engine import Engine
-    from orchestrator.build.base_images import ensure_base_image
+    from orchestrator.base_images import ensure_base_image
 
     image = ensure_base_image(Engine(), "bookworm", "aarch64", BOOKWORM_PACKAGES)
     tarball = world["root"] / "bookworm-rootfs.tar"

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.build.base_images import base_image_tag, registry_override
-from orchestrator.build.cache import RemoteCache
-from orchestrator.build.dependency_sources import DependencyTable, load_table
-from orchestrator.build.flags import check_without_tree
-from orchestrator.build.reduced_ops import OperatorConfig
-from orchestrator.build.sources import SourceSpec
-from orchestrator.build.sysroot_target import SysrootRef
-from orchestrator.build.variants import Variant, release_tuple
+from orchestrator.base_images import base_image_tag, registry_override
+from orchestrator.builds.cache import RemoteCache
+from orchestrator.builds.flags import check_without_tree
+from orchestrator.builds.reduced_ops import OperatorConfig
+from orchestrator.builds.sources.dependencies import DependencyTable, load_table
+from orchestrator.builds.sources.ort import SourceSpec
+from orchestrator.builds.sysroots.target import SysrootRef
+from orchestrator.builds.variants import Variant, release_tuple
 from orchestrator.errors import UsageError
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile

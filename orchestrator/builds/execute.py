@@ -38,17 +38,22 @@ from orchestrator.artifacts.store import (
     write_manifest,
 )
 from orchestrator.artifacts.wheel import compatibility_problems, inspect_wheel
-from orchestrator.build import flags as flag_check
-from orchestrator.build import native_runner_build
-from orchestrator.build import preflight as preflight_module
-from orchestrator.build.base_images import ensure_base_image, registry_override
-from orchestrator.build.cache import CacheRelay
-from orchestrator.build.dependency_sources import DEPS, PreparedDependencies, load_table, prepare_dependencies
-from orchestrator.build.plan import BUILD, CCACHE, OUT, REDUCED, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
-from orchestrator.build.sources import SourceTree, file_sha256, prepare_source
-from orchestrator.build.sysroot_target import SysrootRef
-from orchestrator.build.sysroots import Sysroot, check_wheel_against
-from orchestrator.build.workspace import (
+from orchestrator.base_images import ensure_base_image, registry_override
+from orchestrator.builds import flags as flag_check
+from orchestrator.builds import preflight as preflight_module
+from orchestrator.builds.cache import CacheRelay
+from orchestrator.builds.native_runner import execute as native_runner_build
+from orchestrator.builds.plan import BUILD, CCACHE, OUT, REDUCED, SCRIPTS, SRC, TOOLCHAINS, BuildPlan
+from orchestrator.builds.sources.dependencies import (
+    DEPS,
+    PreparedDependencies,
+    load_table,
+    prepare_dependencies,
+)
+from orchestrator.builds.sources.ort import SourceTree, file_sha256, prepare_source
+from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against
+from orchestrator.builds.sysroots.target import SysrootRef
+from orchestrator.builds.workspace import (
     ensure_build_volume,
     ensure_dependencies_volume,
     ensure_source_volume,

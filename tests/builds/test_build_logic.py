@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.build.execute import first_error, parse_ccache_stats, readback_flags
+from orchestrator.builds.execute import first_error, parse_ccache_stats, readback_flags
 from orchestrator.console import PlainProgress
 from orchestrator.targets import known_target_names
 

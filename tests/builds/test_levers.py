@@ -11,11 +11,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from orchestrator.build.plan import BuildOptions, make_plan
-from orchestrator.build.reduced_ops import operator_config
-from orchestrator.build.sources import SourceSpec
-from orchestrator.build.variants import load_variants, resolve_variant
-from orchestrator.build.workspace import build_volume_name
+from orchestrator.builds.plan import BuildOptions, make_plan
+from orchestrator.builds.reduced_ops import operator_config
+from orchestrator.builds.sources.ort import SourceSpec
+from orchestrator.builds.variants import load_variants, resolve_variant
+from orchestrator.builds.workspace import build_volume_name
 from orchestrator.errors import TargetError, UsageError
 from orchestrator.lab.sample_models import mlp, write_model
 from orchestrator.targets import resolve_target

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.artifacts.store import BuildRecord, find_artifact, list_artifacts
-from orchestrator.build.execute import finish_artifact
+from orchestrator.builds.execute import finish_artifact
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import resolve_target
 

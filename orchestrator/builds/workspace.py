@@ -23,9 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.build.dependency_sources import DEPS, PreparedDependencies
-from orchestrator.build.plan import SRC, BuildPlan
-from orchestrator.build.sources import SourceTree
+from orchestrator.builds.plan import SRC, BuildPlan
+from orchestrator.builds.sources.dependencies import DEPS, PreparedDependencies
+from orchestrator.builds.sources.ort import SourceTree
 from orchestrator.errors import BuildError
 from orchestrator.paths import orch_home
 

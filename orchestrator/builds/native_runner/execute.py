@@ -1,4 +1,4 @@
-"""Compile the native runner for an artifact (the plan is ``orchestrator.build.native_runner``).
+"""Compile the native runner for an artifact (the plan is ``orchestrator.builds.native_runner.plan``).
 
 Runs after the wheel is made and checked, for built and stock wheels alike: ORT's C library comes
 out of the wheel, the C API header out of the release's source tree (a built wheel's own tree;
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from orchestrator.artifacts.store import Artifact, NativeRunner, write_manifest
 from orchestrator.board_side import read_text
-from orchestrator.build import native_runner
-from orchestrator.build.sources import DEBIAN_ORT_VERSIONS, fetch_debian_tarball, file_sha256
+from orchestrator.builds.native_runner import plan as native_runner
+from orchestrator.builds.sources.ort import DEBIAN_ORT_VERSIONS, fetch_debian_tarball, file_sha256
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.adapters import process
 from orchestrator.artifacts.dependencies import pip_platforms
 from orchestrator.artifacts.store import Artifact, BuildRecord, Source
-from orchestrator.build import native_runner_build
-from orchestrator.build.execute import ensure_base_image_on, ensure_build_image, finish_artifact
-from orchestrator.build.plan import BuildOptions, make_plan
-from orchestrator.build.sources import DEBIAN_ORT_VERSIONS, DEFAULT_ORT_VERSION, parse_source
-from orchestrator.build.variants import resolve_variant
+from orchestrator.builds.execute import ensure_base_image_on, ensure_build_image, finish_artifact
+from orchestrator.builds.native_runner import execute as native_runner_build
+from orchestrator.builds.plan import BuildOptions, make_plan
+from orchestrator.builds.sources.ort import DEBIAN_ORT_VERSIONS, DEFAULT_ORT_VERSION, parse_source
+from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile
 

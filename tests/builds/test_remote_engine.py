@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.adapters.engine import Engine
-from orchestrator.build.preflight import board_image
-from orchestrator.build.workspace import build_volumes_under
+from orchestrator.builds.preflight import board_image
+from orchestrator.builds.workspace import build_volumes_under
 from orchestrator.errors import OrchError
 from orchestrator.paths import PROJECT_ROOT
 from orchestrator.targets import resolve_target

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.build import dependency_sources
-from orchestrator.build.dependency_sources import describe, load_table
-from orchestrator.build.plan import BuildOptions, make_plan
-from orchestrator.build.sources import parse_source
-from orchestrator.build.variants import resolve_variant
+from orchestrator.builds.plan import BuildOptions, make_plan
+from orchestrator.builds.sources import dependencies as dependency_sources
+from orchestrator.builds.sources.dependencies import describe, load_table
+from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import BuildError
 from orchestrator.targets import resolve_target
 

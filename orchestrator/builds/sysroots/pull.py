@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.adapters.session import BoardSession
 from orchestrator.board_side import read_text
-from orchestrator.build import sysroot_store
+from orchestrator.builds.sysroots import store as sysroot_store
 from orchestrator.errors import OrchError, RemoteError
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from orchestrator.build.sysroots import Sysroot, SysrootError
+from orchestrator.builds.sysroots.contents import Sysroot, SysrootError
 from orchestrator.errors import UsageError
 from orchestrator.paths import orch_home
 
@@ -164,7 +164,7 @@ class _Tree:
     def add_link(self, rel: PurePosixPath, target_text: str) -> None:
         target = self._parent(rel) / rel.name
         self._clear(target, rel)
-        # Kept as the board has it; orchestrator.build.sysroots resolves it inside the tree.
+        # Kept as the board has it; orchestrator.builds.sysroots.contents resolves it inside the tree.
         os.symlink(target_text, target)
         self.entries[str(rel)] = f"l {target_text}"
 

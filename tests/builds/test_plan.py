@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.build.plan import (
+from orchestrator.builds.plan import (
     BuildOptions,
     choose_parallel,
     make_plan,
     parse_define,
 )
-from orchestrator.build.sources import SourceSpec, parse_source
-from orchestrator.build.variants import load_variants, resolve_variant
+from orchestrator.builds.sources.ort import SourceSpec, parse_source
+from orchestrator.builds.variants import load_variants, resolve_variant
 from orchestrator.errors import TargetError, UsageError
 from orchestrator.targets import known_target_names, resolve_target
 
@@ -244,7 +244,7 @@ def test_source_routes(tmp_path: Path) -> None:
 def test_tuned_builds_for_fp16_cores_leave_fp16_out_of_the_global_flags() -> None:
     """Debian's Eigen 3.4.0 fails on ORT's contrib_ops/cpu/inverse.cc with fp16 scalar arithmetic
     on ('invalid initialization of reference of type const Eigen::half&', seen on rpi5 tuned)."""
-    from orchestrator.build.aarch64_isa import features_for_flags
+    from orchestrator.aarch64_isa import features_for_flags
 
     for target in ("rpi5", "rpi5-bookworm", "jetson-orin"):
         plan = plan_for(target, "tuned")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.build.cache import parse_cache_url
+from orchestrator.builds.cache import parse_cache_url
 from orchestrator.config import load_config
 from orchestrator.errors import UsageError
 

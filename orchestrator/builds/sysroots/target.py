@@ -3,7 +3,7 @@
 A sysroot pulled from a board is the truth about that board: its glibc, Python and distribution
 replace the profile's OS facts; the profile still gives the CPU (``-mcpu``, the emulated
 pre-flight). The build then runs in a container of that distribution, and the wheel is checked
-against the sysroot's own libraries (``orchestrator.build.sysroots.check_wheel_against``). Pure,
+against the sysroot's own libraries (``orchestrator.builds.sysroots.contents.check_wheel_against``). Pure,
 apart from reading the stored sysroot's files.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.build.sysroot_store import StoredSysroot
+from orchestrator.builds.sysroots.store import StoredSysroot
 from orchestrator.errors import UsageError
 from orchestrator.targets import BoardOS, TargetProfile
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.build.plan import BuildOptions, make_plan
-from orchestrator.build.sources import fetch_debian_tarball, parse_source
-from orchestrator.build.variants import resolve_variant
+from orchestrator.builds.plan import BuildOptions, make_plan
+from orchestrator.builds.sources.ort import fetch_debian_tarball, parse_source
+from orchestrator.builds.variants import resolve_variant
 from orchestrator.targets import resolve_target
 
 CACHE = Path(os.environ.get("ORCH_TEST_CACHE") or "/var/tmp/orch-test-cache")
@@ -35,7 +35,7 @@ def engine() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def ort_tarball(engine: object) -> Path:
     """Debian's onnxruntime 1.21.0 orig tarball, downloaded with apt inside a trixie container."""
-    from orchestrator.build.base_images import ensure_base_image
+    from orchestrator.base_images import ensure_base_image
 
     base = ensure_base_image(engine, "trixie", "amd64")
     return fetch_debian_tarball(engine, base, "1.21.0", lambda line: None, dest=CACHE / "debian")
@@ -62,7 +62,7 @@ def ort_tree(ort_tarball: Path) -> Path:
 @pytest.fixture(scope="session")
 def build_image(engine: object) -> str:
     """The lab target's real build image (made once, shared with every build)."""
-    from orchestrator.build.execute import ensure_build_image
+    from orchestrator.builds.execute import ensure_build_image
 
     plan = make_plan(
         resolve_target("lab"),

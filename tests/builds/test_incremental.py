@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from test_manifest import BUILT
 
-from orchestrator.build.execute import _incremental, configure_stamp
-from orchestrator.build.plan import BuildOptions, make_plan
-from orchestrator.build.sources import parse_source
-from orchestrator.build.variants import resolve_variant
+from orchestrator.builds.execute import _incremental, configure_stamp
+from orchestrator.builds.plan import BuildOptions, make_plan
+from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.variants import resolve_variant
 from orchestrator.paths import DOCKER_DIR
 from orchestrator.targets import resolve_target
 

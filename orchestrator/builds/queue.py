@@ -24,8 +24,8 @@ from orchestrator.errors import OrchError
 
 if TYPE_CHECKING:
     from orchestrator.adapters.engine import Engine
-    from orchestrator.build.execute import BuildResult
-    from orchestrator.build.plan import BuildPlan
+    from orchestrator.builds.execute import BuildResult
+    from orchestrator.builds.plan import BuildPlan
 
 LOCAL = "local"
 
@@ -202,8 +202,8 @@ def prepare_shared(plans: Sequence[BuildPlan], local: Engine, log: Callable[[str
     """What several builds share, made once on the workstation before they start in parallel: each
     distinct source tree (fetched, extracted, patched) and each build image. The engines then get
     the image sent as a single remote build gets it, and nothing is fetched twice at once."""
-    from orchestrator.build.execute import ensure_base_image_on, ensure_build_image
-    from orchestrator.build.sources import prepare_source
+    from orchestrator.builds.execute import ensure_base_image_on, ensure_build_image
+    from orchestrator.builds.sources.ort import prepare_source
 
     sources: set[tuple[Any, ...]] = set()
     images: set[str] = set()
