@@ -29,7 +29,7 @@ from orchestrator import lab_state
 from orchestrator.adapters import ssh as remote
 from orchestrator.artifacts.dependencies import cache_dir
 from orchestrator.artifacts.store import Manifest, Preflight, artifact_dir, write_manifest
-from orchestrator.deploy.plan import sha256_file
+from orchestrator.digests import file_sha256
 from orchestrator.lab.sample_models import write_tiny_convnet
 from orchestrator.paths import known_hosts_path
 
@@ -114,7 +114,7 @@ def main() -> int:
                 variant="stock",
                 ort_version=version,
                 wheel=wheel.name,
-                wheel_sha256=sha256_file(directory / wheel.name),
+                wheel_sha256=file_sha256(directory / wheel.name),
                 created=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
                 preflight=Preflight(ok=True, details={"by": "benchmark (official wheel)"}),
             ),

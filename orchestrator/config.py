@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from orchestrator.endpoints import check_docker_host, parse_cache_url
 from orchestrator.errors import UsageError
 from orchestrator.paths import orch_home
 from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
@@ -95,8 +96,6 @@ class _Reader:
         return values
 
     def cache(self, node: yaml.Node, key: str) -> str:
-        from orchestrator.builds.cache import parse_cache_url
-
         value = self.string(node, key)
         try:
             parse_cache_url(value, option="value")
@@ -105,8 +104,6 @@ class _Reader:
         return value
 
     def engines(self, node: yaml.Node, key: str) -> tuple[str, ...]:
-        from orchestrator.builds.plan import check_docker_host
-
         values = self.strings(node, key)
         for i, value in enumerate(values):
             try:

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.adapters import ssh as remote
+from orchestrator.adapters.ssh_config import load_ssh_config
 from orchestrator.board import Board
 from orchestrator.errors import RemoteError, UsageError
-from orchestrator.fleet.ssh_config import load_ssh_config
 
 DIAL_STDIO = ["docker", "system", "dial-stdio"]
 _CHUNK = 1 << 16

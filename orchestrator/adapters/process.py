@@ -9,6 +9,7 @@ type with ``result.tail()``, so every message quotes the same last lines of outp
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -94,6 +95,17 @@ def run_streaming(argv: Sequence[str], on_line: Callable[[str], None], *, keep: 
     return ProcessResult(
         argv=command, exit_code=code, stdout="\n".join(tail), stderr="", duration=time.monotonic() - started
     )
+
+
+def run_attached(argv: Sequence[str]) -> int:
+    """Run ``argv`` on this terminal (its output is the user's to read, live) and return its exit
+    code. Ctrl-C reaches it as it reaches orch: both are in the terminal's process group."""
+    command = tuple(str(part) for part in argv)
+    try:
+        return subprocess.run(command, check=False).returncode
+    except OSError as error:
+        print(f"{command[0]}: {error.strerror or error}", file=sys.stderr)
+        return NOT_STARTED
 
 
 class Producer:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from orchestrator.adapters import process
+from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.errors import DeployError
 from orchestrator.paths import orch_home
 
@@ -65,34 +65,14 @@ def download_argv(
     offline: bool = False,
 ) -> list[str]:
     """The pip command that fetches ``requirements`` (and their dependencies) for a board. Pure."""
-    digits = python_version.replace(".", "")
-    argv = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--disable-pip-version-check",
-        "--no-input",
-        "--only-binary=:all:",
-        "--implementation",
-        "cp",
-        "--python-version",
-        python_version,
-        "--abi",
-        f"cp{digits}",
-        "--abi",
-        "abi3",
-        "--abi",
-        "none",
-        "-d",
-        str(dest),
-    ]
-    for platform in platforms:
-        argv += ["--platform", platform]
-    if offline:
-        # Everything needed is already in the cache: no index, no network.
-        argv += ["--no-index", "--find-links", str(dest)]
-    return argv + list(requirements)
+    return pip_download_argv(
+        requirements,
+        dest=dest,
+        python_version=python_version,
+        platforms=platforms,
+        extra_abis=("abi3", "none"),
+        offline=offline,
+    )
 
 
 def resolution_key(

@@ -24,8 +24,8 @@ from typing import Any
 from orchestrator.artifacts.identity import route_of
 from orchestrator.bench.calibration import CalibrationSpec
 from orchestrator.board import Board
-from orchestrator.builds.sources.ort import check_ort_version
 from orchestrator.errors import BenchError, UsageError
+from orchestrator.ort_versions import check_ort_version
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 EXECUTION_PROVIDERS = ("cpu", "xnnpack", "cuda", "tensorrt")  # what bench_agent.py maps to providers

@@ -1,7 +1,7 @@
 # shellcheck shell=sh
 # The facts that decide whether a wheel fits a board.
-# Sent to `sh -s -- ARGS` on stdin by orchestrator.deploy.board_facts.read_facts, and by
-# orchestrator.deploy.survey with list_releases.sh after it; orchestrator.deploy.board_facts parses it.
+# Sent to `sh -s -- ARGS` on stdin by orchestrator.fleet.board_facts.read_facts, and by
+# orchestrator.deploy.survey with list_releases.sh after it; orchestrator.fleet.board_facts parses it.
 #
 # $1 = the board's python, $2 = orch's working directory on the board.
 # Prints key=value lines: home, arch, kernel, glibc_raw, python_raw, os_id, os_version, os_name

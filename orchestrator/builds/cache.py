@@ -14,12 +14,10 @@ the engine machine's own loopback.
 from __future__ import annotations
 
 import time
-import urllib.parse
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.errors import UsageError
+from orchestrator.endpoints import RELAY_DIR, RELAY_SOCKET, RemoteCache
 from orchestrator.paths import DOCKER_DIR
 
 if TYPE_CHECKING:
@@ -27,87 +25,8 @@ if TYPE_CHECKING:
 
     from orchestrator.adapters.engine import Engine
 
-# Where the relay's socket appears inside the build container.
-RELAY_DIR = "/orch-cache"
-RELAY_SOCKET = f"{RELAY_DIR}/redis.sock"
 RELAY_SCRIPT = DOCKER_DIR / "build" / "cache_relay.py"
 READY_TIMEOUT_S = 30.0
-_USAGE = "a Redis address: redis://[[user:]password@]host[:port][/db]"
-
-
-@dataclass(frozen=True, kw_only=True)
-class RemoteCache:
-    """Where ccache's remote storage is (``host``/``port`` as seen from the engine's machine)."""
-
-    host: str
-    port: int
-    db: int | None = None
-    username: str | None = None
-    password: str | None = None
-    remote_only: bool = False  # no local cache volume: every lookup goes to the server
-
-    @property
-    def display(self) -> str:
-        """The address without its password, for plans, logs and manifests."""
-        user = f"{self.username or ''}:***@" if self.password else ""
-        db = f"/{self.db}" if self.db is not None else ""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"redis://{user}{host}:{self.port}{db}"
-
-    def ccache_url(self) -> str:
-        """ccache's ``remote_storage`` inside the build container: the relay's socket."""
-        credentials = ""
-        if self.password:
-            quoted = urllib.parse.quote(self.password, safe="")
-            user = f"{urllib.parse.quote(self.username, safe='')}:" if self.username else ""
-            credentials = f"{user}{quoted}@localhost"
-        query = f"?db={self.db}" if self.db is not None else ""
-        if credentials:
-            return f"redis+unix://{credentials}{RELAY_SOCKET}{query}"
-        return f"redis+unix:{RELAY_SOCKET}{query}"
-
-    def environment(self) -> dict[str, str]:
-        env = {"CCACHE_REMOTE_STORAGE": self.ccache_url()}
-        if self.remote_only:
-            env["CCACHE_REMOTE_ONLY"] = "true"
-        return env
-
-
-def parse_cache_url(url: str, *, remote_only: bool = False, option: str = "--cache") -> RemoteCache:
-    """``redis://[[user:]password@]host[:port][/db]`` -> RemoteCache; UsageError naming ``option``."""
-    text = url.strip()
-    parsed = urllib.parse.urlsplit(text)
-    if parsed.scheme in ("http", "https"):
-        raise UsageError(
-            f"{option} {url!r}: only Redis servers are supported as the shared compiler cache",
-            hint=f"use {_USAGE} (Debian: apt-get install redis-server)",
-        )
-    if parsed.scheme != "redis" or not text.startswith("redis://"):
-        raise UsageError(f"{option} {url!r} is not a Redis address", hint=f"use {_USAGE}")
-    try:
-        port = parsed.port
-    except ValueError:
-        raise UsageError(f"{option} {url!r}: the port is not 1..65535", hint=f"use {_USAGE}") from None
-    if not parsed.hostname:
-        raise UsageError(f"{option} {url!r} names no host", hint=f"use {_USAGE}")
-    if port == 0:
-        raise UsageError(f"{option} {url!r}: port 0 is not a port", hint="a port is 1..65535")
-    db: int | None = None
-    path = parsed.path.strip("/")
-    if path:
-        if not path.isdigit():
-            raise UsageError(f"{option} {url!r}: the path must be a database number, not {path!r}")
-        db = int(path)
-    if parsed.query or parsed.fragment:
-        raise UsageError(f"{option} {url!r}: a Redis address has no query or fragment", hint=f"use {_USAGE}")
-    return RemoteCache(
-        host=parsed.hostname,
-        port=port or 6379,
-        db=db,
-        username=urllib.parse.unquote(parsed.username) if parsed.username else None,
-        password=urllib.parse.unquote(parsed.password) if parsed.password else None,
-        remote_only=remote_only,
-    )
 
 
 class CacheRelay:

@@ -50,7 +50,7 @@ from orchestrator.builds.sources.dependencies import (
     load_table,
     prepare_dependencies,
 )
-from orchestrator.builds.sources.ort import SourceTree, file_sha256, prepare_source
+from orchestrator.builds.sources.ort import SourceTree, prepare_source
 from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.workspace import (
@@ -59,6 +59,7 @@ from orchestrator.builds.workspace import (
     ensure_source_volume,
     local_build_dir,
 )
+from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError, ContainerError
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
 

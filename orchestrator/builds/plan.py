@@ -24,20 +24,18 @@ import hashlib
 import json
 import os
 import shlex
-import stat
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.base_images import base_image_tag, registry_override
-from orchestrator.builds.cache import RemoteCache
 from orchestrator.builds.flags import check_without_tree
 from orchestrator.builds.reduced_ops import OperatorConfig
 from orchestrator.builds.sources.dependencies import DependencyTable, load_table
 from orchestrator.builds.sources.ort import SourceSpec
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import Variant, release_tuple
+from orchestrator.endpoints import RemoteCache, check_docker_host
 from orchestrator.errors import UsageError
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile
@@ -329,47 +327,6 @@ def parse_define(text: str) -> tuple[str, str]:
             hint="e.g. --cmake-define onnxruntime_USE_XNNPACK=ON",
         )
     return name, value
-
-
-_ENGINE_SCHEMES = ("ssh", "unix", "tcp", "http", "https")
-
-
-def check_docker_host(url: str | None) -> str | None:
-    """``--docker-host``, checked as far as it can be without connecting: the real run and
-    ``--dry-run`` refuse the same addresses."""
-    if url is None:
-        return None
-    usage = "use ssh://[user@]host[:port], unix:///path/to/docker.sock or tcp://host:port"
-    if not url.strip():
-        raise UsageError("--docker-host '' is empty", hint=f"leave it out for the local engine, or {usage}")
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme not in _ENGINE_SCHEMES or not url.startswith(f"{parsed.scheme}://"):
-        raise UsageError(f"--docker-host {url!r} is not an engine address", hint=usage)
-    if parsed.scheme == "unix":
-        path = Path(parsed.path or "")
-        if not parsed.path or parsed.netloc:
-            raise UsageError(
-                f"--docker-host {url!r}: a unix socket address is unix:///absolute/path", hint=usage
-            )
-        if not path.exists():
-            raise UsageError(
-                f"--docker-host {url!r}: there is no socket at {path}",
-                hint="is the engine running there? (`docker context ls` shows the sockets in use)",
-            )
-        if not stat.S_ISSOCK(path.stat().st_mode):
-            raise UsageError(f"--docker-host {url!r}: {path} is not a socket")
-        return url
-    try:
-        port = parsed.port
-    except ValueError as error:
-        raise UsageError(f"--docker-host {url!r}: {error}", hint="a port is 1..65535") from None
-    if not parsed.hostname:
-        raise UsageError(f"--docker-host {url!r} names no host", hint=usage)
-    if port == 0:
-        raise UsageError(f"--docker-host {url!r}: port 0 is not a port", hint="a port is 1..65535")
-    if parsed.path not in ("", "/") or parsed.query or parsed.fragment:
-        raise UsageError(f"--docker-host {url!r}: an engine address has no path", hint=usage)
-    return url
 
 
 def _source_route_defines(table: DependencyTable) -> list[tuple[str, str]]:

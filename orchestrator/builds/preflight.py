@@ -25,7 +25,7 @@ from orchestrator.artifacts.dependencies import resolve_dependencies
 from orchestrator.artifacts.store import Preflight
 from orchestrator.base_images import ensure_base_image
 from orchestrator.board_side import read_text
-from orchestrator.builds.sources.ort import file_sha256
+from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError, ContainerTimeout, DeployError
 from orchestrator.lab.boards import LAB_PACKAGES  # the lab board's package set: one offline image serves both
 from orchestrator.lab.sample_models import preflight_model, write_model

@@ -7,7 +7,6 @@ check and pre-flight as a built wheel, so the baseline of every comparison is pr
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters import process
 from orchestrator.artifacts.dependencies import pip_platforms
+from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.artifacts.store import Artifact, BuildRecord, Source
 from orchestrator.builds.execute import ensure_base_image_on, ensure_build_image, finish_artifact
 from orchestrator.builds.native_runner import execute as native_runner_build
@@ -37,30 +37,15 @@ def default_version(profile: TargetProfile) -> str:
 
 def download_argv(profile: TargetProfile, version: str | None, dest: Path) -> list[str]:
     """The pip command that fetches the official wheel for this board (pure)."""
-    digits = profile.os.python.replace(".", "")
-    argv = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--disable-pip-version-check",
-        "--no-input",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--implementation",
-        "cp",
-        "--python-version",
-        profile.os.python,
-        "--abi",
-        f"cp{digits}",
-        "-d",
-        str(dest),
-    ]
     # Manylinux tags only: a linux_<arch> wheel on the index would not be an official build.
-    for platform in pip_platforms(profile.arch, profile.os.glibc):
-        if platform.startswith("manylinux"):
-            argv += ["--platform", platform]
-    return argv + [f"onnxruntime=={version}" if version else "onnxruntime"]
+    platforms = [p for p in pip_platforms(profile.arch, profile.os.glibc) if p.startswith("manylinux")]
+    return pip_download_argv(
+        [f"onnxruntime=={version}" if version else "onnxruntime"],
+        dest=dest,
+        python_version=profile.os.python,
+        platforms=platforms,
+        with_dependencies=False,
+    )
 
 
 def plan_dict(profile: TargetProfile, version: str | None) -> dict[str, Any]:

@@ -19,20 +19,18 @@ from rich.table import Table
 
 from orchestrator.artifacts.store import Manifest, list_artifacts
 from orchestrator.builds import flags as flag_check
-from orchestrator.builds.cache import RemoteCache, parse_cache_url
 from orchestrator.builds.execute import execute
 from orchestrator.builds.native_runner.plan import runner_plan
 from orchestrator.builds.plan import (
     BuildOptions,
     BuildPlan,
-    check_docker_host,
     machine_resources,
     make_plan,
     parse_define,
 )
 from orchestrator.builds.queue import LOCAL
 from orchestrator.builds.reduced_ops import operator_config
-from orchestrator.builds.sources.ort import check_ort_version, parse_source
+from orchestrator.builds.sources.ort import parse_source
 from orchestrator.builds.stock import default_version, fetch_stock, plan_dict
 from orchestrator.builds.sysroots.store import find_sysroot
 from orchestrator.builds.sysroots.target import profile_for_sysroot
@@ -42,7 +40,9 @@ from orchestrator.commands import options
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.config import BuildSettings, load_config
 from orchestrator.console import PlainProgress, console, emit_json, print_whole
+from orchestrator.endpoints import RemoteCache, check_docker_host, parse_cache_url
 from orchestrator.errors import BuildError, UsageError
+from orchestrator.ort_versions import check_ort_version
 from orchestrator.targets import TargetProfile, resolve_target
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """`orch demo`: the whole job on the lab, as a newcomer runs it.
 
-It is a plain sequence of the real sub-commands (no private shortcuts), so what the
-demo shows is exactly what a user gets by typing them one by one. Every build is ONNX Runtime
+It is a plain sequence of the real sub-commands (no private shortcuts), each run as its own
+``orch`` process, so what the demo shows is exactly what a user gets by typing them one by one. Every build is ONNX Runtime
 1.21.0 (the release whose source this machine's Debian mirror serves), so each comparison measures
 one thing: stock -> default is the build environment (Debian's toolchain, orch's patch), default ->
 tuned is the flags. The boards emulate a Raspberry Pi 5 (Cortex-A76): the official 1.21.0 wheel
@@ -20,9 +20,10 @@ stock --ort-version 1.21.0` shows by itself.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from orchestrator.cli import main
+from orchestrator.adapters import process
 from orchestrator.commands import options
 from orchestrator.console import console
 from orchestrator.errors import OrchError
@@ -69,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     _ensure_demo_model(Path("models/demo_conv.onnx"))
     for number, argv in enumerate(plan, 1):
         console.rule(f"step {number}/{len(plan)}: orch {' '.join(argv)}")
-        code = main(argv)
+        # Each step is the real command in a process of its own, exactly as a user would type it.
+        code = process.run_attached([sys.executable, "-m", "orchestrator", *argv])
         if code != 0:
             raise OrchError(f"demo step {number} failed (exit code {code}): orch {' '.join(argv)}")
     console.print(f"[bold green]done.[/] report: {args.report.resolve()}")

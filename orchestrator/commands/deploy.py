@@ -15,7 +15,6 @@ from rich.table import Table
 from orchestrator.artifacts.identity import route_of
 from orchestrator.artifacts.store import Artifact, list_artifacts
 from orchestrator.board import Board
-from orchestrator.builds.sources.ort import check_ort_version
 from orchestrator.commands.options import (
     add_dry_run_option,
     add_json_option,
@@ -36,6 +35,7 @@ from orchestrator.deploy.plan import (
 )
 from orchestrator.errors import UsageError
 from orchestrator.fleet.parallel import FleetResult, Outcome, print_failures
+from orchestrator.ort_versions import check_ort_version
 from orchestrator.paths import artifacts_dir
 
 NAME = "deploy"

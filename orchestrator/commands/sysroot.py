@@ -150,7 +150,7 @@ def _stored_text(outcome: Any) -> str:
 def _pull_one(board: Board, compress: bool) -> Any:
     from orchestrator.adapters.ssh import connect
     from orchestrator.builds.sysroots.pull import pull
-    from orchestrator.deploy.board_facts import read_facts
+    from orchestrator.fleet.board_facts import read_facts
 
     with connect(board) as session:
         facts = read_facts(session, board, board.workdir)

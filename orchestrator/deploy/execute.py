@@ -55,7 +55,6 @@ from orchestrator.board import Board
 from orchestrator.board_side import read_text
 from orchestrator.builds.native_runner.plan import SONAME
 from orchestrator.console import console
-from orchestrator.deploy.board_facts import BoardFacts, cpu_problems
 from orchestrator.deploy.plan import (
     BoardPlan,
     LocalFile,
@@ -63,7 +62,6 @@ from orchestrator.deploy.plan import (
     native_files,
     plan_board,
     select_artifact,
-    sha256_file,
     stage_pairs,
     wheel_files,
 )
@@ -79,7 +77,9 @@ from orchestrator.deploy.releases import (
 )
 from orchestrator.deploy.survey import read_survey
 from orchestrator.deploy.verification import Verification, parse_verification
+from orchestrator.digests import file_sha256
 from orchestrator.errors import DeployError, RemoteError
+from orchestrator.fleet.board_facts import BoardFacts, cpu_problems
 from orchestrator.fleet.parallel import FleetResult, run_on_boards
 from orchestrator.paths import artifacts_dir
 
@@ -248,7 +248,7 @@ class _Artifacts:
                         where=str(artifacts_dir()),
                     )
                 )
-                sha = sha256_file(artifact.wheel_path)
+                sha = file_sha256(artifact.wheel_path)
                 expected = artifact.manifest.wheel_sha256
                 if expected and expected != sha:
                     raise DeployError(

@@ -9,9 +9,7 @@ the venv and install the wheel. ``--dry-run`` prints it; ``orchestrator.deploy.e
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,9 +18,10 @@ from typing import Any
 from orchestrator.artifacts.identity import describe, route_of
 from orchestrator.artifacts.store import Artifact
 from orchestrator.board import Board
-from orchestrator.deploy.board_facts import BoardFacts
 from orchestrator.deploy.releases import Layout, Listing, ReleaseInfo, make_release_id, releases_to_prune
+from orchestrator.digests import file_sha256
 from orchestrator.errors import UsageError
+from orchestrator.fleet.board_facts import BoardFacts
 
 AGENT_DIR = Path(__file__).resolve().parent.parent / "board_side"
 # What a release carries of board_side/ (under <release>/agent/): the benchmark agent and the
@@ -36,25 +35,6 @@ NATIVE_DIR = "native"
 
 # Installing unpacks wheels (and compiles .pyc): the venv needs a few times the wheels' size.
 INSTALL_SPACE_FACTOR = 4
-
-_hash_cache: dict[tuple[str, int, int], str] = {}
-_hash_lock = threading.Lock()
-
-
-def sha256_file(path: Path) -> str:
-    """sha256 of a file, remembered by (path, size, mtime): big wheels are hashed once per run."""
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    with _hash_lock:
-        if key in _hash_cache:
-            return _hash_cache[key]
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    with _hash_lock:
-        _hash_cache[key] = digest.hexdigest()
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +77,7 @@ def local_file(role: str, path: Path, name: str) -> LocalFile:
         role=role,
         name=_check_release_name(name),
         path=path,
-        sha256=sha256_file(path),
+        sha256=file_sha256(path),
         size=path.stat().st_size,
     )
 

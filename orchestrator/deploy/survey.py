@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from orchestrator.adapters.session import BoardSession
 from orchestrator.board import Board
 from orchestrator.board_side import read_text
-from orchestrator.deploy.board_facts import BoardFacts, parse_facts
 from orchestrator.deploy.releases import Layout, Listing, parse_listing
 from orchestrator.errors import RemoteError
+from orchestrator.fleet.board_facts import BoardFacts, parse_facts
 
 MARK = "--- orch releases ---"
 

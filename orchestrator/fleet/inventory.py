@@ -24,11 +24,11 @@ from typing import Any
 
 import yaml
 
+from orchestrator.adapters.ssh_config import OPTIONS as SSH_OPTIONS
+from orchestrator.adapters.ssh_config import load_ssh_config
 from orchestrator.board import Board
 from orchestrator.errors import InventoryError, TargetError, UsageError
 from orchestrator.fleet.selection import describe_inventory, select_names
-from orchestrator.fleet.ssh_config import OPTIONS as SSH_OPTIONS
-from orchestrator.fleet.ssh_config import load_ssh_config
 from orchestrator.lab_state import LAB_GROUP, lab_boards, state_path
 from orchestrator.targets import resolve_target
 from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped

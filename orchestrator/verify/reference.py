@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.adapters import process
+from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.errors import VerifyError
 from orchestrator.paths import orch_home
 
@@ -51,19 +52,7 @@ class Reference:
 
 def download_argv(version: str, dest: Path) -> list[str]:
     """pip fetching the official wheel of ``version`` for the running interpreter and machine. Pure."""
-    return [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--disable-pip-version-check",
-        "--no-input",
-        "--no-deps",
-        "--only-binary=:all:",
-        "-d",
-        str(dest),
-        f"onnxruntime=={version}",
-    ]
+    return pip_download_argv([f"onnxruntime=={version}"], dest=dest, with_dependencies=False)
 
 
 def _workstation_version() -> str | None:

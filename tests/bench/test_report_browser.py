@@ -478,7 +478,7 @@ def test_the_report_in_a_headless_browser_loads_every_plot_and_fits_the_window(
     usable = layout["client_width"]
     assert len(layout["tables"]) == 5, layout["tables"]
     for table in layout["tables"]:
-        assert 0 <= table["left"] and table["right"] <= usable, (
+        assert table["left"] >= 0 and table["right"] <= usable, (
             f"the table under {table['section']!r} spans {table['left']}..{table['right']} px,"
             f" the window shows 0..{usable} px"
         )

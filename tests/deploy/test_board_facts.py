@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.deploy.board_facts import BoardFacts, parse_facts
 from orchestrator.errors import RemoteError
+from orchestrator.fleet.board_facts import BoardFacts, parse_facts
 
 FACTS = Path(__file__).parent / "facts"
 

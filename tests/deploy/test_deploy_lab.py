@@ -26,8 +26,8 @@ from orchestrator import lab_state
 from orchestrator.adapters import ssh as remote
 from orchestrator.adapters.engine import Engine
 from orchestrator.board import Board
-from orchestrator.deploy.plan import sha256_file
 from orchestrator.deploy.releases import Layout, list_releases, read_listing
+from orchestrator.digests import file_sha256
 from orchestrator.lab.sample_models import wide_matmul, write_model, write_tiny_convnet
 
 MARKER = f"/tmp/orch-deploy-pwned-{os.getpid()}"
@@ -153,7 +153,7 @@ def test_incompatible_wheels_are_refused_before_any_byte_is_sent(
         artifact = world["make_artifact"](
             world["root"] / "bad-artifacts", bad_wheels[kind], variant=f"bad-{kind}"
         )
-        shas.add(sha256_file(artifact.wheel_path))
+        shas.add(file_sha256(artifact.wheel_path))
         result, doc = orch(
             world,
             "deploy",
@@ -217,7 +217,7 @@ def test_first_deploy_installs_and_runs_a_model_on_both_boards(world: dict[str, 
     assert link == f"releases/{State.first_release}"
     (info,) = infos
     assert info.current and info.variant == "stock" and info.ort_version == version
-    assert info.models == {"tiny.onnx": sha256_file(world["tiny"])}
+    assert info.models == {"tiny.onnx": file_sha256(world["tiny"])}
     print(f"first deploy: {doc['boards']['d1']['seconds']:.0f} s, {doc['boards']['d2']['seconds']:.0f} s")
 
 
@@ -370,7 +370,7 @@ def _wait_for_partial_upload(board_name: str, sha: str) -> None:
 
 def test_board_killed_mid_upload_keeps_the_previous_release(world: dict[str, Any]) -> None:
     assert State.first_release, "needs the first deploy"
-    big_sha = sha256_file(world["big"])
+    big_sha = file_sha256(world["big"])
     process = _start_deploy(world, "d2")
     seen: list[str] = []
     _wait_for_upload(process, "d2", seen)
@@ -421,14 +421,14 @@ def test_deploy_process_killed_mid_upload_keeps_the_previous_release(world: dict
     process = _start_deploy(world, "d1")
     seen: list[str] = []
     _wait_for_upload(process, "d1", seen)
-    _wait_for_partial_upload("lab1", sha256_file(world["big"]))
+    _wait_for_partial_upload("lab1", file_sha256(world["big"]))
     process.send_signal(signal.SIGKILL)
     process.communicate(timeout=60)
     with remote.connect(board(world, "d1")) as session:
         listing = read_listing(session, Layout(workdir=HOSTILE_WORKDIR))
         assert listing.current == State.first_release
         assert "(1, 10)" in _run_python(session, PREVIOUS_RUNS)
-        partial = _partial_uploads(session, sha256_file(world["big"]))
+        partial = _partial_uploads(session, file_sha256(world["big"]))
     assert partial and all(0 < n < world["big"].stat().st_size for n in partial), partial
 
 

@@ -8,10 +8,10 @@ import pytest
 
 from orchestrator.artifacts.store import Artifact, Manifest
 from orchestrator.board import Board
-from orchestrator.deploy.board_facts import BoardFacts
 from orchestrator.deploy.plan import BoardPlan, agent_files, local_file, model_files, plan_board, wheel_files
 from orchestrator.deploy.releases import Layout, parse_listing
 from orchestrator.errors import UsageError
+from orchestrator.fleet.board_facts import BoardFacts
 from orchestrator.lab.sample_models import write_tiny_convnet
 
 BOARD = Board(name="nano01", hostname="127.0.0.1", port=2222, python="python3")

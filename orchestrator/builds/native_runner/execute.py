@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 from orchestrator.artifacts.store import Artifact, NativeRunner, write_manifest
 from orchestrator.board_side import read_text
 from orchestrator.builds.native_runner import plan as native_runner
-from orchestrator.builds.sources.ort import DEBIAN_ORT_VERSIONS, fetch_debian_tarball, file_sha256
+from orchestrator.builds.sources.ort import DEBIAN_ORT_VERSIONS, fetch_debian_tarball
+from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from orchestrator.adapters import process
+from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR, orch_home
 
@@ -177,14 +178,6 @@ class PreparedDependencies:
         return hashlib.sha256(json.dumps(self.records, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _downloaded(directory: Path, dependency: Dependency) -> Path | None:
     if dependency.kind == "headers":
         found = sorted(
@@ -283,7 +276,7 @@ def prepare_dependencies(
                 "suite": dependency.suite,
                 "kind": dependency.kind,
                 "file": archive.name,
-                "sha256": _sha256(archive),
+                "sha256": file_sha256(archive),
             }
         else:
             record |= {"within": dependency.within, "subdir": str(dependency.subdir)}
@@ -300,7 +293,7 @@ def prepare_dependencies(
                 raise BuildError(
                     f"ORT's patch {dependency.patch} does not apply to {dependency.name}:\n{result.tail(20)}"
                 )
-            record |= {"patch": dependency.patch, "patch_sha256": _sha256(patch)}
+            record |= {"patch": dependency.patch, "patch_sha256": file_sha256(patch)}
         records.append(record)
     done.write_text(json.dumps(records, indent=2))
     return PreparedDependencies(path=tree, records=tuple(records))

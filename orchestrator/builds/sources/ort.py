@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.adapters import process
+from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError, UsageError
+from orchestrator.ort_versions import check_ort_version
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR, orch_home
 
 if TYPE_CHECKING:
@@ -73,20 +75,6 @@ class SourceTree:
     spec: SourceSpec
     source_sha256: str
     patches: tuple[dict[str, str], ...]
-
-
-_VERSION = re.compile(r"\d+\.\d+(\.\d+)?((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?")
-
-
-def check_ort_version(version: str | None) -> str | None:
-    """``--ort-version`` must be a release number (1.21.0, 1.22.0rc1): it becomes a git tag, a pip
-    requirement and part of directory names."""
-    if version is not None and not _VERSION.fullmatch(version):
-        raise UsageError(
-            f"--ort-version {version!r} is not an ONNX Runtime version",
-            hint="e.g. --ort-version 1.21.0 (see the releases of onnxruntime)",
-        )
-    return version
 
 
 def parse_source(text: str | None, *, version: str | None, suite: str | None) -> SourceSpec:
@@ -166,14 +154,6 @@ def patch_series(version: str) -> list[Path]:
     if missing:
         raise BuildError(f"{series} lists missing patches: {', '.join(missing)}")
     return [directory / name for name in names]
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def patch_records(version: str) -> tuple[dict[str, str], ...]:

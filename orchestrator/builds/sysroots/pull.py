@@ -22,7 +22,7 @@ from orchestrator.builds.sysroots import store as sysroot_store
 from orchestrator.errors import OrchError, RemoteError
 
 if TYPE_CHECKING:
-    from orchestrator.deploy.board_facts import BoardFacts
+    from orchestrator.fleet.board_facts import BoardFacts
 
 # Packing a Jetson's headers and libraries reads a few GB; an emulated board is slow at gzip.
 PACK_TIMEOUT = 1800.0
