@@ -224,7 +224,7 @@ def plan_from_args(
     args: argparse.Namespace, *, settings: tuple[bench_plan.Setting, ...] | None = None
 ) -> bench_plan.BenchPlan:
     """The BenchPlan of the command line (``settings`` given: those instead of the options' sweep)."""
-    boards = options.selected_boards(args)
+    boards = options.selected_boards(options.Selection.from_args(args))
     pin_cores = bench_plan.parse_pin_cores(args.pin_cores) if args.pin_cores else ()
     if settings is None:
         threads = bench_plan.parse_threads(joined(args.threads))

@@ -16,6 +16,7 @@ from orchestrator.artifacts.identity import route_of
 from orchestrator.artifacts.store import Artifact, list_artifacts
 from orchestrator.board import Board
 from orchestrator.commands.options import (
+    Selection,
     add_dry_run_option,
     add_json_option,
     add_selection_options,
@@ -114,7 +115,7 @@ def _size(n: float) -> str:
 def run(args: argparse.Namespace) -> int:
     _check_options(args)
     artifact = _artifact(args)
-    boards = selected_boards(args)
+    boards = selected_boards(Selection.from_args(args))
     request = _request(args, artifact)  # the local files first: a missing model is the first error
     request = dataclasses.replace(request, by_target=_chosen(args, artifact, boards))
     if not args.rollback and not request.models:

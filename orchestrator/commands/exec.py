@@ -17,7 +17,7 @@ from orchestrator.adapters.session import CommandResult
 from orchestrator.adapters.ssh import CommandTimeout, connect
 from orchestrator.board import Board
 from orchestrator.commands import options
-from orchestrator.commands.options import add_json_option, add_selection_options, selected_boards
+from orchestrator.commands.options import Selection, add_json_option, add_selection_options, selected_boards
 from orchestrator.console import console, emit_json
 from orchestrator.errors import PartialFailure, RemoteError, UsageError
 from orchestrator.fleet.parallel import FleetResult, Outcome, run_on_boards
@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
             "`orch exec` needs a command after --",
             hint="e.g. orch exec --group lab -- uname -m",
         )
-    boards = selected_boards(args)
+    boards = selected_boards(Selection.from_args(args))
     request = _Request(argv=argv, timeout=args.timeout, connect_timeout=args.connect_timeout)
     result = run_on_boards(
         boards,

@@ -13,10 +13,10 @@ from orchestrator.commands.options import (
     add_inventory_option,
     add_json_option,
     add_selection_options,
-    inventory_path,
 )
 from orchestrator.console import console, emit_json, print_table
 from orchestrator.fleet.inventory import load_inventory
+from orchestrator.paths import default_inventory_path
 
 NAME = "inventory"
 HELP = "list the boards of the inventory or show one board's resolved variables"
@@ -57,7 +57,7 @@ def board_document(board: Board) -> dict[str, Any]:
 
 def _list(args: argparse.Namespace) -> int:
 
-    inventory = load_inventory(inventory_path(args))
+    inventory = load_inventory(args.inventory or default_inventory_path())
     hosts, groups, limit = getattr(args, "host", []), getattr(args, "group", []), getattr(args, "limit", None)
     all_devices = getattr(args, "all_devices", False)
     if hosts or groups or all_devices or limit is not None:
@@ -99,7 +99,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
 
-    board = load_inventory(inventory_path(args)).board(args.name)
+    board = load_inventory(args.inventory or default_inventory_path()).board(args.name)
     document = board_document(board)
     variables = {
         key: {"value": document[key], "source": board.sources.get(key, "default")}

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.adapters.ssh import check_local_files
 from orchestrator.board import Board
 from orchestrator.fleet.inventory import load_inventory
 from orchestrator.paths import default_inventory_path
@@ -99,18 +101,40 @@ def add_dry_run_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
 
 
-def inventory_path(args: argparse.Namespace) -> Path:
-    return args.inventory or default_inventory_path()
+@dataclass(frozen=True, kw_only=True)
+class Selection:
+    """Which boards a command is for: the inventory file and --host/--group/--all-devices/--limit."""
+
+    inventory: Path | None = None
+    hosts: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    all_devices: bool = False
+    limit: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Selection:
+        """The options ``add_selection_options`` defined, as parsed."""
+        return cls(
+            inventory=args.inventory,
+            hosts=tuple(args.host),
+            groups=tuple(args.group),
+            all_devices=args.all_devices,
+            limit=args.limit,
+        )
+
+    @property
+    def inventory_path(self) -> Path:
+        return self.inventory or default_inventory_path()
 
 
-def selected_boards(args: argparse.Namespace) -> list[Board]:
-    """Load the inventory and apply --host/--group/--all-devices/--limit; selecting nothing is an error."""
-
-    from orchestrator.adapters.ssh import check_local_files
-
-    inventory = load_inventory(inventory_path(args))
+def selected_boards(selection: Selection) -> list[Board]:
+    """Load the inventory and apply the selection; selecting nothing is an error."""
+    inventory = load_inventory(selection.inventory_path)
     boards = inventory.select(
-        hosts=args.host, groups=args.group, all_devices=args.all_devices, limit=args.limit
+        hosts=list(selection.hosts),
+        groups=list(selection.groups),
+        all_devices=selection.all_devices,
+        limit=selection.limit,
     )
     check_local_files(boards)
     return boards

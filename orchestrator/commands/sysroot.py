@@ -18,7 +18,7 @@ from rich.table import Table
 
 from orchestrator.board import Board
 from orchestrator.commands import options
-from orchestrator.commands.options import add_json_option, add_selection_options, selected_boards
+from orchestrator.commands.options import Selection, add_json_option, add_selection_options, selected_boards
 from orchestrator.console import console, emit_json
 from orchestrator.errors import BuildError, UsageError
 
@@ -161,7 +161,7 @@ def _pull(args: argparse.Namespace) -> int:
     from orchestrator.builds.sysroots.pull import PullResult
     from orchestrator.fleet.parallel import print_failures, run_on_boards
 
-    boards = selected_boards(args)
+    boards = selected_boards(Selection.from_args(args))
     started = time.monotonic()
     result = run_on_boards(
         boards,

@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def plan_from_args(args: argparse.Namespace) -> verify_plan.VerifyPlan:
     return verify_plan.make_plan(
-        options.selected_boards(args),
+        options.selected_boards(options.Selection.from_args(args)),
         variants=[item for value in args.variant for item in split_list(value)],
         ort_version=args.ort_version,
         subset=args.subset,
