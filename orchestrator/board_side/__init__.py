@@ -5,7 +5,7 @@ Two ways a file here reaches a board (see README.md in this folder):
 * sent for each use: the ``*.sh`` scripts go to ``sh -s -- ARGS`` on stdin
   (``BoardSession.run_script``), ``verify_release.py`` to ``python -c``, and the pre-flight
   files into its container; they are read with ``read_text``;
-* shipped inside each release under ``<release>/agent/`` (``orchestrator.deploy.plan.AGENT_FILES``):
+* shipped inside each release under ``<release>/agent/`` (``orchestrator.deploy.release_files.AGENT_FILES``):
   the benchmark agent and this folder's README.
 """
 

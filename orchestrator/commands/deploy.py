@@ -24,16 +24,11 @@ from orchestrator.commands.options import (
     selected_boards,
 )
 from orchestrator.console import compact_table, console, emit_json, print_whole
-from orchestrator.deploy.execute import BoardReport, DeployRequest, load_artifact_dir, run_deploy
-from orchestrator.deploy.plan import (
-    BoardPlan,
-    RollbackPlan,
-    agent_files,
-    artifact_label,
-    default_model_paths,
-    model_files,
-    select_artifact,
-)
+from orchestrator.deploy.artifact_choice import artifact_label, load_artifact_dir, select_artifact
+from orchestrator.deploy.execute import DeployRequest, run_deploy
+from orchestrator.deploy.plan import BoardPlan, RollbackPlan
+from orchestrator.deploy.release_files import agent_files, default_model_paths, model_files
+from orchestrator.deploy.report import BoardReport
 from orchestrator.errors import UsageError
 from orchestrator.fleet.parallel import FleetResult, Outcome, print_failures
 from orchestrator.ort_versions import check_ort_version
@@ -290,7 +285,7 @@ def _print_plan(board: str, plan: BoardPlan | RollbackPlan) -> None:
         console.print(f"  send {escape(item.name)} ({_size(item.size)})")
     console.print(f"  already there: {len(plan.already_there)} file(s)")
     if plan.already_verified:
-        when = (plan.verified or {}).get("verified_at") or "an earlier deploy"
+        when = (plan.verified.verified_at if plan.verified else None) or "an earlier deploy"
         console.print(
             f"  already current, verified (at {escape(str(when))}): nothing to do"
             " (--verify verifies it again)"

@@ -1,176 +1,69 @@
 """The deploy plan: what one board gets, computed without touching it. Pure.
 
-Inputs are what the workstation knows (artifact, wheel, dependency wheels, models, agent
-files, all hashed) and what was read from the board (its facts, its store, its releases).
-The output, a ``BoardPlan``, holds every file with its sha256, what must be sent and what
-is already there, the release id, the on-board paths and the exact argv lists that create
-the venv and install the wheel. ``--dry-run`` prints it; ``orchestrator.deploy.execute`` executes it.
+Inputs are what the workstation knows (``ReleaseFiles``: artifact, wheel, dependency wheels,
+models, agent files, all hashed) and what was read from the board (``Survey``: its facts, its
+store, its releases). The output, a ``BoardPlan``, holds every file with its sha256, what must be
+sent and what is already there, the release id, the on-board paths and the exact argv lists that
+create the venv and install the wheel. ``--dry-run`` prints it; ``orchestrator.deploy.execute``
+executes it.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from orchestrator.artifacts.identity import describe, route_of
 from orchestrator.artifacts.store import Artifact
 from orchestrator.board import Board
-from orchestrator.deploy.releases import Layout, Listing, ReleaseInfo, make_release_id, releases_to_prune
-from orchestrator.digests import file_sha256
+from orchestrator.deploy.release_files import LocalFile, ReleaseFiles
+from orchestrator.deploy.releases import (
+    Listing,
+    ReleaseInfo,
+    VerifiedRecord,
+    layout_for,
+    make_release_id,
+    releases_to_prune,
+)
+from orchestrator.deploy.survey import Survey
 from orchestrator.errors import UsageError
 from orchestrator.fleet.board_facts import BoardFacts
-
-AGENT_DIR = Path(__file__).resolve().parent.parent / "board_side"
-# What a release carries of board_side/ (under <release>/agent/): the benchmark agent and the
-# folder's README. The other files there are sent for each use (on stdin, as `python -c`) and
-# stay out, so adding one does not change what a release holds.
-AGENT_FILES = ("bench_agent.py", "README.md")
-
-# Where a release keeps the native runner and (in lib/) links to ORT's C library: one directory a
-# product can take off the board as it is.
-NATIVE_DIR = "native"
 
 # Installing unpacks wheels (and compiles .pyc): the venv needs a few times the wheels' size.
 INSTALL_SPACE_FACTOR = 4
 
 
-@dataclass(frozen=True, kw_only=True)
-class LocalFile:
-    """A workstation file that ends up in a release, under ``name`` (relative to the release dir)."""
+class NativeDocument(TypedDict):
+    """release.json's ``native``: where the runner is, what it links, their sizes (the footprint)."""
 
-    role: str  # "wheel" | "dependency" | "model" | "agent" | "runner"
-    name: str
-    path: Path
-    sha256: str
-    size: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "role": self.role,
-            "name": self.name,
-            "path": str(self.path),
-            "sha256": self.sha256,
-            "size": self.size,
-        }
+    runner: str
+    runner_sha256: str
+    runner_size: int
+    library: str
+    library_size: int | None
+    ort_version: str | None
 
 
-def _check_release_name(name: str) -> str:
-    parts = name.split("/")
-    if (
-        not name
-        or name.startswith("/")
-        or any(p in ("", ".", "..") for p in parts)
-        or any(c in name for c in "\n\r\0")
-    ):
-        raise UsageError(f"file name {name!r} cannot be used inside a release")
-    return name
+class _ReleaseDocumentFields(TypedDict):
+    id: str
+    variant: str
+    target: str
+    ort_version: str
+    wheel: str
+    wheel_sha256: str
+    models: dict[str, str]  # "<name>.onnx" -> sha256
+    dependencies: dict[str, str]  # wheel file name -> sha256
+    agent: dict[str, str]  # file name -> sha256
+    python_version: str
+    created: str
+    manifest: dict[str, Any]  # the artifact's manifest.json, as it is
 
 
-def local_file(role: str, path: Path, name: str) -> LocalFile:
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"{role} file not found: {path}")
-    return LocalFile(
-        role=role,
-        name=_check_release_name(name),
-        path=path,
-        sha256=file_sha256(path),
-        size=path.stat().st_size,
-    )
+class ReleaseDocument(_ReleaseDocumentFields, total=False):
+    """A release's ``release.json``, written last on the board (a release without it is never used)."""
 
-
-def artifact_label(artifact: Artifact) -> str:
-    """``stock 1.21.0 official``: the variant, ORT release and route of an artifact."""
-    return describe(artifact.variant, artifact.ort_version, route_of(artifact.manifest.to_json()))
-
-
-def select_artifact(
-    artifacts: Sequence[Artifact], *, target: str, variant: str | None, ort_version: str | None, where: str
-) -> Artifact:
-    """The one artifact a deploy to a ``target`` board uses: pre-flighted, of the variant and ORT
-    version asked for. Several matches are refused with the list, never settled by build time:
-    which release a board runs must not depend on what was built last. ``where`` names the
-    artifacts directory in messages."""
-    good = [a for a in artifacts if a.target == target and a.manifest.preflight_ok]
-    matching = [
-        a
-        for a in good
-        if (variant is None or a.variant == variant) and (ort_version is None or a.ort_version == ort_version)
-    ]
-    asked = " ".join(
-        part
-        for part in (
-            f"--variant {variant}" if variant else "",
-            f"--ort-version {ort_version}" if ort_version else "",
-        )
-        if part
-    )
-    if len(matching) == 1:
-        return matching[0]
-    if not matching:
-        what = f"target '{target}'" + (f", {asked}" if asked else "")
-        present = "; ".join(f"{artifact_label(a)} ({a.directory})" for a in good)
-        raise UsageError(
-            f"no pre-flighted artifact for {what} in {where}"
-            + (f" (there are: {present})" if present else ""),
-            hint=f"build one first: orch build --target {target}"
-            + (f" --variant {variant}" if variant else "")
-            + (f" --ort-version {ort_version}" if ort_version else ""),
-        )
-    listed = "; ".join(f"{artifact_label(a)} ({a.directory})" for a in matching)
-    variants = sorted({a.variant for a in matching})
-    versions = sorted({a.ort_version for a in matching})
-    choose = []
-    if len(variants) > 1:
-        choose.append(f"--variant ({' or '.join(variants)})")
-    if len(versions) > 1:
-        choose.append(f"--ort-version ({' or '.join(versions)})")
-    raise UsageError(
-        f"{len(matching)} artifacts match target '{target}'"
-        + (f" with {asked}" if asked else "")
-        + f": {listed}; which one to deploy is not guessed",
-        hint=f"choose with {' and '.join(choose) or '--artifact DIR'}, or give --artifact DIR",
-    )
-
-
-def default_model_paths(directory: Path = Path("models")) -> list[Path]:
-    """The project's models: ``./models/*.onnx``."""
-    return sorted(directory.glob("*.onnx")) if directory.is_dir() else []
-
-
-def model_files(paths: Sequence[Path]) -> list[LocalFile]:
-    """Models as release files ``models/<name>.onnx``; two models with the same file name are refused."""
-    files: dict[str, LocalFile] = {}
-    for path in paths:
-        path = Path(path)
-        if not path.is_file():
-            raise UsageError(f"model not found: {path}")
-        if path.suffix != ".onnx":
-            raise UsageError(f"{path}: a model must be an .onnx file")
-        if path.name in files:
-            raise UsageError(
-                f"two models are both named {path.name} ({files[path.name].path} and {path}); rename one"
-            )
-        files[path.name] = local_file("model", path, f"models/{path.name}")
-    return list(files.values())
-
-
-def agent_files(directory: Path = AGENT_DIR, names: Sequence[str] = AGENT_FILES) -> list[LocalFile]:
-    """The release's agent files (``AGENT_FILES`` of ``directory``), as ``agent/<name>``."""
-    return [local_file("agent", directory / name, f"agent/{name}") for name in names]
-
-
-def wheel_files(wheel: Path, dependencies: Iterable[Path]) -> list[LocalFile]:
-    files = [local_file("wheel", wheel, f"wheels/{wheel.name}")]
-    seen = {wheel.name}
-    for dep in dependencies:
-        if dep.name not in seen:
-            seen.add(dep.name)
-            files.append(local_file("dependency", dep, f"wheels/{dep.name}"))
-    return files
+    native: NativeDocument  # only when the artifact has a native runner
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,13 +84,13 @@ class BoardPlan:
     current: str | None  # the board's current release before this deploy
     venv_argv: tuple[str, ...]
     install_argv: tuple[str, ...]
-    release_document: dict[str, Any]
+    release_document: ReleaseDocument
     prune: tuple[str, ...]  # releases the deploy will delete afterwards (--keep)
     free_bytes: int | None
     space_needed: int
     facts: BoardFacts  # what was read from the board
     # The board's record of this release's passed verification (verified.json), if it has one.
-    verified: dict[str, Any] | None = None
+    verified: VerifiedRecord | None = None
 
     @property
     def bytes_to_send(self) -> int:
@@ -229,7 +122,7 @@ class BoardPlan:
             "release_exists": self.release_exists,
             "unchanged": self.unchanged,
             "already_verified": self.already_verified,
-            "verified": self.verified,
+            "verified": self.verified.document if self.verified else None,
             "reuse_from": self.reuse_from,
             "files": [f.as_dict() for f in self.files],
             "send": [f.as_dict() for f in self.to_send],
@@ -256,51 +149,91 @@ class RollbackPlan:
         return {"rollback_from": self.rollback_from, "rollback_to": self.rollback_to}
 
 
-def plan_board(
-    *,
-    board: Board,
-    facts: BoardFacts,
-    layout: Layout,
-    artifact: Artifact,
-    wheels: Sequence[LocalFile],
-    models: Sequence[LocalFile],
-    agent: Sequence[LocalFile],
-    store: Iterable[str],
-    listing: Listing,
-    keep: int,
-    created: str,
-    native: Sequence[LocalFile] = (),
-) -> BoardPlan:
-    """The plan for one board. ``store`` = sha256 names already in its store, ``listing`` = its releases.
-    ``native`` = the artifact's native runner (``native_files``), when it has one."""
-    files = (*wheels, *models, *agent, *native)
+def plan_board(board: Board, survey: Survey, files: ReleaseFiles, *, keep: int, created: str) -> BoardPlan:
+    """The plan for one board: ``survey`` is what was read from it (facts, store, releases),
+    ``files`` what the workstation puts in the release; ``keep`` is --keep."""
+    layout = layout_for(board)
+    facts, listing = survey.facts, survey.listing
+    release = _checked_names(files.all)
+    release_id = make_release_id(
+        files.artifact.variant,
+        files.artifact.ort_version,
+        [f"{f.role}:{f.name}:{f.sha256}" for f in release]
+        + [f"target:{files.artifact.target}", f"python:{facts.python_short}"],
+    )
+    release_dir = layout.release(release_id)
+    to_send, already = _split_by_store(release, listing.store)
+    existing = listing.get(release_id)
+    document = _release_document(release_id, files.artifact, release, facts=facts, created=created)
+    reuse_from = None if existing is not None else _same_wheels(listing, document)
+    new_release = ReleaseInfo(
+        id=release_id,
+        variant=files.artifact.variant,
+        target=files.artifact.target,
+        ort_version=files.artifact.ort_version,
+        path=release_dir,
+        python=layout.python(release_id),
+        last_used="9999",
+    )
+    installs = existing is None and reuse_from is None
+    return BoardPlan(
+        board=board.name,
+        address=board.address,
+        workdir=layout.workdir,
+        release_id=release_id,
+        release_dir=release_dir,
+        python=layout.python(release_id),
+        files=release,
+        to_send=to_send,
+        already_there=already,
+        release_exists=existing is not None,
+        reuse_from=reuse_from,
+        current=listing.current,
+        venv_argv=(board.python, "-m", "venv", "--without-pip", posixpath.join(release_dir, "venv")),
+        install_argv=_install_argv(release_dir, release, files.wheels),
+        release_document=document,
+        prune=tuple(releases_to_prune(_listing_after(listing, new_release), keep=keep)),
+        free_bytes=facts.free_bytes,
+        space_needed=sum(f.size for f in to_send)
+        + (INSTALL_SPACE_FACTOR * sum(f.size for f in files.wheels) if installs else 0),
+        facts=facts,
+        verified=existing.verified if existing is not None else None,
+    )
+
+
+def _checked_names(files: tuple[LocalFile, ...]) -> tuple[LocalFile, ...]:
+    """The release's files, refused when two would land on the same path."""
     names = [f.name for f in files]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise UsageError(f"two files would land on the same path in the release: {', '.join(duplicates)}")
-    wheel = next(f for f in files if f.role == "wheel")
-    content = [f"{f.role}:{f.name}:{f.sha256}" for f in files]
-    content += [f"target:{artifact.target}", f"python:{facts.python_short}"]
-    release_id = make_release_id(artifact.variant, artifact.ort_version, content)
-    release_dir = layout.release(release_id)
+    return files
 
+
+def _split_by_store(
+    files: Sequence[LocalFile], store: Collection[str]
+) -> tuple[tuple[LocalFile, ...], tuple[LocalFile, ...]]:
+    """Unique contents (by sha256) the board's store lacks, and those it has."""
     present = set(store)
     unique: dict[str, LocalFile] = {}
     for f in files:
         unique.setdefault(f.sha256, f)
     to_send = tuple(f for sha, f in unique.items() if sha not in present)
     already = tuple(f for sha, f in unique.items() if sha in present)
-    existing = listing.get(release_id)
-    release_exists = existing is not None
+    return to_send, already
 
+
+def _install_argv(
+    release_dir: str, files: Sequence[LocalFile], wheels: Sequence[LocalFile]
+) -> tuple[str, ...]:
+    """pip install of the wheel from the release's wheels/, offline, into the release's venv."""
+    wheel = next(f for f in files if f.role == "wheel")
     pip_wheel = next((f for f in wheels if f.role == "dependency" and f.name.startswith("wheels/pip-")), None)
-    python = layout.python(release_id)
-    venv_argv = (board.python, "-m", "venv", "--without-pip", posixpath.join(release_dir, "venv"))
     # pip runs straight from its wheel (a zip on sys.path): the board needs no pip of its own. It runs
     # inside the release directory with relative paths because pip parses a requirement that is a
     # path as text: a workdir with spaces or quotes would be misread as a requirement specifier.
     pip = (f"{pip_wheel.name}/pip",) if pip_wheel else ("-m", "pip")
-    install_argv = (
+    return (
         "sh",
         "-c",
         'cd -- "$1" && shift && exec "$@"',
@@ -320,111 +253,78 @@ def plan_board(
         "--no-compile",
         wheel.name,
     )
-    document = {
-        "id": release_id,
-        "variant": artifact.variant,
-        "target": artifact.target,
-        "ort_version": artifact.ort_version,
-        "wheel": wheel.name.removeprefix("wheels/"),
-        "wheel_sha256": wheel.sha256,
-        "models": {f.name.removeprefix("models/"): f.sha256 for f in files if f.role == "model"},
-        "dependencies": {f.name.removeprefix("wheels/"): f.sha256 for f in files if f.role == "dependency"},
-        "agent": {f.name.removeprefix("agent/"): f.sha256 for f in files if f.role == "agent"},
-        **_native_document(artifact, files),
-        "python_version": facts.python_version,
-        "created": created,
-        "manifest": artifact.manifest.to_json(),
-    }
-    # What --keep will delete once the new release is current.
-    # The release current until now is the rollback target: it counts as the most recently used.
-    after = Listing(
-        workdir_abs=listing.workdir_abs,
-        current=release_id,
-        releases=(
-            *[
-                replace(r, last_used="9998") if r.id == listing.current else r
-                for r in listing.releases
-                if r.id != release_id
-            ],
-            ReleaseInfo(
-                id=release_id,
-                variant=artifact.variant,
-                target=artifact.target,
-                ort_version=artifact.ort_version,
-                path=release_dir,
-                python=python,
-                last_used="9999",
-            ),
-        ),
-        incomplete=tuple(i for i in listing.incomplete if i != release_id),
+
+
+def _by_role(files: Sequence[LocalFile], role: str, prefix: str) -> dict[str, str]:
+    return {f.name.removeprefix(prefix): f.sha256 for f in files if f.role == role}
+
+
+def _release_document(
+    release_id: str, artifact: Artifact, files: Sequence[LocalFile], *, facts: BoardFacts, created: str
+) -> ReleaseDocument:
+    wheel = next(f for f in files if f.role == "wheel")
+    document = ReleaseDocument(
+        id=release_id,
+        variant=artifact.variant,
+        target=artifact.target,
+        ort_version=artifact.ort_version,
+        wheel=wheel.name.removeprefix("wheels/"),
+        wheel_sha256=wheel.sha256,
+        models=_by_role(files, "model", "models/"),
+        dependencies=_by_role(files, "dependency", "wheels/"),
+        agent=_by_role(files, "agent", "agent/"),
+        python_version=facts.python_version,
+        created=created,
+        manifest=artifact.manifest.to_json(),
     )
-    reuse_from = None if release_exists else _same_wheels(listing, document)
-    wheel_bytes = sum(f.size for f in wheels)
-    install_space = 0 if release_exists or reuse_from else INSTALL_SPACE_FACTOR * wheel_bytes
-    space = sum(f.size for f in to_send) + install_space
-    return BoardPlan(
-        board=board.name,
-        address=board.address,
-        workdir=layout.workdir,
-        release_id=release_id,
-        release_dir=release_dir,
-        python=python,
-        files=files,
-        to_send=to_send,
-        already_there=already,
-        release_exists=release_exists,
-        reuse_from=reuse_from,
-        current=listing.current,
-        venv_argv=venv_argv,
-        install_argv=install_argv,
-        release_document=document,
-        prune=tuple(releases_to_prune(after, keep=keep)),
-        free_bytes=facts.free_bytes,
-        space_needed=space,
-        facts=facts,
-        verified=existing.verified if existing is not None else None,
-    )
+    native = _native_document(artifact, files)
+    if native is not None:
+        document["native"] = native
+    return document
 
 
-def native_files(artifact: Artifact) -> list[LocalFile]:
-    """The artifact's native runner as ``native/orch-runner`` (none when the build made no runner)."""
-    path = artifact.runner_path
-    return [local_file("runner", path, f"{NATIVE_DIR}/{path.name}")] if path else []
-
-
-def _native_document(artifact: Artifact, files: Sequence[LocalFile]) -> dict[str, Any]:
+def _native_document(artifact: Artifact, files: Sequence[LocalFile]) -> NativeDocument | None:
     """release.json's ``native``: where the runner is, what it links, their sizes (the footprint)."""
     runner = next((f for f in files if f.role == "runner"), None)
     record = artifact.manifest.native_runner
     if runner is None or record is None or not record.library:
-        return {}
-    return {
-        "native": {
-            "runner": runner.name,
-            "runner_sha256": runner.sha256,
-            "runner_size": runner.size,
-            "library": posixpath.basename(record.library),
-            "library_size": record.library_size,
-            "ort_version": record.ort_version,
-        }
-    }
+        return None
+    return NativeDocument(
+        runner=runner.name,
+        runner_sha256=runner.sha256,
+        runner_size=runner.size,
+        library=posixpath.basename(record.library),
+        library_size=record.library_size,
+        ort_version=record.ort_version,
+    )
 
 
-def _same_wheels(listing: Listing, document: dict[str, Any]) -> str | None:
+def _listing_after(listing: Listing, new_release: ReleaseInfo) -> Listing:
+    """The board's releases once ``new_release`` is current: what --keep counts to prune. The
+    release current until now is the rollback target: it counts as the most recently used."""
+    return Listing(
+        workdir_abs=listing.workdir_abs,
+        current=new_release.id,
+        releases=(
+            *[
+                replace(r, last_used="9998") if r.id == listing.current else r
+                for r in listing.releases
+                if r.id != new_release.id
+            ],
+            new_release,
+        ),
+        incomplete=tuple(i for i in listing.incomplete if i != new_release.id),
+    )
+
+
+def _same_wheels(listing: Listing, document: ReleaseDocument) -> str | None:
     """A complete release whose installed packages are exactly what this one would install.
 
     Only the models or the agent changed: copying its site-packages as hard links gives the
     same result as running pip again, in a second instead of minutes on a small board."""
-    keys = ("wheel_sha256", "dependencies", "python_version")
+    wanted = (document["wheel_sha256"], document["dependencies"], document["python_version"])
     for release in reversed(listing.releases):  # most recently used first
-        if all(release.document.get(k) == document[k] for k in keys):
+        found = release.document
+        if (found.get("wheel_sha256"), found.get("dependencies"), found.get("python_version")) == wanted:
             return release.id
     return None
-
-
-def stage_pairs(plan: BoardPlan) -> list[str]:
-    """Flat ``name sha256 name sha256 ...`` args for the staging script (release path <- store blob)."""
-    args: list[str] = []
-    for f in plan.files:
-        args += [f.name, f.sha256]
-    return args

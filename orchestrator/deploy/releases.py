@@ -97,6 +97,16 @@ def make_release_id(variant: str, ort_version: str, content: Iterable[str]) -> s
 
 
 @dataclass(frozen=True, kw_only=True)
+class VerifiedRecord:
+    """A release's ``verified.json``: the verification that passed on this board once the release
+    was current (a release's content never changes, so it stays true until the board itself changes)."""
+
+    release: str
+    verified_at: str | None  # when it ran (UTC, ISO 8601)
+    document: dict[str, Any]  # the record as the board keeps it (its ``verification`` is parsed when used)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReleaseInfo:
     id: str
     variant: str
@@ -108,10 +118,8 @@ class ReleaseInfo:
     created: str = ""
     current: bool = False
     last_used: str = ""  # last time `current` was switched to it ("" when never)
-    document: dict[str, Any] = field(default_factory=dict, compare=False)
-    # verified.json: the verification that passed on this board once the release was current
-    # (a release's content never changes, so it stays true until the board itself changes).
-    verified: dict[str, Any] | None = field(default=None, compare=False)
+    document: dict[str, Any] = field(default_factory=dict, compare=False)  # its release.json
+    verified: VerifiedRecord | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -150,68 +158,94 @@ def recency(release: ReleaseInfo) -> tuple[str, str, str]:
 
 def parse_listing(text: str) -> Listing:
     """Pure: list_releases.sh's output -> Listing."""
-    workdir_abs = ""
-    current: str | None = None
-    last_used: dict[str, str] = {}
-    documents: dict[str, dict[str, Any]] = {}
-    verified: dict[str, dict[str, Any]] = {}
-    incomplete: list[str] = []
-    store: set[str] = set()
+    lines = _ListingLines()
     for line in text.splitlines():
         kind, _, rest = line.partition("\t")
+        lines.add(kind, rest)
+    return lines.listing()
+
+
+class _ListingLines:
+    """list_releases.sh's lines (``<kind>\\t<rest>``), gathered by kind."""
+
+    def __init__(self) -> None:
+        self.workdir_abs = ""
+        self.current: str | None = None
+        self.last_used: dict[str, str] = {}
+        self.documents: dict[str, dict[str, Any]] = {}
+        self.verified: dict[str, VerifiedRecord] = {}
+        self.incomplete: list[str] = []
+        self.store: set[str] = set()
+
+    def add(self, kind: str, rest: str) -> None:
         if kind == "workdir":
-            workdir_abs = rest
+            self.workdir_abs = rest
         elif kind == "current":
-            current = posixpath.basename(rest.rstrip("/")) or None
+            self.current = posixpath.basename(rest.rstrip("/")) or None
         elif kind == "history":
             when, _, release_id = rest.partition(" ")
             if release_id:
-                last_used[release_id] = when
+                self.last_used[release_id] = when
         elif kind == "release":
-            release_id, _, document = rest.partition("\t")
-            try:
-                documents[release_id] = json.loads(document)
-            except json.JSONDecodeError:
-                incomplete.append(release_id)  # a damaged release.json is as good as none
+            self._release(*_split_document(rest))
         elif kind == "verified":
-            release_id, _, document = rest.partition("\t")
-            try:
-                record = json.loads(document)
-            except json.JSONDecodeError:
-                continue  # a damaged record proves nothing: the release is verified again
-            if isinstance(record, dict) and record.get("release") == release_id:
-                verified[release_id] = record
+            self._verified(*_split_document(rest))
         elif kind == "incomplete":
-            incomplete.append(rest)
+            self.incomplete.append(rest)
         elif kind == "blob" and _SHA256.match(rest):
-            store.add(rest)
-    releases = []
-    for release_id, doc in documents.items():
-        path = posixpath.join(workdir_abs, "releases", release_id)
-        releases.append(
-            ReleaseInfo(
-                id=release_id,
-                variant=str(doc.get("variant", "")),
-                target=str(doc.get("target", "")),
-                ort_version=str(doc.get("ort_version", "")),
-                path=path,
-                python=posixpath.join(path, "venv", "bin", "python"),
-                models=dict(doc.get("models", {})),
-                created=str(doc.get("created", "")),
-                current=release_id == current,
-                last_used=last_used.get(release_id, ""),
-                document=doc,
-                verified=verified.get(release_id),
+            self.store.add(rest)
+
+    def _release(self, release_id: str, document: str) -> None:
+        try:
+            self.documents[release_id] = json.loads(document)
+        except json.JSONDecodeError:
+            self.incomplete.append(release_id)  # a damaged release.json is as good as none
+
+    def _verified(self, release_id: str, document: str) -> None:
+        try:
+            record = json.loads(document)
+        except json.JSONDecodeError:
+            return  # a damaged record proves nothing: the release is verified again
+        if isinstance(record, dict) and record.get("release") == release_id:
+            when = record.get("verified_at")
+            self.verified[release_id] = VerifiedRecord(
+                release=release_id, verified_at=str(when) if when else None, document=record
             )
+
+    def _release_info(self, release_id: str, doc: dict[str, Any]) -> ReleaseInfo:
+        path = posixpath.join(self.workdir_abs, "releases", release_id)
+        return ReleaseInfo(
+            id=release_id,
+            variant=str(doc.get("variant", "")),
+            target=str(doc.get("target", "")),
+            ort_version=str(doc.get("ort_version", "")),
+            path=path,
+            python=posixpath.join(path, "venv", "bin", "python"),
+            models=dict(doc.get("models", {})),
+            created=str(doc.get("created", "")),
+            current=release_id == self.current,
+            last_used=self.last_used.get(release_id, ""),
+            document=doc,
+            verified=self.verified.get(release_id),
         )
-    releases.sort(key=recency)
-    return Listing(
-        workdir_abs=workdir_abs,
-        current=current,
-        releases=tuple(releases),
-        incomplete=tuple(incomplete),
-        store=frozenset(store),
-    )
+
+    def listing(self) -> Listing:
+        releases = sorted(
+            (self._release_info(release_id, doc) for release_id, doc in self.documents.items()), key=recency
+        )
+        return Listing(
+            workdir_abs=self.workdir_abs,
+            current=self.current,
+            releases=tuple(releases),
+            incomplete=tuple(self.incomplete),
+            store=frozenset(self.store),
+        )
+
+
+def _split_document(rest: str) -> tuple[str, str]:
+    """``<release id>\\t<JSON>``."""
+    release_id, _, document = rest.partition("\t")
+    return release_id, document
 
 
 def read_listing(session: BoardSession, layout: Layout) -> Listing:

@@ -102,7 +102,7 @@ def bad_wheels(stock_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> d
         root / "python" / f"onnxruntime-{version}-cp310-cp310-{LAB_PLATFORM}.whl",
         only_shared_objects=True,
     )
-    import onnxruntime
+    import onnxruntime  # noqa: PLC0415 -- heavy, and only this fixture needs it
 
     capi = Path(onnxruntime.__file__).parent / "capi"
     x86 = {f"onnxruntime/capi/{p.name}": p.read_bytes() for p in sorted(capi.glob("*.so*"))}

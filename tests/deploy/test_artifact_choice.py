@@ -4,6 +4,8 @@ default release: the one the build plan builds for the target."""
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
 import socket
 from collections.abc import Callable
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from orchestrator.artifacts.store import (
     Artifact,
@@ -21,10 +24,16 @@ from orchestrator.artifacts.store import (
     list_artifacts,
     write_manifest,
 )
+from orchestrator.board import Board
 from orchestrator.builds.sources import ort as sources
 from orchestrator.builds.stock import default_version
-from orchestrator.deploy.plan import artifact_label, select_artifact
+from orchestrator.commands.deploy import _table
+from orchestrator.console import print_whole
+from orchestrator.deploy.artifact_choice import artifact_label, select_artifact
+from orchestrator.deploy.report import BoardReport
+from orchestrator.deploy.verification import Verification
 from orchestrator.errors import UsageError
+from orchestrator.fleet.parallel import FleetResult, Outcome
 from orchestrator.lab.sample_models import write_tiny_convnet
 from orchestrator.targets import resolve_target
 
@@ -164,18 +173,6 @@ def test_the_stock_baseline_defaults_to_the_release_the_build_plan_builds(
 def test_the_deploy_table_keeps_release_ids_and_versions_whole(width: int) -> None:
     # At 80 columns (any log) the release id was cut to "stock-1.2…": here it must stay whole, with
     # the verified version, however the other cells wrap; at 60 the table is printed stacked.
-    import argparse
-    import io
-
-    from rich.console import Console
-
-    from orchestrator.board import Board
-    from orchestrator.commands.deploy import _table
-    from orchestrator.console import print_whole
-    from orchestrator.deploy.execute import BoardReport
-    from orchestrator.deploy.verification import Verification
-    from orchestrator.fleet.parallel import FleetResult, Outcome
-
     outcomes = {}
     for name in ("rpi4-livingroom-01", "nano01"):
         report = BoardReport(

@@ -20,7 +20,7 @@ import pytest
 
 from orchestrator.board_side import read_text
 from orchestrator.builds.sources import ort as sources
-from orchestrator.deploy.plan import AGENT_DIR, AGENT_FILES
+from orchestrator.deploy.release_files import AGENT_DIR, AGENT_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchestrator"

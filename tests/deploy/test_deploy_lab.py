@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from orchestrator.adapters.engine import Engine
 from orchestrator.board import Board
 from orchestrator.deploy.releases import Layout, list_releases, read_listing
 from orchestrator.digests import file_sha256
+from orchestrator.fleet.inventory import load_inventory
 from orchestrator.lab.sample_models import wide_matmul, write_model, write_tiny_convnet
 
 MARKER = f"/tmp/orch-deploy-pwned-{os.getpid()}"
@@ -75,8 +77,6 @@ def world(
 
 
 def closed_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -110,8 +110,6 @@ def write_inventory(world: dict[str, Any]) -> None:
 
 
 def board(world: dict[str, Any], name: str) -> Board:
-    from orchestrator.fleet.inventory import load_inventory
-
     return load_inventory(world["inventory"]).board(name)
 
 

@@ -1,17 +1,26 @@
-"""deploy_plan: what a board gets, decided from the workstation's files and what the board has."""
+"""The deploy plan: what a board gets, decided from the workstation's files and what the board has."""
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from orchestrator.artifacts.store import Artifact, Manifest
 from orchestrator.board import Board
-from orchestrator.deploy.plan import BoardPlan, agent_files, local_file, model_files, plan_board, wheel_files
-from orchestrator.deploy.releases import Layout, parse_listing
+from orchestrator.commands.deploy import _board_json, _print_plan, _sent
+from orchestrator.console import console
+from orchestrator.deploy.plan import BoardPlan, RollbackPlan, plan_board
+from orchestrator.deploy.release_files import ReleaseFiles, agent_files, local_file, model_files, wheel_files
+from orchestrator.deploy.releases import parse_listing
+from orchestrator.deploy.report import BoardReport
+from orchestrator.deploy.survey import Survey
 from orchestrator.errors import UsageError
 from orchestrator.fleet.board_facts import BoardFacts
+from orchestrator.fleet.parallel import Outcome
 from orchestrator.lab.sample_models import write_tiny_convnet
 
 BOARD = Board(name="nano01", hostname="127.0.0.1", port=2222, python="python3")
@@ -56,19 +65,14 @@ def plan(
     keep: int = 3,
     models: list | None = None,
 ) -> BoardPlan:
-    return plan_board(
-        board=BOARD,
-        facts=FACTS,
-        layout=Layout(workdir="orch"),
+    release = ReleaseFiles(
         artifact=files["artifact"],
         wheels=files["wheels"],
         models=files["models"] if models is None else models,
         agent=files["agent"],
-        store=store,
-        listing=parse_listing(listing),
-        keep=keep,
-        created="now",
     )
+    survey = Survey(facts=FACTS, listing=replace(parse_listing(listing), store=frozenset(store)))
+    return plan_board(BOARD, survey, release, keep=keep, created="now")
 
 
 def test_first_deploy_sends_everything_once(files: dict[str, object]) -> None:
@@ -126,8 +130,6 @@ def test_identical_files_are_sent_once(files: dict[str, object]) -> None:
 def test_existing_release_and_package_reuse(files: dict[str, object]) -> None:
     first = plan(files)
     doc = first.release_document
-    import json
-
     listing = (
         f"workdir\t/root/orch\ncurrent\treleases/{first.release_id}\n"
         f"release\t{first.release_id}\t{json.dumps(doc)}\n"
@@ -140,8 +142,6 @@ def test_existing_release_and_package_reuse(files: dict[str, object]) -> None:
 
 
 def test_prune_forecast_keeps_the_new_release(files: dict[str, object]) -> None:
-    import json
-
     lines = ["workdir\t/root/orch", "current\treleases/a-1-aaaaaaaa"]
     for i, rid in enumerate(["a-1-aaaaaaaa", "b-1-bbbbbbbb"]):
         lines.append(f"release\t{rid}\t{json.dumps({'created': f'2026-01-0{i + 1}'})}")
@@ -154,12 +154,12 @@ def test_bad_models_are_usage_errors(tmp_path: Path) -> None:
         model_files([tmp_path / "nope.onnx"])
     text = tmp_path / "notes.txt"
     text.write_text("x")
-    with pytest.raises(UsageError, match="must be an .onnx file"):
+    with pytest.raises(UsageError, match=re.escape("must be an .onnx file")):
         model_files([text])
     a, b = tmp_path / "a" / "m.onnx", tmp_path / "b" / "m.onnx"
     for path in (a, b):
         write_tiny_convnet(path)
-    with pytest.raises(UsageError, match="two models are both named m.onnx"):
+    with pytest.raises(UsageError, match=re.escape("two models are both named m.onnx")):
         model_files([a, b])
     with pytest.raises(UsageError, match="cannot be used inside a release"):
         local_file("model", a, "../escape.onnx")
@@ -177,12 +177,6 @@ def test_agent_files_refuse_a_missing_file(tmp_path: Path) -> None:
 
 
 def test_dry_run_output_reads_the_typed_plans(files: dict[str, object]) -> None:
-    from orchestrator.commands.deploy import _board_json, _print_plan, _sent
-    from orchestrator.console import console
-    from orchestrator.deploy.execute import BoardReport
-    from orchestrator.deploy.plan import RollbackPlan
-    from orchestrator.fleet.parallel import Outcome
-
     p = plan(files)
     report = BoardReport(
         board="nano01", action="planned", release_id=p.release_id, previous=None, python="py", plan=p

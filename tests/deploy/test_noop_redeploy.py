@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from test_deploy_plan import files, plan  # noqa: F401 -- the plan tests' fixture and helper
 
-from orchestrator.deploy.execute import recorded_verification
+from orchestrator.commands.deploy import _print_plan
+from orchestrator.deploy.board_steps import recorded_verification
 from orchestrator.deploy.survey import MARK, parse_survey, survey_script
 from orchestrator.errors import RemoteError
 
@@ -63,7 +64,7 @@ def test_one_script_reads_facts_releases_and_verification_records(tmp_path: Path
     assert listing.store == frozenset({"a" * 64})
     current, other = listing.get(RELEASE), listing.get(OTHER)
     assert current is not None and other is not None
-    assert current.verified is not None and current.verified["verified_at"] == "2026-12-01T10:00:00+00:00"
+    assert current.verified is not None and current.verified.verified_at == "2026-12-01T10:00:00+00:00"
     assert other.verified is None
 
 
@@ -118,8 +119,6 @@ def test_the_dry_run_prints_nothing_to_do(
     files: dict[str, object],  # noqa: F811
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from orchestrator.commands.deploy import _print_plan
-
     first = plan(files)
     verified = plan(
         files,

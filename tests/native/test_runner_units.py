@@ -20,7 +20,7 @@ from orchestrator.bench import plan as bench_plan
 from orchestrator.bench.plan import AgentOptions, ReleaseRef
 from orchestrator.board import Board
 from orchestrator.builds.native_runner.plan import SONAME, runner_plan, wheel_library
-from orchestrator.deploy.plan import native_files
+from orchestrator.deploy.release_files import native_files
 from orchestrator.errors import BenchError
 from orchestrator.lab.sample_models import mlp
 from orchestrator.targets import known_target_names, resolve_target
