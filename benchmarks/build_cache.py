@@ -37,7 +37,7 @@ from orchestrator.adapters.engine import Engine
 from orchestrator.base_images import ensure_base_image
 from orchestrator.builds.execute import execute
 from orchestrator.builds.plan import BuildOptions, machine_resources, make_plan
-from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.sources.ort import parse_source, prepare_source
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.builds.workspace import build_volume_name, source_volume_name
 from orchestrator.targets import resolve_target
@@ -158,8 +158,6 @@ def main() -> int:
 
         build_dir = Path(report["warm"]["build_dir"])
         entries = compile_commands(build_dir, args.files)
-        from orchestrator.builds.sources.ort import prepare_source
-
         # The same volumes the build used: its source tree and its build directory.
         source = prepare_source(
             plan.source, engine=engine, base_image=plan.image.base_image, log=lambda line: None

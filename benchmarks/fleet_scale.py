@@ -32,6 +32,8 @@ from pathlib import Path
 from orch_cli import orch as run_orch
 from orch_cli import require
 
+from orchestrator.lab.sample_models import write_tiny_convnet
+
 # Growing the lab to 32 boards and deploying to all of them takes hours under emulation.
 orch = partial(run_orch, timeout=7200)
 
@@ -113,8 +115,6 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="orch-fleet-scale-"))
     model = work / "fleet_conv.onnx"
-    from orchestrator.lab.sample_models import write_tiny_convnet
-
     write_tiny_convnet(model)
     artifact = args.artifact
     if artifact is None and not args.skip_deploy:

@@ -85,11 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     parser = build_parser(sys.argv[1:] if argv is None else argv)
-    try:
-        args = parser.parse_args(argv)
-    except BrokenPipeError:  # `orch build --help | head -1`
-        quiet_stdout()
-        return BROKEN_PIPE_EXIT
+    args = parser.parse_args(argv)  # `orch build --help | head -1`: main() handles the closed pipe
     try:
         _refuse_nul_bytes(args)
         return int(args.handler(args) or 0)
@@ -98,7 +94,7 @@ def _main(argv: list[str] | None) -> int:
             traceback.print_exc()
         _report(error)
         return error.exit_code
-    except BrokenPipeError:
+    except BrokenPipeError:  # before OSError below: a reader that went away is no path error
         quiet_stdout()
         return BROKEN_PIPE_EXIT
     except KeyboardInterrupt:
@@ -107,21 +103,24 @@ def _main(argv: list[str] | None) -> int:
     except Exception as error:  # noqa: BLE001 -- the last line of defence: one sentence, no traceback
         if args.debug:
             traceback.print_exc()
-        if isinstance(error, OSError) and error.filename:
-            # A path orch was given (or made from one) that the system refuses: say which, and why.
-            path = str(error.filename)
-            shown = path if len(path) <= 120 else path[:117] + "..."
-            _report(
-                OrchError(f"{shown}: {error.strerror or error}", hint="check the paths given to the command")
-            )
-            return PATH_ERROR_EXIT
-        _report(
-            OrchError(
-                f"internal error: {type(error).__name__}: {error}",
-                hint="this is a bug in orch; run the command again with --debug and report the traceback",
-            )
+        return _report_unexpected(error)
+
+
+def _report_unexpected(error: Exception) -> int:
+    """An exception orch did not turn into its own error, said in one line; its exit code."""
+    if isinstance(error, OSError) and error.filename:
+        # A path orch was given (or made from one) that the system refuses: say which, and why.
+        path = str(error.filename)
+        shown = path if len(path) <= 120 else path[:117] + "..."
+        _report(OrchError(f"{shown}: {error.strerror or error}", hint="check the paths given to the command"))
+        return PATH_ERROR_EXIT
+    _report(
+        OrchError(
+            f"internal error: {type(error).__name__}: {error}",
+            hint="this is a bug in orch; run the command again with --debug and report the traceback",
         )
-        return INTERNAL_ERROR_EXIT
+    )
+    return INTERNAL_ERROR_EXIT
 
 
 if __name__ == "__main__":

@@ -22,7 +22,11 @@ from pathlib import Path
 import pytest
 from stock_baseline import StockBuild, build_stock, download_stock
 
+from orchestrator import lab_state
+from orchestrator.adapters.engine import Engine
 from orchestrator.board import Board
+from orchestrator.builds.workspace import build_volumes_under
+from orchestrator.errors import OrchError
 
 # Tests come in two kinds. `integration` tests use real outside parts: a Docker engine, lab
 # boards, an sshd, the package index (pip download), or a headless browser (chromium). `unit`
@@ -122,8 +126,6 @@ class Lab:
 
 def lab_boards_of(home: Path) -> list[Board]:
     """The boards ``orch lab up`` recorded in ``home`` (read the way the inventory reads them)."""
-    from orchestrator import lab_state
-
     previous = os.environ.get("ORCH_HOME")
     os.environ["ORCH_HOME"] = str(home)
     try:
@@ -203,10 +205,6 @@ def _remove_test_build_volumes(
     yield
     if not any(item.get_closest_marker("integration") for item in request.session.items):
         return  # a unit run never touches an engine
-    from orchestrator.adapters.engine import Engine
-    from orchestrator.builds.workspace import build_volumes_under
-    from orchestrator.errors import OrchError
-
     try:
         engine = Engine()
         for name in build_volumes_under(engine, tmp_path_factory.getbasetemp()):

@@ -15,6 +15,7 @@ Prints ``ORCH-RELAY ready`` once the server answered a connection and the socket
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import sys
@@ -31,10 +32,8 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
     except (ConnectionError, OSError):
         pass
     finally:
-        try:
+        with contextlib.suppress(ConnectionError, OSError):
             writer.close()
-        except (ConnectionError, OSError):
-            pass
 
 
 async def _serve(path: str, host: str, port: int) -> None:

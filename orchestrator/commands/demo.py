@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.adapters import process
+from orchestrator.builds.stock import default_version
 from orchestrator.commands import options
 from orchestrator.console import console
 from orchestrator.errors import OrchError
 from orchestrator.lab.sample_models import write_tiny_convnet
+from orchestrator.targets import resolve_target
 
 NAME = "demo"
 HELP = "the whole job on the lab: lab up, build stock/default/tuned, deploy, bench, verify, report"
@@ -45,27 +48,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the steps and stop")
 
 
-def steps(args: argparse.Namespace) -> list[list[str]]:
+@dataclass(frozen=True, kw_only=True)
+class DemoRequest:
+    """`orch demo`'s options, as parsed."""
+
+    boards: int
+    report: Path
+    dry_run: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DemoRequest:
+        return cls(boards=args.boards, report=args.report, dry_run=args.dry_run)
+
+
+def steps(request: DemoRequest) -> list[list[str]]:
     model = "models/demo_conv.onnx"
     group = ["--group", TARGET]
     return [
-        ["lab", "up", "--board", f"{TARGET}:{args.boards}"],
+        ["lab", "up", "--board", f"{TARGET}:{request.boards}"],
         *(["build", "--target", TARGET, "--variant", variant] for variant in VARIANTS),
         *(["deploy", *group, "--variant", variant, "--model", model] for variant in VARIANTS),
         ["bench", *group, "--variant", "stock,default", "--quick"],
         ["bench", *group, "--variant", "default,tuned", "--quick"],
         ["verify", *group, "--variant", "stock,tuned", "--subset", "60"],
-        ["report", "latest", "--html", str(args.report)],
+        ["report", "latest", "--html", str(request.report)],
     ]
 
 
 def run(args: argparse.Namespace) -> int:
-
-    plan = steps(args)
+    request = DemoRequest.from_args(args)
+    plan = steps(request)
+    release = default_version(resolve_target(TARGET))
     console.rule("orch demo: the whole job on the lab")
+    console.print(
+        f"every build is ONNX Runtime {release} (the release the {TARGET} builds compile by default),"
+        " so each comparison measures one thing"
+    )
     for number, argv in enumerate(plan, 1):
         console.print(f"  {number}. orch {' '.join(argv)}")
-    if args.dry_run:
+    if request.dry_run:
         return 0
     _ensure_demo_model(Path("models/demo_conv.onnx"))
     for number, argv in enumerate(plan, 1):
@@ -74,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         code = process.run_attached([sys.executable, "-m", "orchestrator", *argv])
         if code != 0:
             raise OrchError(f"demo step {number} failed (exit code {code}): orch {' '.join(argv)}")
-    console.print(f"[bold green]done.[/] report: {args.report.resolve()}")
+    console.print(f"[bold green]done.[/] report: {request.report.resolve()}")
     return 0
 
 

@@ -1,0 +1,40 @@
+"""`orch demo --dry-run`: the steps a newcomer's first command will take, and the one release they share."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+
+def _orch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args], env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_the_dry_run_names_the_release_every_build_of_the_demo_compiles(orch_env: dict[str, str]) -> None:
+    demo = _orch(orch_env, "demo", "--dry-run")
+    assert demo.returncode == 0, demo.stderr
+    shown = demo.stdout + demo.stderr  # steps and notes are progress: stderr
+    named = re.search(r"ONNX\s+Runtime\s+(\d+\.\d+\.\d+)", shown)
+    assert named, shown
+    # The release the demo announces is the one its compiled builds really plan.
+    for variant in ("default", "tuned"):
+        planned = _orch(orch_env, "build", "--target", "rpi5", "--variant", variant, "--dry-run", "--json")
+        assert planned.returncode == 0, planned.stderr
+        assert json.loads(planned.stdout)["ort_version"] == named.group(1)
+    steps = re.findall(r"^\s*\d+\. orch (.+)$", shown, flags=re.MULTILINE)
+    assert steps[0] == "lab up --board rpi5:2"
+    assert [s for s in steps if s.startswith("build ")] == [
+        f"build --target rpi5 --variant {v}" for v in ("stock", "default", "tuned")
+    ]
+    assert steps[-1] == "report latest --html report.html"
+    # A dry run starts nothing: no lab state, no model written.
+    assert not (Path(orch_env["ORCH_HOME"]) / "lab").exists()
