@@ -26,7 +26,7 @@ from orchestrator.board import Board
 from orchestrator.errors import InventoryError, UsageError
 from orchestrator.fleet.inventory_parser import ROOT_GROUP, SETTINGS, Host, InventoryParser
 from orchestrator.fleet.inventory_yaml import compose, read_inventory_text
-from orchestrator.fleet.selection import describe_inventory, select_names
+from orchestrator.fleet.selection import Wanted, describe_inventory, select_names
 from orchestrator.lab_state import LAB_GROUP, lab_boards, state_path
 
 
@@ -188,14 +188,8 @@ class Inventory:
         limit: str | None = None,
     ) -> list[Board]:
         """--host/--group/--all-devices united, then --limit (or --limit alone); never empty."""
-        names = select_names(
-            boards=list(self.boards),
-            groups=self.groups,
-            hosts=hosts or (),
-            group_names=groups or (),
-            all_devices=all_devices,
-            limit=limit,
-        )
+        wanted = Wanted(hosts=hosts or (), groups=groups or (), all_devices=all_devices, limit=limit)
+        names = select_names(boards=list(self.boards), groups=self.groups, wanted=wanted)
         return [self.boards[name] for name in names]
 
 

@@ -137,7 +137,7 @@ class _LiveView:
         )
 
 
-def run_on_boards(
+def run_on_boards(  # noqa: PLR0913 -- the fleet's one entry point: each option keyword-only, with a default
     boards: Iterable[Board],
     task: Callable[[Board], T],
     *,
@@ -157,68 +157,92 @@ def run_on_boards(
     if timeout is not None and timeout <= 0:
         raise UsageError(f"--timeout must be positive (got {timeout:g})")
     unique = list({board.name: board for board in boards}.values())
-    pending = deque(unique)
-    running: dict[str, float] = {}
-    outcomes: dict[str, Outcome[T]] = {}
-    finished: queue.Queue[Outcome[T]] = queue.Queue()
-    view = _LiveView(unique, label)
-
-    def work(board: Board, start: float) -> None:
-        try:
-            outcome: Outcome[T] = Outcome(board=board, value=task(board), duration=time.monotonic() - start)
-        except BaseException as error:  # noqa: BLE001 - any failure of a board is its outcome, not ours
-            outcome = Outcome(board=board, error=error, duration=time.monotonic() - start)
-        finished.put(outcome)
-
-    def record(outcome: Outcome[T]) -> None:
-        name = outcome.board.name
-        running.pop(name, None)
-        outcomes[name] = outcome
-        status = "ok" if outcome.ok else ("timed out" if outcome.timed_out else "failed")
-        view.set(name, status, ended=time.monotonic())
-
+    fleet = _FleetRun(unique, task, timeout=timeout, label=label)
     show = console.is_terminal if progress is None else progress
-    live = Live(view, console=console, refresh_per_second=4, transient=True) if show and unique else None
+    live = (
+        Live(fleet.view, console=console, refresh_per_second=4, transient=True) if show and unique else None
+    )
     if live is not None:
         live.start()
     try:
-        while pending or running:
-            while pending and len(running) < parallel:
-                board = pending.popleft()
-                start = time.monotonic()
-                running[board.name] = start
-                view.set(board.name, "running", started=start)
-                # Daemon: a hung board must never keep the process alive at exit.
-                threading.Thread(
-                    target=work, args=(board, start), name=f"orch-{board.name}", daemon=True
-                ).start()
-            wait = None
-            if timeout is not None:
-                wait = max(0.0, min(running.values()) + timeout - time.monotonic())
-            try:
-                outcome = finished.get(timeout=wait)
-            except queue.Empty:
-                pass
-            else:
-                # A late result from a board already reported as timed out is dropped.
-                if outcome.board.name in running:
-                    record(outcome)
-            if timeout is None:
-                continue
-            now = time.monotonic()
-            for name, start in list(running.items()):
-                if now - start >= timeout:
-                    board = next(b for b in unique if b.name == name)
-                    what = f" ({label})" if label else ""
-                    error = BoardTimeout(
-                        f"{name} ({board.address}): timed out after {timeout:g}s{what}",
-                        hint="the board may be hung or very slow; raise --timeout or check it with `orch exec`",
-                    )
-                    record(Outcome(board=board, error=error, duration=now - start, timed_out=True))
+        while fleet.pending or fleet.running:
+            fleet.start_up_to(parallel)
+            fleet.wait_for_one()
+            fleet.expire_overdue()
     finally:
         if live is not None:
             live.stop()
-    return FleetResult(outcomes={board.name: outcomes[board.name] for board in unique})
+    return FleetResult(outcomes={board.name: fleet.outcomes[board.name] for board in unique})
+
+
+class _FleetRun(Generic[T]):
+    """The boards waiting, running (since when) and done, while ``run_on_boards`` runs."""
+
+    def __init__(self, boards: list[Board], task: Callable[[Board], T], *, timeout: float | None, label: str):
+        self.boards = boards
+        self.task = task
+        self.timeout = timeout
+        self.label = label
+        self.pending = deque(boards)
+        self.running: dict[str, float] = {}
+        self.outcomes: dict[str, Outcome[T]] = {}
+        self.finished: queue.Queue[Outcome[T]] = queue.Queue()
+        self.view = _LiveView(boards, label)
+
+    def _work(self, board: Board, start: float) -> None:
+        try:
+            outcome: Outcome[T] = Outcome(
+                board=board, value=self.task(board), duration=time.monotonic() - start
+            )
+        except BaseException as error:  # noqa: BLE001 - any failure of a board is its outcome, not ours
+            outcome = Outcome(board=board, error=error, duration=time.monotonic() - start)
+        self.finished.put(outcome)
+
+    def _record(self, outcome: Outcome[T]) -> None:
+        name = outcome.board.name
+        self.running.pop(name, None)
+        self.outcomes[name] = outcome
+        status = "ok" if outcome.ok else ("timed out" if outcome.timed_out else "failed")
+        self.view.set(name, status, ended=time.monotonic())
+
+    def start_up_to(self, parallel: int) -> None:
+        while self.pending and len(self.running) < parallel:
+            board = self.pending.popleft()
+            start = time.monotonic()
+            self.running[board.name] = start
+            self.view.set(board.name, "running", started=start)
+            # Daemon: a hung board must never keep the process alive at exit.
+            threading.Thread(
+                target=self._work, args=(board, start), name=f"orch-{board.name}", daemon=True
+            ).start()
+
+    def wait_for_one(self) -> None:
+        """Until a board finishes or the first running board's deadline passes."""
+        wait = None
+        if self.timeout is not None:
+            wait = max(0.0, min(self.running.values()) + self.timeout - time.monotonic())
+        try:
+            outcome = self.finished.get(timeout=wait)
+        except queue.Empty:
+            return
+        # A late result from a board already reported as timed out is dropped.
+        if outcome.board.name in self.running:
+            self._record(outcome)
+
+    def expire_overdue(self) -> None:
+        """Report every board past its deadline as timed out (its thread is abandoned)."""
+        if self.timeout is None:
+            return
+        now = time.monotonic()
+        for name, start in list(self.running.items()):
+            if now - start >= self.timeout:
+                board = next(b for b in self.boards if b.name == name)
+                what = f" ({self.label})" if self.label else ""
+                error = BoardTimeout(
+                    f"{name} ({board.address}): timed out after {self.timeout:g}s{what}",
+                    hint="the board may be hung or very slow; raise --timeout or check it with `orch exec`",
+                )
+                self._record(Outcome(board=board, error=error, duration=now - start, timed_out=True))
 
 
 def print_failures(result: FleetResult[T]) -> None:

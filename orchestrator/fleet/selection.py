@@ -16,6 +16,7 @@ import difflib
 import fnmatch
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from orchestrator.errors import UsageError
 
@@ -93,45 +94,59 @@ def match_pattern(pattern: str, boards: Sequence[str], groups: Mapping[str, Sequ
     return selected
 
 
-def select_names(
-    *,
-    boards: Sequence[str],
-    groups: Mapping[str, Sequence[str]],
-    hosts: Sequence[str] = (),
-    group_names: Sequence[str] = (),
-    all_devices: bool = False,
-    limit: str | None = None,
-) -> list[str]:
+@dataclass(frozen=True, kw_only=True)
+class Wanted:
+    """The selection options as given: --host, --group, --all-devices, --limit."""
+
+    hosts: Sequence[str] = ()
+    groups: Sequence[str] = ()
+    all_devices: bool = False
+    limit: str | None = None
+
+    @property
+    def named(self) -> bool:
+        """Boards were named by --host, --group or --all-devices (--limit then narrows them)."""
+        return bool(self.hosts or self.groups or self.all_devices)
+
+    def shown(self) -> str:
+        return " ".join(
+            [*(f"--host {h}" for h in self.hosts), *(f"--group {g}" for g in self.groups)]
+            + (["--all-devices"] if self.all_devices else [])
+            + ([f"--limit '{self.limit}'"] if self.limit is not None else [])
+        )
+
+
+def select_names(*, boards: Sequence[str], groups: Mapping[str, Sequence[str]], wanted: Wanted) -> list[str]:
     """Union of hosts, groups and all_devices, restricted by limit (or chosen by it alone).
 
     Returns board names in inventory order without duplicates; selecting nothing is a
     ``UsageError`` that lists the boards and groups that exist.
     """
-    asked = bool(hosts or group_names or all_devices)
-    if not asked and limit is None:
+    if not wanted.named and wanted.limit is None:
         raise _nothing("no boards selected", boards, groups)
+    chosen = _named(boards, groups, wanted)
+    if wanted.limit is not None:
+        limited = match_pattern(wanted.limit, boards, groups)
+        chosen = chosen & limited if wanted.named else limited
+    if not chosen:
+        raise _nothing(f"{wanted.shown()} selects no board", boards, groups)
+    return [name for name in boards if name in chosen]
+
+
+def _named(boards: Sequence[str], groups: Mapping[str, Sequence[str]], wanted: Wanted) -> set[str]:
+    """The boards --host, --group and --all-devices name; an unknown name is an error."""
     chosen: set[str] = set()
-    for name in hosts:
+    for name in wanted.hosts:
         if name not in boards:
             raise _nothing(f"--host: no board named '{name}'{_suggest(name, boards)}", boards, groups)
         chosen.add(name)
-    for name in group_names:
+    for name in wanted.groups:
         if name in ALL_NAMES:
             chosen.update(boards)
             continue
         if name not in groups:
             raise _nothing(f"--group: no group named '{name}'{_suggest(name, list(groups))}", boards, groups)
         chosen.update(groups[name])
-    if all_devices:
+    if wanted.all_devices:
         chosen.update(boards)
-    if limit is not None:
-        limited = match_pattern(limit, boards, groups)
-        chosen = chosen & limited if asked else limited
-    if not chosen:
-        asked_text = " ".join(
-            [*(f"--host {h}" for h in hosts), *(f"--group {g}" for g in group_names)]
-            + (["--all-devices"] if all_devices else [])
-            + ([f"--limit '{limit}'"] if limit is not None else [])
-        )
-        raise _nothing(f"{asked_text} selects no board", boards, groups)
-    return [name for name in boards if name in chosen]
+    return chosen

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from orchestrator.errors import OrchError
 from orchestrator.fleet.inventory import load_inventory
-from orchestrator.fleet.selection import select_names
+from orchestrator.fleet.selection import Wanted, select_names
 
 # Derandomised: CI runs the same examples every time (a red run is reproducible, not luck), and
 # no example database is written into the checkout. Explore further locally by raising max_examples.
@@ -136,14 +136,8 @@ def test_limit_patterns_select_or_fail_cleanly(
     limit: str, hosts: list[str], groups: list[str], all_devices: bool
 ) -> None:
     try:
-        chosen = select_names(
-            boards=BOARDS,
-            groups=GROUPS,
-            hosts=hosts,
-            group_names=groups,
-            all_devices=all_devices,
-            limit=limit,
-        )
+        wanted = Wanted(hosts=hosts, groups=groups, all_devices=all_devices, limit=limit)
+        chosen = select_names(boards=BOARDS, groups=GROUPS, wanted=wanted)
     except OrchError as error:
         assert error.exit_code == 2
         # An empty term is named for what it is, never "'' is neither a board nor a group".
