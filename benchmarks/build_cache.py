@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.adapters.engine import Engine
 from orchestrator.base_images import ensure_base_image
-from orchestrator.builds.execute import execute
+from orchestrator.builds.execute import ExecuteOptions, execute
 from orchestrator.builds.plan import BuildOptions, machine_resources, make_plan
 from orchestrator.builds.sources.ort import parse_source, prepare_source
 from orchestrator.builds.variants import resolve_variant
@@ -50,13 +50,16 @@ def timed_build(engine: Engine, plan, label: str, *, empty_build_dir: bool = Tru
     if empty_build_dir:
         engine.remove_volume(build_volume_name(plan))  # only the cache differs
     started = time.monotonic()
-    result = execute(plan, engine, log=lambda line: None, preflight=False)
+    result = execute(plan, engine, log=lambda line: None, options=ExecuteOptions(preflight=False))
     seconds = time.monotonic() - started
-    print(f"{label}: {seconds:.0f} s, ccache {result.ccache}, {result.incremental}", file=sys.stderr)
+    print(
+        f"{label}: {seconds:.0f} s, ccache {result.ccache.as_dict()}, {result.incremental.as_dict()}",
+        file=sys.stderr,
+    )
     return {
         "seconds": round(seconds, 1),
-        "ccache": result.ccache,
-        "incremental": result.incremental,
+        "ccache": result.ccache.as_dict(),
+        "incremental": result.incremental.as_dict(),
         "build_dir": str(result.build_dir),
     }
 

@@ -1,75 +1,56 @@
 """The build plan: everything `orch build` will do, computed without Docker.
 
 ``make_plan(profile, variant, options)`` returns a frozen ``BuildPlan`` holding the build
-image (Dockerfile, base image, package lists, tag = hash of all inputs), the CMake toolchain
-file, every ``-D`` define, the exact ORT ``build.py`` argv, the parallelism, the ccache
-volume, the mounts and what the wheel must look like. ``--dry-run`` prints it; ``build.py``
-executes it; unit tests compare it field by field.
-
-Three dependency routes, the first that applies:
-
-* ``system`` (boards whose distribution carries every ORT dependency at ORT's pinned version,
-  Debian 13 for ORT 1.21): CMake's ``FETCHCONTENT_TRY_FIND_PACKAGE_MODE=ALWAYS`` with the
-  board's arm64 ``-dev`` packages, fully disconnected, plus the small shims of
-  ``toolchains/cmake-shims``. No network at all; the fastest (nothing to compile but ORT).
-* ``source`` (self-contained, when ``toolchains/deps/<version>.yaml`` exists): every dependency
-  compiled from Debian source packages of ORT's pinned releases into the wheel, in a container of
-  the board's own distribution (its compiler, glibc and libstdc++), fully disconnected.
-* ``fetch``: ORT's own FetchContent downloads (``cmake/deps.txt``), the upstream default.
+image (``image``), the CMake toolchain file, every ``-D`` define (the dependency route's from
+``routes``), the exact ORT ``build.py`` argv (``build_args``), the parallelism, the ccache
+volume, the mounts and what the wheel must look like. ``--dry-run`` prints it; ``execute``
+runs it; unit tests compare it field by field.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from orchestrator.base_images import base_image_tag, registry_override
+from orchestrator.builds.build_args import (
+    BuildScope,
+    build_args,
+    operator_config_path,
+    provider_args,
+    reduced_args,
+    reduced_note,
+    variant_args,
+)
+from orchestrator.builds.container_paths import BUILD, OUT, SCRIPTS, SRC, TOOLCHAIN_FILE
 from orchestrator.builds.flags import check_without_tree
+from orchestrator.builds.image import ImagePlan, plan_image
 from orchestrator.builds.reduced_ops import OperatorConfig
-from orchestrator.builds.sources.dependencies import DependencyTable, load_table
+from orchestrator.builds.routes import (
+    DependencyRoute,
+    choose_route,
+    route_build_args,
+    route_defines,
+    route_notes,
+)
 from orchestrator.builds.sources.ort import SourceSpec
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import Variant, release_tuple
 from orchestrator.endpoints import RemoteCache, check_docker_host
 from orchestrator.errors import UsageError
-from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
+from orchestrator.paths import TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile
 
-# Paths inside the build container.
-SRC = "/src"
-BUILD = "/build"
-OUT = "/out"
-CCACHE = "/ccache"
-TOOLCHAINS = "/orch/toolchains"
-TOOLCHAIN_FILE = f"{TOOLCHAINS}/aarch64-linux-gnu.cmake"
-SCRIPTS = "/opt/orch"
-SHIMS = f"{TOOLCHAINS}/cmake-shims"
-REDUCED = "/orch/reduced"  # the operator config of a reduced build
-PROTOC = "/usr/bin/protoc"
-
-DOCKERFILE = DOCKER_DIR / "build.Dockerfile"
-PACKAGES_DIR = DOCKER_DIR / "build" / "packages"
-# Suites whose packages carry ORT's dependencies (for these ORT versions) at the pinned versions.
-SYSTEM_DEPS = {("trixie", "1.21.0")}
 # Roughly 2 GiB per C++ compile job of ORT (template-heavy sources; LTO links need more).
 GIB_PER_JOB = 2
-SCOPES = ("wheel", "mlas-test")
-# What `--ep cuda` needs in the image and can't get offline or from a Debian archive.
-CUDA_TOOLKIT_NOTE = (
-    "a CUDA build needs the NVIDIA L4T CUDA cross toolkit (cuda-cross-aarch64, cuDNN for aarch64) "
-    "installed in the build image; the stock build image does not carry it"
-)
-CUDA_HOME = "/usr/local/cuda"
-CUDNN_HOME = "/usr/lib/aarch64-linux-gnu"
+SCOPES: tuple[BuildScope, ...] = ("wheel", "mlas-test")
 # MLAS calls KleidiAI itself from 1.22 (int4 MatMulNBits, upstream PR #23627), behind
 # onnxruntime_USE_KLEIDIAI; build.py turns it on only when the *host* is arm64, so an x86 host's
 # cross build would lose it silently: the plan always sets it.
 KLEIDIAI_SINCE = (1, 22)
+KleidiAI = Literal["on", "off", "not in this release"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,7 +63,7 @@ class BuildOptions:
     parallel: int | None = None
     cpus: int = 2
     memory_bytes: int = 8 << 30
-    scope: str = "wheel"
+    scope: BuildScope = "wheel"
     docker_host: str | None = None
     force_flags: bool = False  # build with define names known to be wrong (they are then warnings)
     cache: RemoteCache | None = None  # ccache's shared remote storage (--cache)
@@ -92,28 +73,14 @@ class BuildOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ImagePlan:
-    """The build image: base + Dockerfile + package lists, tagged by a hash of them all."""
-
-    tag: str
-    base_image: str
-    base_suite: str | None
-    base_arch: str
-    dockerfile: Path
-    context: Path
-    buildargs: tuple[tuple[str, str], ...]
-    inputs_sha256: str
-
-
-@dataclass(frozen=True, kw_only=True)
 class BuildPlan:
     target: TargetProfile
     variant: Variant
     source: SourceSpec
     ort_version: str
     execution_provider: str
-    scope: str
-    dependencies: str  # "system" | "source" | "fetch"
+    scope: BuildScope
+    dependencies: DependencyRoute
     image: ImagePlan
     toolchain_file: Path
     defines: tuple[tuple[str, str], ...]
@@ -122,12 +89,12 @@ class BuildPlan:
     parallel: int
     ccache_volume: str
     wheel_platform: str
-    network: str | None
+    network: Literal["none"] | None  # None: the engine's default network
     refused: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     cache: RemoteCache | None = None
     sysroot: SysrootRef | None = None
-    kleidiai: str = "not in this release"  # "on" | "off" | "not in this release"
+    kleidiai: KleidiAI = "not in this release"
     operator_config: OperatorConfig | None = None
 
     @property
@@ -144,7 +111,7 @@ class BuildPlan:
     def operator_config_path(self) -> str | None:
         """Where the build container sees the reduced build's operator config (named by its
         content, so another model set is another configure)."""
-        return None if self.operator_config is None else _operator_config_path(self.operator_config)
+        return None if self.operator_config is None else operator_config_path(self.operator_config)
 
     @property
     def build_argv(self) -> list[str]:
@@ -252,71 +219,6 @@ def machine_resources() -> tuple[int, int]:
     return cpus, memory
 
 
-@dataclass(frozen=True, kw_only=True)
-class ImagePackages:
-    """A build image's package lists (docker/build/packages/*.txt)."""
-
-    host: tuple[str, ...]
-    target: tuple[str, ...]
-    suites: tuple[str, ...]  # further suites of the mirror the packages come from
-
-
-def packages_file(codename: str, route: str) -> Path:
-    """``<codename>.txt`` (system route), ``<codename>-source.txt`` (self-contained), else default.txt."""
-    name = {"system": f"{codename}.txt", "source": f"{codename}-source.txt"}.get(route, "default.txt")
-    path = PACKAGES_DIR / name
-    return path if path.is_file() else PACKAGES_DIR / "default.txt"
-
-
-def read_packages(codename: str, route: str) -> ImagePackages:
-    """The build image's packages for a distribution release and dependency route."""
-    lists: dict[str, list[str]] = {"host": [], "target": [], "suites": []}
-    for line in packages_file(codename, route).read_text().splitlines():
-        key, sep, value = line.split("#", 1)[0].strip().partition(":")
-        if sep and key in lists:
-            lists[key] += value.split()
-    return ImagePackages(
-        host=tuple(lists["host"]), target=tuple(lists["target"]), suites=tuple(lists["suites"])
-    )
-
-
-def _image_plan(profile: TargetProfile, route: str, build_arch: str = "amd64") -> ImagePlan:
-
-    suite = profile.bootstrap_suite
-    if suite:
-        base = registry_override(suite) or base_image_tag(suite, build_arch)
-    else:
-        base = os.environ.get(f"ORCH_BASE_IMAGE_{profile.os.codename.upper()}") or profile.base_image
-    packages = read_packages(profile.os.codename, route)
-    buildargs = (
-        ("BASE_IMAGE", base),
-        ("TARGET_ARCH", "arm64" if profile.arch == "aarch64" else profile.arch),
-        ("CROSS_TRIPLET", profile.cross_prefix.rstrip("-")),
-        ("HOST_PACKAGES", " ".join(packages.host)),
-        ("TARGET_PACKAGES", " ".join(packages.target)),
-        *((("EXTRA_SUITES", " ".join(packages.suites)),) if packages.suites else ()),
-    )
-    digest = hashlib.sha256()
-    digest.update(json.dumps(buildargs).encode())
-    # The scripts under docker/build are mounted at run time (always current); the image is
-    # named by what its layers hold: Dockerfile, package lists, build arguments.
-    for path in [DOCKERFILE, *sorted(PACKAGES_DIR.glob("*.txt"))]:
-        if path.is_file():
-            digest.update(str(path.relative_to(DOCKER_DIR)).encode())
-            digest.update(path.read_bytes())
-    inputs = digest.hexdigest()
-    return ImagePlan(
-        tag=f"orch/build-{profile.os.codename}{'-source' if route == 'source' else ''}:{inputs[:12]}",
-        base_image=base,
-        base_suite=suite,
-        base_arch=build_arch,
-        dockerfile=DOCKERFILE,
-        context=DOCKER_DIR,
-        buildargs=buildargs,
-        inputs_sha256=inputs,
-    )
-
-
 def parse_define(text: str) -> tuple[str, str]:
     """``K=V`` from ``--cmake-define``; a leading ``-D`` is tolerated."""
     text = text.removeprefix("-D")
@@ -329,32 +231,94 @@ def parse_define(text: str) -> tuple[str, str]:
     return name, value
 
 
-def _source_route_defines(table: DependencyTable) -> list[tuple[str, str]]:
-    """FetchContent pointed at the unpacked dependency sources (mounted at /deps), nothing downloaded;
-    find_package is still tried first so header-only packages of the image (Boost's mp11) are used."""
-    return [
-        ("FETCHCONTENT_TRY_FIND_PACKAGE_MODE", "ALWAYS"),
-        ("FETCHCONTENT_FULLY_DISCONNECTED", "ON"),
-        *table.defines(),
-        # Debian's Eigen 3.4.0 source is older than the commit ORT pins: the same compat header as the system route.
-        ("CMAKE_PROJECT_INCLUDE", f"{SHIMS}/eigen-compat.cmake"),
-    ]
-
-
 def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -> BuildPlan:
+    """The whole build, refused here (UsageError) when the options do not fit the target or variant."""
+    _check_options(profile, variant, options)
+    version = options.source.version
+    choice = choose_route(profile, version)
+    provider = options.execution_provider
+    flags = variant.compiler_flags(mcpu=profile.mcpu, march=profile.march)
+    # nvcc objects do not take part in GCC's link-time optimisation.
+    lto = variant.lto and provider != "cuda"
+    lto_notes = (
+        ["LTO is off for CUDA builds: nvcc objects do not take part in GCC's link-time optimisation"]
+        if variant.lto and not lto
+        else []
+    )
+    parallel = options.parallel or choose_parallel(options.cpus, options.memory_bytes)
+    defines = [
+        *_common_defines(profile, options.scope),
+        *route_defines(choice, options.scope),
+        *_flag_defines(flags),
+        *variant.defines,
+        *options.extra_defines,
+    ]
+    forced_notes = _forced_names(variant, options)
+    args = [
+        *build_args(variant, parallel, options.scope),
+        *route_build_args(choice),
+        *(["--enable_lto"] if lto else []),
+        *variant_args(variant, flags),
+    ]
+    extra = provider_args(provider, profile, args)
+    args += extra.args
+    config = options.operator_config
+    if config is not None:
+        args += reduced_args(config)
+    kleidiai = _kleidiai(profile, variant, version)
+    if kleidiai.define is not None:
+        defines.append(kleidiai.define)
+    args += ["--cmake_extra_defines", *(f"{k}={v}" for k, v in defines)]
+    notes = [
+        *lto_notes,
+        *forced_notes,
+        *extra.notes,
+        *([reduced_note(config)] if config is not None else []),
+        kleidiai.note,
+        *_sysroot_notes(profile, options.sysroot),
+        *route_notes(choice, profile, version),
+    ]
+    return BuildPlan(
+        target=profile,
+        variant=variant,
+        source=options.source,
+        ort_version=version,
+        execution_provider=provider,
+        scope=options.scope,
+        dependencies=choice.route,
+        image=plan_image(profile, choice.route),
+        toolchain_file=TOOLCHAINS_DIR / "aarch64-linux-gnu.cmake",
+        defines=tuple(defines),
+        build_args=tuple(args),
+        compiler_flags=flags,
+        parallel=parallel,
+        ccache_volume=f"orch-ccache-{profile.name}",
+        wheel_platform=f"linux_{profile.arch}",
+        # Fully offline when no dependency is downloaded by ORT: proves nothing is.
+        network="none" if choice.route != "fetch" else None,
+        refused=extra.refused,
+        notes=tuple(notes),
+        cache=options.cache,
+        sysroot=options.sysroot,
+        kleidiai=kleidiai.state,
+        operator_config=config,
+    )
+
+
+def _check_options(profile: TargetProfile, variant: Variant, options: BuildOptions) -> None:
+    """Refuse what cannot be built before anything is planned."""
     check_docker_host(options.docker_host)
     if not variant.build:
         raise UsageError(f"variant '{variant.name}' is not built (it fetches the official wheel)")
     if options.scope not in SCOPES:
         raise UsageError(f"unknown build scope '{options.scope}' (known: {', '.join(SCOPES)})")
-    ep = options.execution_provider
-    if ep not in profile.execution_providers:
+    provider = options.execution_provider
+    if provider not in profile.execution_providers:
         raise UsageError(
-            f"target '{profile.name}' has no execution provider '{ep}'",
+            f"target '{profile.name}' has no execution provider '{provider}'",
             hint=f"{profile.name} supports: {', '.join(profile.execution_providers)}",
         )
-    version = options.source.version
-    _check_variant_release(variant, version)
+    _check_variant_release(variant, options.source.version)
     if variant.reduce_to_models and options.operator_config is None:
         raise UsageError(
             f"variant '{variant.name}' keeps only the kernels of your models: name them with --model",
@@ -365,190 +329,6 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
             f"--model is for a reduced build; variant '{variant.name}' keeps every kernel",
             hint="use --variant reduced (or a variant of yours with reduce_to_models: true)",
         )
-    system_deps = (profile.os.codename, version) in SYSTEM_DEPS
-    # The self-contained route needs a table for the release and a build image orch knows how to
-    # make for the board's distribution (CMake >= 3.28, a cross GCC against the board's glibc).
-    table = (
-        None
-        if system_deps or packages_file(profile.os.codename, "source") == PACKAGES_DIR / "default.txt"
-        else load_table(version)
-    )
-    route = "system" if system_deps else "source" if table else "fetch"
-    notes: list[str] = []
-    refused: str | None = None
-
-    flags = variant.compiler_flags(mcpu=profile.mcpu, march=profile.march)
-    lto = variant.lto
-    if ep == "cuda" and lto:
-        lto = False
-        notes.append(
-            "LTO is off for CUDA builds: nvcc objects do not take part in GCC's link-time optimisation"
-        )
-    parallel = options.parallel or choose_parallel(options.cpus, options.memory_bytes)
-
-    defines: list[tuple[str, str]] = [
-        ("CMAKE_TOOLCHAIN_FILE", TOOLCHAIN_FILE),
-        ("ORCH_CROSS_PREFIX", profile.cross_prefix),
-        ("CMAKE_C_COMPILER_LAUNCHER", "ccache"),
-        ("CMAKE_CXX_COMPILER_LAUNCHER", "ccache"),
-        # The manifest reads the flags each source really got back from this file.
-        ("CMAKE_EXPORT_COMPILE_COMMANDS", "ON"),
-        ("onnxruntime_BUILD_UNIT_TESTS", "ON" if options.scope == "mlas-test" else "OFF"),
-    ]
-    if system_deps:
-        defines += [
-            ("FETCHCONTENT_TRY_FIND_PACKAGE_MODE", "ALWAYS"),
-            ("FETCHCONTENT_FULLY_DISCONNECTED", "ON"),
-            ("CMAKE_PREFIX_PATH", SHIMS),
-            ("safeint_SOURCE_DIR", "/usr/include/safeint"),
-            # --use_full_protobuf selects the static library; Debian's libonnx needs the shared one.
-            ("Protobuf_USE_STATIC_LIBS", "OFF"),
-            ("CMAKE_PROJECT_INCLUDE", f"{SHIMS}/eigen-compat.cmake"),
-        ]
-        if options.scope == "mlas-test":
-            defines.append(("onnx_SOURCE_DIR", "/opt/orch/onnx-proto"))  # made by build.Dockerfile
-    elif table is not None:
-        defines += _source_route_defines(table)
-    if flags:
-        joined = " ".join(flags)
-        defines += [("CMAKE_C_FLAGS", joined), ("CMAKE_CXX_FLAGS", joined)]
-    defines += list(variant.defines)
-    defines += list(options.extra_defines)
-    wrong = check_without_tree([name for name, _ in [*variant.defines, *options.extra_defines]])
-    if wrong and not options.force_flags:
-        raise UsageError(
-            "unknown build options:\n  " + "\n  ".join(problem.sentence() for problem in wrong),
-            hint="fix the names, or pass --force-flags to build anyway",
-        )
-    notes.extend(f"--force-flags: {problem.sentence()}" for problem in wrong)
-
-    args = [
-        "--build_dir",
-        BUILD,
-        "--config",
-        variant.config,
-        "--cmake_generator",
-        "Ninja",
-        "--update",
-        "--build",
-        "--skip_tests",
-        "--parallel",
-        str(parallel),
-        "--allow_running_as_root",
-        "--skip_submodule_sync",
-        "--path_to_protoc_exe",
-        PROTOC,
-    ]
-    if options.scope == "wheel":
-        # --build_shared_lib: the wheel then also carries ORT's C library (capi/libonnxruntime.so.<v>,
-        # as the official wheel does), which the native runner and users' own programs link against.
-        args += ["--build_wheel", "--build_shared_lib"]
-    else:
-        args += ["--target", "onnxruntime_mlas_test"]
-    if system_deps:
-        # Debian's libonnx links the full protobuf; the lite one would give duplicate symbols.
-        args.append("--use_full_protobuf")
-    if lto:
-        args.append("--enable_lto")
-    variant_args = list(variant.build_args)
-    if (
-        any(flag.startswith(("-mcpu", "-march")) for flag in flags)
-        and "--compile_no_warning_as_error" not in variant_args
-    ):
-        # MLAS compiles some kernels with its own -march; GCC warns about the mix, -Werror would make it fatal.
-        variant_args.append("--compile_no_warning_as_error")
-    args += variant_args
-    if ep == "cuda":
-        args += ["--use_cuda", "--cuda_home", CUDA_HOME, "--cudnn_home", CUDNN_HOME]
-        if profile.cuda_version:
-            args += ["--cuda_version", profile.cuda_version]
-        refused = CUDA_TOOLKIT_NOTE
-        notes.append(CUDA_TOOLKIT_NOTE)
-    elif ep == "tensorrt":
-        args += [
-            "--use_tensorrt",
-            "--tensorrt_home",
-            "/usr/lib/aarch64-linux-gnu",
-            "--use_cuda",
-            "--cuda_home",
-            CUDA_HOME,
-            "--cudnn_home",
-            CUDNN_HOME,
-        ]
-        refused = CUDA_TOOLKIT_NOTE + " (and TensorRT)"
-        notes.append(refused)
-    elif ep == "xnnpack" and "--use_xnnpack" not in args:
-        args.append("--use_xnnpack")
-    if options.operator_config is not None:
-        args += ["--include_ops_by_config", _operator_config_path(options.operator_config)]
-        notes.append(
-            f"reduced: {options.operator_config.operators} operators kept, from"
-            f" {', '.join(Path(m.path).name for m in options.operator_config.models)} (as given and as"
-            " ORT's optimiser rewrites them) and the pre-flight model; another model may not run on it"
-        )
-    kleidiai = "not in this release"
-    if profile.arch == "aarch64" and release_tuple(version) >= KLEIDIAI_SINCE:
-        on = variant.kleidiai if variant.kleidiai is not None else True
-        kleidiai = "on" if on else "off"
-        defines.append(("onnxruntime_USE_KLEIDIAI", "ON" if on else "OFF"))
-        notes.append(
-            f"KleidiAI {kleidiai} in MLAS (set explicitly: build.py decides it from the build machine,"
-            f" not the board){'' if variant.kleidiai is not None else '; on, as in upstream aarch64 wheels'}"
-        )
-    else:
-        notes.append(f"KleidiAI: ORT {version}'s MLAS does not use it (only XNNPACK's own kernels do)")
-    args.append("--cmake_extra_defines")
-    args += [f"{k}={v}" for k, v in defines]
-    if options.sysroot is not None:
-        ref = options.sysroot
-        notes.append(
-            f"OS from sysroot {ref.name!r}"
-            + (f" (pulled from board {ref.board})" if ref.board else "")
-            + f": {ref.os.distro} {ref.os.release}, glibc {ref.os.glibc}, Python {ref.os.python}; the profile"
-            f" gives the CPU ({profile.mcpu}); the wheel is checked against the sysroot's own libraries"
-        )
-    if table is not None:
-        notes.append(
-            f"self-contained: {profile.os.distro} {profile.os.codename} does not carry ORT {version}'s"
-            f" dependencies at its pinned versions, so each is compiled from a Debian source package of"
-            f" that release ({table.path.relative_to(TOOLCHAINS_DIR.parent)}) into the wheel, with"
-            f" {profile.os.codename}'s own compiler, glibc and libstdc++; no network"
-        )
-    elif not system_deps:
-        notes.append(
-            f"dependencies come from ORT's FetchContent downloads (cmake/deps.txt): {profile.os.distro} "
-            f"{profile.os.codename} does not carry them at ORT {version}'s versions; offline, put the archives "
-            "listed in cmake/deps.txt under <source>/mirror/ (ORT's local mirror folder)"
-        )
-    return BuildPlan(
-        target=profile,
-        variant=variant,
-        source=options.source,
-        ort_version=version,
-        execution_provider=ep,
-        scope=options.scope,
-        dependencies=route,
-        image=_image_plan(profile, route),
-        toolchain_file=TOOLCHAINS_DIR / "aarch64-linux-gnu.cmake",
-        defines=tuple(defines),
-        build_args=tuple(args),
-        compiler_flags=flags,
-        parallel=parallel,
-        ccache_volume=f"orch-ccache-{profile.name}",
-        wheel_platform=f"linux_{profile.arch}",
-        # Fully offline when no dependency is downloaded by ORT: proves nothing is.
-        network="none" if route != "fetch" else None,
-        refused=refused,
-        notes=tuple(notes),
-        cache=options.cache,
-        sysroot=options.sysroot,
-        kleidiai=kleidiai,
-        operator_config=options.operator_config,
-    )
-
-
-def _operator_config_path(config: OperatorConfig) -> str:
-    return f"{REDUCED}/{config.sha256[:12]}.config"
 
 
 def _check_variant_release(variant: Variant, version: str) -> None:
@@ -565,3 +345,69 @@ def _check_variant_release(variant: Variant, version: str) -> None:
             f" (from {'.'.join(map(str, KLEIDIAI_SINCE))}; before, only XNNPACK's kernels do)",
             hint="leave 'kleidiai' out of the variant for this release",
         )
+
+
+def _common_defines(profile: TargetProfile, scope: BuildScope) -> list[tuple[str, str]]:
+    return [
+        ("CMAKE_TOOLCHAIN_FILE", TOOLCHAIN_FILE),
+        ("ORCH_CROSS_PREFIX", profile.cross_prefix),
+        ("CMAKE_C_COMPILER_LAUNCHER", "ccache"),
+        ("CMAKE_CXX_COMPILER_LAUNCHER", "ccache"),
+        # The manifest reads the flags each source really got back from this file.
+        ("CMAKE_EXPORT_COMPILE_COMMANDS", "ON"),
+        ("onnxruntime_BUILD_UNIT_TESTS", "ON" if scope == "mlas-test" else "OFF"),
+    ]
+
+
+def _flag_defines(flags: tuple[str, ...]) -> list[tuple[str, str]]:
+    if not flags:
+        return []
+    joined = " ".join(flags)
+    return [("CMAKE_C_FLAGS", joined), ("CMAKE_CXX_FLAGS", joined)]
+
+
+def _forced_names(variant: Variant, options: BuildOptions) -> list[str]:
+    """Define names known to be wrong refuse the plan; with --force-flags they become notes."""
+    wrong = check_without_tree([name for name, _ in [*variant.defines, *options.extra_defines]])
+    if wrong and not options.force_flags:
+        raise UsageError(
+            "unknown build options:\n  " + "\n  ".join(problem.sentence() for problem in wrong),
+            hint="fix the names, or pass --force-flags to build anyway",
+        )
+    return [f"--force-flags: {problem.sentence()}" for problem in wrong]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _KleidiAISetting:
+    state: KleidiAI
+    define: tuple[str, str] | None
+    note: str
+
+
+def _kleidiai(profile: TargetProfile, variant: Variant, version: str) -> _KleidiAISetting:
+    """KleidiAI in MLAS, set explicitly from the release where MLAS uses it."""
+    if profile.arch != "aarch64" or release_tuple(version) < KLEIDIAI_SINCE:
+        return _KleidiAISetting(
+            state="not in this release",
+            define=None,
+            note=f"KleidiAI: ORT {version}'s MLAS does not use it (only XNNPACK's own kernels do)",
+        )
+    on = variant.kleidiai if variant.kleidiai is not None else True
+    state: KleidiAI = "on" if on else "off"
+    return _KleidiAISetting(
+        state=state,
+        define=("onnxruntime_USE_KLEIDIAI", "ON" if on else "OFF"),
+        note=f"KleidiAI {state} in MLAS (set explicitly: build.py decides it from the build machine,"
+        f" not the board){'' if variant.kleidiai is not None else '; on, as in upstream aarch64 wheels'}",
+    )
+
+
+def _sysroot_notes(profile: TargetProfile, ref: SysrootRef | None) -> list[str]:
+    if ref is None:
+        return []
+    return [
+        f"OS from sysroot {ref.name!r}"
+        + (f" (pulled from board {ref.board})" if ref.board else "")
+        + f": {ref.os.distro} {ref.os.release}, glibc {ref.os.glibc}, Python {ref.os.python}; the profile"
+        f" gives the CPU ({profile.mcpu}); the wheel is checked against the sysroot's own libraries"
+    ]

@@ -20,6 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.builds.build_log import Log
+from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
+from orchestrator.builds.sources.ort import prepare_source
 from orchestrator.errors import OrchError
 
 if TYPE_CHECKING:
@@ -31,7 +34,7 @@ LOCAL = "local"
 
 
 @dataclass(frozen=True, kw_only=True)
-class BuildRequest:
+class QueuedBuild:
     """One build of the batch: a target and a variant (the rest of the options are shared)."""
 
     target: str
@@ -44,7 +47,7 @@ class BuildRequest:
 
 @dataclass(kw_only=True)
 class BuildOutcome:
-    request: BuildRequest
+    request: QueuedBuild
     engine: str | None = None  # the engine that ran it (None: no engine was left to run it)
     result: BuildResult | None = None
     error: str | None = None
@@ -89,7 +92,7 @@ class BatchResult:
                     "error": o.error,
                     "started_s": None if o.started_s is None else round(o.started_s, 1),
                     "duration_s": round(o.duration_s, 1),
-                    "ccache": o.result.ccache if o.result else None,
+                    "ccache": o.result.ccache.as_dict() if o.result else None,
                     "build_dir": str(o.result.build_dir) if o.result else None,
                     "artifact": str(o.result.artifact.directory) if o.result and o.result.artifact else None,
                 }
@@ -105,67 +108,44 @@ def engine_label(url: str) -> str:
     return "the local Docker engine" if url == LOCAL else url
 
 
-# (request, engine) -> the plan for that engine's cores and memory.
-Planner = Callable[[BuildRequest, "Engine"], "BuildPlan"]
+# (build, engine) -> the plan for that engine's cores and memory.
+Planner = Callable[[QueuedBuild, "Engine"], "BuildPlan"]
 # (plan, engine, the workstation's engine or None when they are the same, log) -> result.
-Executor = Callable[["BuildPlan", "Engine", "Engine | None", Callable[[str], None]], "BuildResult"]
+Executor = Callable[["BuildPlan", "Engine", "Engine | None", Log], "BuildResult"]
 # An engine URL ("local" or a --docker-host address) -> a connected engine.
 Connector = Callable[[str], "Engine"]
 
 
+@dataclass(frozen=True, kw_only=True)
+class BatchSteps:
+    """How the batch reaches an engine, plans a build for it and runs the build there."""
+
+    connect: Connector
+    plan: Planner
+    execute: Executor
+
+
 def run_batch(
-    requests: Sequence[BuildRequest],
-    engines: Sequence[str],
-    *,
-    connect: Connector,
-    plan: Planner,
-    execute: Executor,
-    log: Callable[[str], None],
+    builds: Sequence[QueuedBuild], engines: Sequence[str], steps: BatchSteps, *, log: Log
 ) -> BatchResult:
-    """Every request built on one of ``engines`` (one build per engine at a time), in parallel."""
+    """Every build made on one of ``engines`` (one build per engine at a time), in parallel."""
     started = time.monotonic()
-    queue: deque[BuildRequest] = deque(requests)
+    queue: deque[QueuedBuild] = deque(builds)
     lock = threading.Lock()
-    outcomes = {request: BuildOutcome(request=request) for request in requests}
+    outcomes = {build: BuildOutcome(request=build) for build in builds}
     reports = [EngineReport(engine=url) for url in engines]
 
-    def next_request() -> BuildRequest | None:
+    def next_build() -> QueuedBuild | None:
         with lock:
             return queue.popleft() if queue else None
 
     def worker(report: EngineReport) -> None:
-        url = report.engine
-        say = _prefixed(log, url)
-        try:
-            engine = connect(url)
-            engine.ping()
-            local = None if url == LOCAL else connect(LOCAL)
-        except OrchError as error:
-            report.error = error.message
-            say(f"engine unreachable: {error.message}; its builds go to the other engines")
+        engine = _EngineWorker(steps=steps, report=report, started=started, log=log)
+        if not engine.connect():
             return
-        while (request := next_request()) is not None:
-            outcome = outcomes[request]
-            outcome.engine = url
-            report.builds.append(request.name)
-            build_say = _prefixed(log, f"{url} {request.name}")
-            build_say("starting")
-            begun = time.monotonic()
-            outcome.started_s = begun - started
-            try:
-                outcome.result = execute(plan(request, engine), engine, local, build_say)
-                build_say(f"done in {time.monotonic() - begun:.0f} s")
-            except OrchError as error:
-                outcome.error = error.message + (f" ({error.hint})" if error.hint else "")
-                build_say(f"failed: {error.message}")
-                if not _engine_alive(engine):
-                    report.error = f"stopped answering during {request.name}: {error.message}"
-                    return
-            except Exception as error:  # noqa: BLE001 - one build's surprise must not lose the others'
-                outcome.error = f"{type(error).__name__}: {error}"
-                build_say(f"failed: {outcome.error}")
-            finally:
-                outcome.duration_s = time.monotonic() - begun
+        while (build := next_build()) is not None:
+            if not engine.build(outcomes[build]):
+                return
 
     threads = [threading.Thread(target=worker, args=(report,), daemon=True) for report in reports]
     for thread in threads:
@@ -180,8 +160,61 @@ def run_batch(
                 + ")"
             )
     return BatchResult(
-        outcomes=[outcomes[r] for r in requests], engines=reports, duration_s=time.monotonic() - started
+        outcomes=[outcomes[b] for b in builds], engines=reports, duration_s=time.monotonic() - started
     )
+
+
+class _EngineWorker:
+    """One engine's worker: it connects, then builds what it takes from the queue, one at a time."""
+
+    def __init__(self, *, steps: BatchSteps, report: EngineReport, started: float, log: Log) -> None:
+        self.steps = steps
+        self.report = report
+        self.started = started  # the batch's start
+        self.log = log
+        self.engine: Engine | None = None
+        self.local: Engine | None = None  # the workstation's, when the engine is another machine's
+
+    def connect(self) -> bool:
+        """False when the engine cannot be reached: it then leaves the queue to the others."""
+        url = self.report.engine
+        try:
+            self.engine = self.steps.connect(url)
+            self.engine.ping()
+            self.local = None if url == LOCAL else self.steps.connect(LOCAL)
+        except OrchError as error:
+            self.report.error = error.message
+            _prefixed(self.log, url)(
+                f"engine unreachable: {error.message}; its builds go to the other engines"
+            )
+            return False
+        return True
+
+    def build(self, outcome: BuildOutcome) -> bool:
+        """One build on the engine, its outcome recorded; False when the engine stopped answering."""
+        engine, url, build = self.engine, self.report.engine, outcome.request
+        assert engine is not None, "connect() first"
+        outcome.engine = url
+        self.report.builds.append(build.name)
+        build_say = _prefixed(self.log, f"{url} {build.name}")
+        build_say("starting")
+        begun = time.monotonic()
+        outcome.started_s = begun - self.started
+        try:
+            outcome.result = self.steps.execute(self.steps.plan(build, engine), engine, self.local, build_say)
+            build_say(f"done in {time.monotonic() - begun:.0f} s")
+        except OrchError as error:
+            outcome.error = error.message + (f" ({error.hint})" if error.hint else "")
+            build_say(f"failed: {error.message}")
+            if not _engine_alive(engine):
+                self.report.error = f"stopped answering during {build.name}: {error.message}"
+                return False
+        except Exception as error:  # noqa: BLE001 - one build's surprise must not lose the others'
+            outcome.error = f"{type(error).__name__}: {error}"
+            build_say(f"failed: {outcome.error}")
+        finally:
+            outcome.duration_s = time.monotonic() - begun
+        return True
 
 
 def _engine_alive(engine: Engine) -> bool:
@@ -191,20 +224,17 @@ def _engine_alive(engine: Engine) -> bool:
         return False
 
 
-def _prefixed(log: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+def _prefixed(log: Log, prefix: str) -> Log:
     def say(line: str) -> None:
         log(f"[{prefix}] {line}")
 
     return say
 
 
-def prepare_shared(plans: Sequence[BuildPlan], local: Engine, log: Callable[[str], None]) -> None:
+def prepare_shared(plans: Sequence[BuildPlan], local: Engine, log: Log) -> None:
     """What several builds share, made once on the workstation before they start in parallel: each
     distinct source tree (fetched, extracted, patched) and each build image. The engines then get
     the image sent as a single remote build gets it, and nothing is fetched twice at once."""
-    from orchestrator.builds.execute import ensure_base_image_on, ensure_build_image
-    from orchestrator.builds.sources.ort import prepare_source
-
     sources: set[tuple[Any, ...]] = set()
     images: set[str] = set()
     for plan in plans:

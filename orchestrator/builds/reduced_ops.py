@@ -123,7 +123,10 @@ def operator_config(models: Sequence[Path]) -> OperatorConfig:
     optimisation level."""
     # onnx, onnxruntime and numpy are imported here, not at the top: every orch command imports
     # the build plan, and only a reduced build needs them (start-up time).
-    from orchestrator.lab.sample_models import preflight_model, write_model
+    from orchestrator.lab.sample_models import (  # noqa: PLC0415 -- it loads onnx and numpy at import
+        preflight_model,
+        write_model,
+    )
 
     if not models:
         raise UsageError(

@@ -16,9 +16,11 @@ from orchestrator.adapters import process
 from orchestrator.artifacts.dependencies import pip_platforms
 from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.artifacts.store import Artifact, BuildRecord, Source
-from orchestrator.builds.execute import ensure_base_image_on, ensure_build_image, finish_artifact
-from orchestrator.builds.native_runner import execute as native_runner_build
+from orchestrator.builds.build_log import Log
+from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
+from orchestrator.builds.native_runner.execute import add_runner, stock_header
 from orchestrator.builds.plan import BuildOptions, make_plan
+from orchestrator.builds.record import MadeWheel, finish_artifact
 from orchestrator.builds.sources.ort import DEBIAN_ORT_VERSIONS, DEFAULT_ORT_VERSION, parse_source
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import BuildError
@@ -69,11 +71,10 @@ def fetch_stock(
     profile: TargetProfile,
     version: str | None,
     *,
-    root: Path | None,
-    log: Any,
+    log: Log,
     preflight: bool = True,
 ) -> Artifact:
-
+    """The official wheel for the board, checked, pre-flighted and stored under the home's artifacts."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="orch-stock-") as tmp:
         dest = Path(tmp)
@@ -98,22 +99,14 @@ def fetch_stock(
             source=Source(kind="index", description="official wheel", download_argv=tuple(argv[1:])),
             build_duration_s=round(time.monotonic() - started, 1),
         )
-        artifact = finish_artifact(
-            profile,
-            "stock",
-            found_version,
-            wheel,
-            record,
-            log_path=None,
-            root=root,
-            engine=engine,
-            log=log,
-            preflight=preflight,
+        made = MadeWheel(
+            profile=profile, variant="stock", ort_version=found_version, wheel=wheel, record=record
         )
+        artifact = finish_artifact(made, root=None, engine=engine, log=log, preflight=preflight)
     return _with_runner(engine, profile, artifact, log)
 
 
-def _with_runner(engine: Engine, profile: TargetProfile, artifact: Artifact, log: Any) -> Artifact:
+def _with_runner(engine: Engine, profile: TargetProfile, artifact: Artifact, log: Log) -> Artifact:
     """The official wheel's native runner, when the release's C API header is available offline."""
     # The build image of the target (the one its own builds use): it has the cross compiler.
     plan = make_plan(
@@ -124,8 +117,8 @@ def _with_runner(engine: Engine, profile: TargetProfile, artifact: Artifact, log
     version = artifact.ort_version
     offline = DEBIAN_ORT_VERSIONS.get(profile.bootstrap_suite or "") == version
     base = ensure_base_image_on(engine, plan, log) if offline else None
-    header = native_runner_build.stock_header(engine, profile, version, base, log)
+    header = stock_header(engine, profile, version, base, log)
     image_id = ensure_build_image(engine, plan, log) if not isinstance(header, str) else ""
-    return native_runner_build.add_runner(
+    return add_runner(
         artifact, profile, engine, header=header, image_id=image_id, image_tag=plan.image.tag, log=log
     )

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.builds.plan import SRC, BuildPlan
+from orchestrator.builds.container_paths import SRC
+from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.sources.dependencies import DEPS, PreparedDependencies
 from orchestrator.builds.sources.ort import SourceTree
 from orchestrator.errors import BuildError

@@ -9,7 +9,7 @@ orch build clean [--target T] [--ccache] [--sources] [--dry-run]   # free the en
 from __future__ import annotations
 
 import argparse
-import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,32 +17,30 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from orchestrator.artifacts.store import Manifest, list_artifacts
-from orchestrator.builds import flags as flag_check
-from orchestrator.builds.execute import execute
-from orchestrator.builds.native_runner.plan import runner_plan
-from orchestrator.builds.plan import (
-    BuildOptions,
-    BuildPlan,
-    machine_resources,
-    make_plan,
-    parse_define,
-)
+from orchestrator.artifacts.store import list_artifacts
+from orchestrator.builds.build_report import CompilerCacheUse, IncrementalBuild
+from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
+from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.queue import LOCAL
-from orchestrator.builds.reduced_ops import operator_config
-from orchestrator.builds.sources.ort import parse_source
-from orchestrator.builds.stock import default_version, fetch_stock, plan_dict
+from orchestrator.builds.stock import default_version, fetch_stock
 from orchestrator.builds.sysroots.store import find_sysroot
 from orchestrator.builds.sysroots.target import profile_for_sysroot
-from orchestrator.builds.variants import Variant, resolve_variant
+from orchestrator.builds.variants import resolve_variant
 from orchestrator.builds.workspace import volumes_to_clean
 from orchestrator.commands import options
+from orchestrator.commands.build_batch import run_batch_command
+from orchestrator.commands.build_request import (
+    BuildRequest,
+    PlanContext,
+    plan_build,
+    read_build_request,
+    remote_cache,
+)
+from orchestrator.commands.build_show import show_footprint, show_plan, show_stock_plan
 from orchestrator.commands.options import add_dry_run_option, add_json_option
-from orchestrator.config import BuildSettings, load_config
 from orchestrator.console import PlainProgress, console, emit_json, print_whole
-from orchestrator.endpoints import RemoteCache, check_docker_host, parse_cache_url
+from orchestrator.endpoints import check_docker_host
 from orchestrator.errors import BuildError, UsageError
-from orchestrator.ort_versions import check_ort_version
 from orchestrator.targets import TargetProfile, resolve_target
 
 if TYPE_CHECKING:
@@ -153,193 +151,43 @@ def run(args: argparse.Namespace) -> int:
         return _list(args)
     if args.action == "clean":
         return _clean(args)
-    if not args.target:
-        raise UsageError("orch build needs --target", hint="e.g. orch build --target lab --variant tuned")
-    if args.parallel is not None and args.parallel < 1:
-        raise UsageError("--parallel must be at least 1")
-
-    check_ort_version(args.ort_version)
-    settings = load_config().build
-    engines = _engines(args, settings)
-    if args.cache is not None:
-        parse_cache_url(args.cache)  # refused before anything else, by the dry run as by the real one
-    targets, variants = _names(args.target, "--target"), _names(args.variant, "--variant")
-    args.sysroot = None
-    # Read once, before any plan (every build of a batch plans with it), so that the dry run
-    # refuses a model the real run would refuse.
-    args.operator_config = operator_config(args.model) if args.model else None
-    if len(targets) > 1 or len(variants) > 1 or len(engines) > 1:
-        if args.sysroot_from:
+    request = read_build_request(args)
+    if request.is_batch:
+        if request.sysroot_from:
             raise UsageError(
                 "--sysroot-from builds for one board's OS: one --target, one --variant, one engine at a time",
-                hint=f"orch build --target {targets[0]} --variant {variants[0]} --sysroot-from {args.sysroot_from}",
+                hint=f"orch build --target {request.targets[0]} --variant {request.variants[0]}"
+                f" --sysroot-from {request.sysroot_from}",
             )
-        args.remote_cache = _remote_cache(args, settings)
-        from orchestrator.commands.build_batch import run_batch_command
+        return run_batch_command(request, remote_cache(request))
+    return _build_one(request)
 
-        return run_batch_command(args, targets, variants, engines or [LOCAL], _plan)
-    args.target, args.variant = targets[0], variants[0]
-    profile = resolve_target(args.target)
-    if args.sysroot_from:
-        profile, args.sysroot = profile_for_sysroot(profile, find_sysroot(args.sysroot_from))
-    variant = resolve_variant(args.variant)
+
+def _build_one(request: BuildRequest) -> int:
+    profile = resolve_target(request.targets[0])
+    sysroot = None
+    if request.sysroot_from:
+        profile, sysroot = profile_for_sysroot(profile, find_sysroot(request.sysroot_from))
+    variant = resolve_variant(request.variants[0])
     if not variant.build:
-        return _stock(args, profile)
-    if engines and engines[0] != LOCAL:
-        args.docker_host = engines[0]
-    args.remote_cache = _remote_cache(args, settings)
-    from orchestrator.adapters.engine import Engine
+        return _stock(request, profile)
+    engines = request.engines
+    docker_host = engines[0] if engines and engines[0] != LOCAL else request.docker_host
+    context = PlanContext(docker_host=docker_host, cache=remote_cache(request), sysroot=sysroot)
+    from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
     # The engine that compiles: the local one, or another machine's (--docker-host), asked for its
     # cores and memory so the job count fits the machine that does the work.
-    engine = Engine(args.docker_host) if args.docker_host and not args.dry_run else None
-    plan = _plan(args, profile, variant, engine)
-    if args.dry_run:
-        _show_plan(plan, args)
+    engine = Engine(docker_host) if docker_host and not request.dry_run else None
+    plan = plan_build(request, profile, variant, context, engine)
+    if request.dry_run:
+        show_plan(plan, force_flags=request.force_flags, as_json=request.json)
         return 0
-    return _execute(args, plan, engine or Engine())
+    return _execute(request, plan, engine or Engine(), remote=docker_host is not None)
 
 
-def _plan(
-    args: argparse.Namespace, profile: TargetProfile, variant: Variant, engine: Engine | None
-) -> BuildPlan:
-    source = parse_source(args.ort_source, version=args.ort_version, suite=profile.bootstrap_suite)
-    cpus, memory = machine_resources()
-    if engine is not None:
-        info = engine.info()
-        cpus, memory = int(info.get("NCPU", cpus)), int(info.get("MemTotal", memory))
-    options = BuildOptions(
-        source=source,
-        extra_defines=tuple(parse_define(d) for d in args.cmake_define),
-        execution_provider=args.ep,
-        parallel=args.parallel,
-        cpus=cpus,
-        memory_bytes=memory,
-        scope=args.scope,
-        docker_host=args.docker_host,
-        force_flags=args.force_flags,
-        cache=args.remote_cache,
-        sysroot=args.sysroot,
-        operator_config=args.operator_config,
-    )
-    return make_plan(profile, variant, options)
-
-
-def _engines(args: argparse.Namespace, settings: BuildSettings) -> list[str]:
-    """The engines to build on: --docker-host (repeated), else build.engines; [] = the local one.
-    ``args.docker_host`` is left as the one address given on the command line, or None."""
-    given = list(args.docker_host or [])
-    for url in given:
-        if url != LOCAL:
-            check_docker_host(url)
-    repeated = sorted({url for url in given if given.count(url) > 1})
-    if repeated:
-        raise UsageError(f"--docker-host {repeated[0]} is given twice", hint="name each engine once")
-    args.docker_host = given[0] if len(given) == 1 and given[0] != LOCAL else None
-    args.docker_hosts_given = bool(given)
-    return given or list(settings.engines)
-
-
-def _names(value: str, option: str) -> list[str]:
-    """``a,b`` -> [a, b] (several targets or variants build as a batch on the engines)."""
-    names = [name.strip() for name in value.split(",")]
-    if not all(names):
-        raise UsageError(
-            f"{option} {value!r}: an empty name in the list", hint=f"e.g. {option} tuned,default"
-        )
-    if len(set(names)) != len(names):
-        raise UsageError(f"{option} {value!r} names one twice")
-    return names
-
-
-def _remote_cache(args: argparse.Namespace, settings: BuildSettings) -> RemoteCache | None:
-    """--cache / --remote-cache-only, else the settings file's build.cache / build.remote_cache_only."""
-    url = args.cache if args.cache is not None else settings.cache
-    remote_only = args.remote_cache_only or (settings.remote_cache_only and args.cache is None)
-    if url is None:
-        if remote_only:
-            raise UsageError(
-                "--remote-cache-only needs a shared cache",
-                hint="add --cache redis://host:port, or build.cache in orch.yaml",
-            )
-        return None
-    return parse_cache_url(url, remote_only=remote_only, option="--cache" if args.cache else "build.cache")
-
-
-def _show_plan(plan: BuildPlan, args: argparse.Namespace) -> None:
-    document = plan.as_dict()
-    document["toolchain_file_text"] = plan.toolchain_file.read_text()
-    validation: dict[str, Any] = {"checked": False}
-    if plan.source.kind == "dir":
-        # Refused here exactly as the real build would refuse it (--force-flags lists them instead).
-        problems = flag_check.validate_or_raise(
-            Path(plan.source.location),
-            [k for k, _ in plan.defines],
-            flag_check.flags_of(plan.build_args),
-            force=args.force_flags,
-        )
-        validation = {"checked": True, "problems": problems}
-    document["flag_validation"] = validation
-    if plan.scope == "wheel":
-        document["native_runner"] = runner_plan(plan.target, plan.ort_version).as_dict()
-    if args.json:
-        emit_json(document)
-        return
-    c = console
-    c.print(
-        f"[bold]orch build plan[/] — target [cyan]{plan.target.name}[/], variant [cyan]{plan.variant.name}[/]"
-        f" ({escape(plan.variant.description)}), ORT {plan.ort_version}, EP {plan.execution_provider}"
-    )
-    c.print(f"[bold]source:[/] {escape(plan.source.describe())}; dependencies: {plan.dependencies}")
-    c.print(f"[bold]image:[/] {plan.image.tag}  FROM {plan.image.base_image}  ({plan.image.dockerfile})")
-    for key, value in plan.image.buildargs:
-        c.print(f"    {key}={escape(value)}", soft_wrap=True)
-    c.print(f"[bold]toolchain file:[/] {plan.toolchain_file}")
-    c.print(f"[bold]compiler flags:[/] {escape(' '.join(plan.compiler_flags)) or '(ORT defaults)'}")
-    c.print("[bold]CMake defines:[/]")
-    for key, value in plan.defines:
-        c.print(f"    -D{key}={escape(value)}", soft_wrap=True)
-    c.print(
-        f"[bold]parallel jobs:[/] {plan.parallel}   [bold]ccache volume:[/] {document['ccache_volume'] or 'none'}"
-        f"   [bold]network:[/] {plan.network or 'default'}"
-    )
-    if plan.cache is not None:
-        c.print(
-            f"[bold]shared compiler cache:[/] {escape(plan.cache.display)}"
-            f"{' (remote only)' if plan.cache.remote_only else ''}, through a relay container on the"
-            f" engine's network; the build container's network stays {plan.network or 'default'}"
-        )
-    c.print("[bold]build command (in the build container):[/]")
-    c.print("    " + escape(shlex.join(plan.build_argv)), soft_wrap=True)
-    if plan.scope == "wheel":
-        c.print("[bold]then:[/] " + escape(shlex.join(plan.package_argv)), soft_wrap=True)
-        c.print(
-            f"[bold]wheel check:[/] aarch64 ELF, GLIBC <= {plan.target.os.glibc}, {plan.target.os.python_tag};"
-            f" [bold]pre-flight:[/] QEMU_CPU={plan.target.qemu_cpu}"
-        )
-        _show_runner(document["native_runner"])
-    if validation["checked"]:
-        problems = validation["problems"]
-        c.print("[bold]flag validation:[/] " + ("all names known" if not problems else "; ".join(problems)))
-    else:
-        c.print("[bold]flag validation:[/] against the source tree, before the build starts")
-    for note in plan.notes:
-        c.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
-    if plan.refused:
-        c.print(f"[red]running this plan is refused here:[/] {escape(plan.refused)}", soft_wrap=True)
-
-
-def _show_runner(runner: dict[str, Any]) -> None:
-    console.print(
-        f"[bold]native runner:[/] {escape(runner['source'])} against {escape(runner['header'])}, linked with"
-        f" {escape(runner['library'])}:",
-        soft_wrap=True,
-    )
-    console.print("    " + escape(shlex.join(runner["argv"])), soft_wrap=True)
-
-
-def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
-    from orchestrator.adapters.engine import Engine  # the docker SDK costs start-up time: loaded when used
+def _execute(request: BuildRequest, plan: BuildPlan, engine: Engine, *, remote: bool) -> int:
+    from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
     if plan.refused:
         raise BuildError(
@@ -348,11 +196,33 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
         )
     # With --docker-host the workstation's own engine still fetches the source, lends its images
     # and runs the pre-flight (its qemu emulation is the one `orch doctor` checked).
-    local_engine = Engine() if args.docker_host else None
+    options = ExecuteOptions(
+        local_engine=Engine() if remote else None,
+        force_flags=request.force_flags,
+        preflight=request.preflight,
+    )
+    result = _execute_with_progress(plan, engine, options)
+    if request.json:
+        emit_json(_result_document(plan, engine, result))
+        return 0
+    where = result.artifact.wheel_path if result.artifact else result.build_dir
+    console.print(
+        f"[green]built[/] {plan.target.name}/{plan.artifact_variant} ORT {plan.ort_version} in "
+        f"{result.duration_s / 60:.1f} min -> {where}  (ccache hits {result.ccache.hits},"
+        f" misses {result.ccache.misses}{_remote_summary(result.ccache)}"
+        f"{_incremental_summary(result.incremental)})"
+    )
+    if result.artifact:
+        show_footprint(result.artifact.manifest)
+    return 0
 
-    def log(line: str) -> None:
-        console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
+def _log(line: str) -> None:
+    console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
+
+
+def _execute_with_progress(plan: BuildPlan, engine: Engine, options: ExecuteOptions) -> BuildResult:
+    """The build, with ninja's steps as a progress bar (plain lines when stderr is not a terminal)."""
     plain = None if console.is_terminal else PlainProgress("compiling (ninja steps)")
     with Progress(
         TextColumn("[bold]compiling"),
@@ -371,15 +241,10 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
             else:
                 progress.update(task, completed=done, total=total)
 
-        result = execute(
-            plan,
-            engine,
-            local_engine=local_engine,
-            force_flags=args.force_flags,
-            log=log,
-            progress=on_progress,
-            preflight=not args.no_preflight,
-        )
+        return execute(plan, engine, log=_log, options=replace(options, progress=on_progress))
+
+
+def _result_document(plan: BuildPlan, engine: Engine, result: BuildResult) -> dict[str, Any]:
     document: dict[str, Any] = {
         "target": plan.target.name,
         "variant": plan.artifact_variant,
@@ -387,8 +252,8 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
         "scope": plan.scope,
         "engine": engine.label,
         "duration_s": round(result.duration_s, 1),
-        "ccache": result.ccache,
-        "incremental": result.incremental,
+        "ccache": result.ccache.as_dict(),
+        "incremental": result.incremental.as_dict(),
         "log": str(result.log_path),
         "build_dir": str(result.build_dir),
     }
@@ -398,90 +263,55 @@ def _execute(args: argparse.Namespace, plan: BuildPlan, engine: Engine) -> int:
             wheel=result.artifact.manifest.wheel,
             manifest=result.artifact.manifest.to_json(),
         )
-    if args.json:
-        emit_json(document)
-    else:
-        where = result.artifact.wheel_path if result.artifact else result.build_dir
-        console.print(
-            f"[green]built[/] {plan.target.name}/{plan.artifact_variant} ORT {plan.ort_version} in "
-            f"{result.duration_s / 60:.1f} min -> {where}  (ccache hits {result.ccache.get('hits')},"
-            f" misses {result.ccache.get('misses')}{_remote_summary(result.ccache)}"
-            f"{_incremental_summary(result.incremental)})"
-        )
-        if result.artifact:
-            _show_footprint(result.artifact.manifest)
-    return 0
+    return document
 
 
-def _incremental_summary(incremental: dict[str, Any]) -> str:
-    if incremental.get("configure") != "reused":
+def _incremental_summary(incremental: IncrementalBuild) -> str:
+    if incremental.configure != "reused":
         return ""
-    steps = incremental.get("ninja_steps", 0)
+    steps = incremental.ninja_steps
     return "; build directory configured already" + (
         f", {steps} ninja steps" if steps else ", nothing to compile"
     )
 
 
-def _remote_summary(ccache: dict[str, Any]) -> str:
-    if "remote_storage" not in ccache:
+def _remote_summary(ccache: CompilerCacheUse) -> str:
+    if ccache.remote_storage is None:
         return ""
-    if not ccache.get("remote_reachable"):
-        return f"; shared cache {ccache['remote_storage']} unreachable"
+    if not ccache.remote_reachable:
+        return f"; shared cache {ccache.remote_storage} unreachable"
+    stats = ccache.stats
     return (
-        f"; local {ccache.get('local_hits', 0)} hits, shared cache {ccache.get('remote_hits', 0)} hits,"
-        f" {ccache.get('remote_misses', 0)} misses"
+        f"; local {stats.local_hits if stats else 0} hits, shared cache {stats.remote_hits if stats else 0} hits,"
+        f" {stats.remote_misses if stats else 0} misses"
     )
 
 
-def _show_footprint(manifest: Manifest) -> None:
-    """The C library's size (what `reduced` or `lto` builds change) and the native runner's."""
-    runner = manifest.native_runner
-    if runner is None:
-        return
-    library = (
-        f"{runner.library} {runner.library_size / 1e6:.1f} MB" if runner.library_size else "no C library"
-    )
-    made = (
-        f"native runner {runner.size / 1e3:.0f} kB" if runner.size else f"no native runner: {runner.skipped}"
-    )
-    console.print(f"footprint: {escape(library)}; {escape(made)}", soft_wrap=True)
-
-
-def _stock(args: argparse.Namespace, profile: TargetProfile) -> int:
-    if args.cmake_define or args.ort_source or args.docker_hosts_given or args.cache is not None:
+def _stock(request: BuildRequest, profile: TargetProfile) -> int:
+    if (
+        request.cmake_defines
+        or request.ort_source
+        or request.docker_hosts_given
+        or request.cache_url is not None
+    ):
         raise UsageError(
             "the stock variant is not built: --cmake-define, --ort-source, --docker-host and --cache"
             " do not apply"
         )
     # The same release as the builds it will be compared with, unless asked otherwise.
-    version = args.ort_version or default_version(profile)
-    if not args.ort_version:
+    version = request.ort_version or default_version(profile)
+    if not request.ort_version:
         console.print(
             f"stock baseline: ONNX Runtime {version}, the release orch builds for {profile.name}"
             " (--ort-version to choose another)"
         )
-    if args.dry_run:
-        document = plan_dict(profile, version)
-        document["native_runner"] = runner_plan(profile, version).as_dict()
-        if args.json:
-            emit_json(document)
-        else:
-            console.print(
-                f"[bold]orch build plan[/] — target [cyan]{profile.name}[/], variant [cyan]stock[/]:"
-                " the official wheel, no build"
-            )
-            console.print("    " + escape(shlex.join(document["download_argv"])), soft_wrap=True)
-            console.print(f"then the wheel check and the pre-flight on QEMU_CPU={profile.qemu_cpu}")
-            _show_runner(document["native_runner"])
+    if request.dry_run:
+        show_stock_plan(profile, version, as_json=request.json)
         return 0
+    from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
-    def log(line: str) -> None:
-        console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
-
-    from orchestrator.adapters.engine import Engine
-
-    artifact = fetch_stock(Engine(), profile, version, root=None, log=log, preflight=not args.no_preflight)
-    if args.json:
+    artifact = fetch_stock(Engine(), profile, version, log=_log, preflight=request.preflight)
+    if request.json:
         emit_json(
             {
                 "target": profile.name,
@@ -495,12 +325,12 @@ def _stock(args: argparse.Namespace, profile: TargetProfile) -> int:
         console.print(
             f"[green]stock wheel ready[/] {artifact.wheel_path} (pre-flight ok on {profile.qemu_cpu})"
         )
-        _show_footprint(artifact.manifest)
+        show_footprint(artifact.manifest)
     return 0
 
 
 def _clean(args: argparse.Namespace) -> int:
-    from orchestrator.adapters.engine import Engine
+    from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
     target = resolve_target(args.target).name if args.target else None
     hosts = args.docker_host or []
@@ -523,7 +353,6 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-
     artifacts = list_artifacts()
     if args.json:
         emit_json([{"directory": str(a.directory), **a.manifest.to_json()} for a in artifacts])

@@ -8,58 +8,90 @@ target, variant or engine.
 
 from __future__ import annotations
 
-import argparse
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.builds.execute import execute
+from orchestrator.builds.build_log import Log
+from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
+from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.queue import (
     LOCAL,
     BatchResult,
-    BuildRequest,
+    BatchSteps,
+    QueuedBuild,
     engine_label,
     prepare_shared,
     run_batch,
 )
-from orchestrator.builds.variants import resolve_variant
+from orchestrator.builds.variants import Variant, resolve_variant
+from orchestrator.commands.build_request import BuildRequest, PlanContext, plan_build
 from orchestrator.console import PlainProgress, console, emit_json, print_whole
+from orchestrator.endpoints import RemoteCache
 from orchestrator.errors import BuildError, PartialFailure, UsageError
-from orchestrator.targets import resolve_target
+from orchestrator.targets import TargetProfile, resolve_target
 
 if TYPE_CHECKING:
     from orchestrator.adapters.engine import Engine
-    from orchestrator.builds.execute import BuildResult
-    from orchestrator.builds.plan import BuildPlan
-
-# (args, profile, variant, engine or None for this machine's resources) -> plan
-PlanFor = Callable[..., "BuildPlan"]
 
 
-def run_batch_command(
-    args: argparse.Namespace, targets: list[str], variants: list[str], engines: list[str], plan_for: PlanFor
-) -> int:
-    profiles = {name: resolve_target(name) for name in targets}
-    kinds = {name: resolve_variant(name) for name in variants}
+def run_batch_command(request: BuildRequest, cache: RemoteCache | None) -> int:
+    """Every target x variant of ``request`` on its engines; ``cache`` is the shared compiler cache."""
+    engines = list(request.engines) or [LOCAL]
+    profiles = {name: resolve_target(name) for name in request.targets}
+    kinds = {name: resolve_variant(name) for name in request.variants}
     stock = [name for name, variant in kinds.items() if not variant.build]
     if stock:
         raise UsageError(
             f"variant '{stock[0]}' is not built (it fetches the official wheel): build it on its own",
-            hint=f"orch build --target {targets[0]} --variant {stock[0]}",
+            hint=f"orch build --target {request.targets[0]} --variant {stock[0]}",
         )
-    requests = [BuildRequest(target=t, variant=v) for t in targets for v in variants]
+    batch = _Batch(request, PlanContext(docker_host=request.docker_host, cache=cache), profiles, kinds)
+    builds = [QueuedBuild(target=t, variant=v) for t in request.targets for v in request.variants]
     # Every build's plan for this machine, first: a plan any build refuses stops the batch before it starts.
-    plans = {r: plan_for(args, profiles[r.target], kinds[r.variant], None) for r in requests}
-    for request, planned in plans.items():
+    plans = {build: batch.plan(build, None) for build in builds}
+    for build, planned in plans.items():
         if planned.refused:
-            raise BuildError(f"cannot build {request.name} here: {planned.refused}")
-    if args.dry_run:
-        return _show(args, plans, engines)
+            raise BuildError(f"cannot build {build.name} here: {planned.refused}")
+    if request.dry_run:
+        return _show(request, plans, engines)
+    return _run(batch, plans, engines)
 
-    from orchestrator.adapters.engine import Engine
+
+class _Batch:
+    """The batch's shared request, and each build planned and run from it."""
+
+    def __init__(
+        self,
+        request: BuildRequest,
+        context: PlanContext,
+        profiles: dict[str, TargetProfile],
+        kinds: dict[str, Variant],
+    ) -> None:
+        self.request = request
+        self.context = context
+        self.profiles = profiles
+        self.kinds = kinds
+
+    def plan(self, build: QueuedBuild, engine: Engine | None) -> BuildPlan:
+        return plan_build(
+            self.request, self.profiles[build.target], self.kinds[build.variant], self.context, engine
+        )
+
+    def execute(self, plan: BuildPlan, engine: Engine, workstation: Engine | None, say: Log) -> BuildResult:
+        options = ExecuteOptions(
+            local_engine=workstation,
+            force_flags=self.request.force_flags,
+            progress=PlainProgress("compiling (ninja steps)", say=say),
+            preflight=self.request.preflight,
+        )
+        return execute(plan, engine, log=say, options=options)
+
+
+def _run(batch: _Batch, plans: dict[QueuedBuild, BuildPlan], engines: list[str]) -> int:
+    from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
     lock = threading.Lock()
 
@@ -68,8 +100,8 @@ def run_batch_command(
             console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
     console.print(
-        f"[bold]{len(requests)} builds on {len(engines)} engines[/] (one build per engine at a time):"
-        f" {', '.join(r.name for r in requests)}"
+        f"[bold]{len(plans)} builds on {len(engines)} engines[/] (one build per engine at a time):"
+        f" {', '.join(b.name for b in plans)}"
     )
     local = Engine()
     prepare_shared(list(plans.values()), local, log)
@@ -77,26 +109,14 @@ def run_batch_command(
     def connect(url: str) -> Engine:
         return Engine() if url == LOCAL else Engine(url)
 
-    def plan(request: BuildRequest, engine: Engine) -> BuildPlan:
+    def plan(build: QueuedBuild, engine: Engine) -> BuildPlan:
         # Planned for the engine that runs it: its own cores and memory set the job count.
         remote = engine if engine.docker_host and engine.docker_host != local.docker_host else None
-        return plan_for(args, profiles[request.target], kinds[request.variant], remote)
+        return batch.plan(build, remote)
 
-    def run_one(
-        plan: BuildPlan, engine: Engine, workstation: Engine | None, say: Callable[[str], None]
-    ) -> BuildResult:
-        return execute(
-            plan,
-            engine,
-            local_engine=workstation,
-            force_flags=args.force_flags,
-            log=say,
-            progress=PlainProgress("compiling (ninja steps)", say=say),
-            preflight=not args.no_preflight,
-        )
-
-    result = run_batch(requests, engines, connect=connect, plan=plan, execute=run_one, log=log)
-    _report(args, result)
+    steps = BatchSteps(connect=connect, plan=plan, execute=batch.execute)
+    result = run_batch(list(plans), engines, steps, log=log)
+    _report(batch.request, result)
     if result.ok:
         return 0
     if any(o.ok for o in result.outcomes):
@@ -104,22 +124,22 @@ def run_batch_command(
     return BuildError.exit_code
 
 
-def _show(args: argparse.Namespace, plans: dict[BuildRequest, BuildPlan], engines: list[str]) -> int:
+def _show(request: BuildRequest, plans: dict[QueuedBuild, BuildPlan], engines: list[str]) -> int:
     document: dict[str, Any] = {
         "engines": engines,
         "schedule": "one build per engine at a time, each planned for its engine's cores and memory",
         "builds": [plan.as_dict() for plan in plans.values()],
     }
-    if args.json:
+    if request.json:
         emit_json(document)
         return 0
     console.print(
         f"[bold]orch build plan[/] — {len(plans)} builds on {len(engines)} engines"
         f" ({', '.join(engine_label(e) for e in engines)}), one build per engine at a time"
     )
-    for request, plan in plans.items():
+    for build, plan in plans.items():
         console.print(
-            f"  {request.name}: ORT {plan.ort_version}, image {plan.image.tag}, network {plan.network or 'default'}"
+            f"  {build.name}: ORT {plan.ort_version}, image {plan.image.tag}, network {plan.network or 'default'}"
             f"{', shared cache ' + escape(plan.cache.display) if plan.cache else ''}",
             soft_wrap=True,
         )
@@ -127,15 +147,15 @@ def _show(args: argparse.Namespace, plans: dict[BuildRequest, BuildPlan], engine
     return 0
 
 
-def _report(args: argparse.Namespace, result: BatchResult) -> None:
-    if args.json:
+def _report(request: BuildRequest, result: BatchResult) -> None:
+    if request.json:
         emit_json(result.as_dict())
         return
     table = Table(title=f"{len(result.outcomes)} builds in {result.duration_s / 60:.1f} min")
     for column in ("build", "engine", "result", "time", "ccache hits/misses", "output"):
         table.add_column(column)
     for outcome in result.outcomes:
-        ccache = outcome.result.ccache if outcome.result else {}
+        ccache = outcome.result.ccache if outcome.result else None
         where = ""
         if outcome.result:
             where = str(
@@ -146,7 +166,7 @@ def _report(args: argparse.Namespace, result: BatchResult) -> None:
             engine_label(outcome.engine) if outcome.engine else "-",
             "[green]ok[/]" if outcome.ok else f"[red]failed[/]: {escape(outcome.error or '')}",
             f"{outcome.duration_s / 60:.1f} min" if outcome.engine else "",
-            f"{ccache.get('hits')}/{ccache.get('misses')}" if ccache else "",
+            f"{ccache.hits}/{ccache.misses}" if ccache is not None and ccache.recorded else "",
             escape(where),
         )
     print_whole(table)

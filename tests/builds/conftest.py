@@ -62,7 +62,7 @@ def ort_tree(ort_tarball: Path) -> Path:
 @pytest.fixture(scope="session")
 def build_image(engine: object) -> str:
     """The lab target's real build image (made once, shared with every build)."""
-    from orchestrator.builds.execute import ensure_build_image
+    from orchestrator.builds.image import ensure_build_image
 
     plan = make_plan(
         resolve_target("lab"),

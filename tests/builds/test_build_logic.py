@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.builds.execute import first_error, parse_ccache_stats, readback_flags
+from orchestrator.builds.build_log import first_error
+from orchestrator.builds.build_report import parse_ccache_stats, readback_flags
 from orchestrator.console import PlainProgress
 from orchestrator.targets import known_target_names
 
@@ -42,8 +43,8 @@ def test_first_error_is_the_compiler_line_not_the_noise_after_it() -> None:
 
 def test_ccache_statistics() -> None:
     stats = parse_ccache_stats(STATS)
-    assert (stats["hits"], stats["misses"], stats["hit_rate"]) == (492, 37, round(492 / 529, 4))
-    assert parse_ccache_stats("")["hit_rate"] is None
+    assert (stats.hits, stats.misses, stats.hit_rate) == (492, 37, round(492 / 529, 4))
+    assert parse_ccache_stats("").hit_rate is None
 
 
 def test_readback_proves_flags_reached_mlas_and_the_session(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_manifest import BUILT
 
-from orchestrator.builds.execute import _incremental, configure_stamp
+from orchestrator.builds.build_report import IncrementalBuild, configure_stamp, read_incremental
 from orchestrator.builds.plan import BuildOptions, make_plan
 from orchestrator.builds.sources.ort import parse_source
 from orchestrator.builds.variants import resolve_variant
@@ -144,17 +144,16 @@ def test_the_stamp_follows_every_configure_input(tmp_path: Path) -> None:
 
 def test_the_report_says_what_ninja_had_to_do(tmp_path: Path) -> None:
     (tmp_path / "configure.txt").write_text("reused\n")
-    assert _incremental(tmp_path, ["orch: ...", "ninja: no work to do."]) == {
-        "configure": "reused",
-        "ninja_steps": 0,
-    }
+    assert read_incremental(tmp_path, ["orch: ...", "ninja: no work to do."]) == IncrementalBuild(
+        configure="reused", ninja_steps=0
+    )
     lines = [
         "[1/3] Building CXX object a.o",
         "[2/3] Building CXX object b.o",
         "[3/3] Linking CXX executable t",
     ]
-    assert _incremental(tmp_path, lines)["ninja_steps"] == 3
-    assert _incremental(tmp_path / "missing", [])["configure"] is None
+    assert read_incremental(tmp_path, lines).ninja_steps == 3
+    assert read_incremental(tmp_path / "missing", []).configure is None
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.artifacts.store import BuildRecord, find_artifact, list_artifacts
-from orchestrator.builds.execute import finish_artifact
+from orchestrator.builds.record import MadeWheel, finish_artifact
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import resolve_target
 
@@ -78,13 +78,11 @@ def make_wheel(
 
 
 def check(tmp_path: Path, engine, target: str, wheel: Path):
+    made = MadeWheel(
+        profile=resolve_target(target), variant="tuned", ort_version="1.21.0", wheel=wheel, record=BuildRecord()
+    )
     return finish_artifact(
-        resolve_target(target),
-        "tuned",
-        "1.21.0",
-        wheel,
-        BuildRecord(),
-        log_path=None,
+        made,
         root=tmp_path / "artifacts",
         engine=engine,
         log=lambda line: None,

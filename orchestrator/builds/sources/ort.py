@@ -44,7 +44,7 @@ DEBIAN_ORT_VERSIONS = {"trixie": "1.21.0"}
 _TARBALL = re.compile(r"\.(tar|tar\.gz|tgz|tar\.xz|txz|tar\.bz2|tbz2|tar\.zst)$")
 
 # Run inside a container of the suite (see its header): a file of docker/build, copied in where
-# the build's scripts go (orchestrator.builds.plan.SCRIPTS) and run with the image's `sh`.
+# the build's scripts go (orchestrator.builds.container_paths.SCRIPTS) and run with the image's `sh`.
 _FETCH_SCRIPT = DOCKER_DIR / "build" / "fetch_debian_source.sh"
 _FETCH_IN_CONTAINER = "/opt/orch/fetch_debian_source.sh"
 

@@ -1,0 +1,113 @@
+"""ORT's ``build.py`` arguments of a plan: the build itself, the scope, the variant's own, the
+execution provider's, and a reduced build's operator config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from orchestrator.builds.container_paths import BUILD, PROTOC, REDUCED
+from orchestrator.builds.reduced_ops import OperatorConfig
+from orchestrator.builds.variants import Variant
+from orchestrator.targets import TargetProfile
+
+BuildScope = Literal["wheel", "mlas-test"]
+# What `--ep cuda` needs in the image and can't get offline or from a Debian archive.
+CUDA_TOOLKIT_NOTE = (
+    "a CUDA build needs the NVIDIA L4T CUDA cross toolkit (cuda-cross-aarch64, cuDNN for aarch64) "
+    "installed in the build image; the stock build image does not carry it"
+)
+CUDA_HOME = "/usr/local/cuda"
+CUDNN_HOME = "/usr/lib/aarch64-linux-gnu"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderArgs:
+    """What an execution provider adds to build.py's arguments, and why a build may be refused here."""
+
+    args: tuple[str, ...] = ()
+    refused: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+def build_args(variant: Variant, parallel: int, scope: BuildScope) -> list[str]:
+    """The arguments every build has, and those of its scope."""
+    args = [
+        "--build_dir",
+        BUILD,
+        "--config",
+        variant.config,
+        "--cmake_generator",
+        "Ninja",
+        "--update",
+        "--build",
+        "--skip_tests",
+        "--parallel",
+        str(parallel),
+        "--allow_running_as_root",
+        "--skip_submodule_sync",
+        "--path_to_protoc_exe",
+        PROTOC,
+    ]
+    if scope == "wheel":
+        # --build_shared_lib: the wheel then also carries ORT's C library (capi/libonnxruntime.so.<v>,
+        # as the official wheel does), which the native runner and users' own programs link against.
+        return [*args, "--build_wheel", "--build_shared_lib"]
+    return [*args, "--target", "onnxruntime_mlas_test"]
+
+
+def variant_args(variant: Variant, flags: tuple[str, ...]) -> list[str]:
+    """The variant's own build.py arguments, with what its CPU flags need."""
+    args = list(variant.build_args)
+    if (
+        any(flag.startswith(("-mcpu", "-march")) for flag in flags)
+        and "--compile_no_warning_as_error" not in args
+    ):
+        # MLAS compiles some kernels with its own -march; GCC warns about the mix, -Werror would make it fatal.
+        args.append("--compile_no_warning_as_error")
+    return args
+
+
+def provider_args(provider: str, profile: TargetProfile, args: list[str]) -> ProviderArgs:
+    """The execution provider's arguments, given the ``args`` the build has so far; CUDA and
+    TensorRT builds are planned but refused here (the stock build image has no toolkit)."""
+    if provider == "cuda":
+        cuda = ["--use_cuda", "--cuda_home", CUDA_HOME, "--cudnn_home", CUDNN_HOME]
+        if profile.cuda_version:
+            cuda += ["--cuda_version", profile.cuda_version]
+        return ProviderArgs(args=tuple(cuda), refused=CUDA_TOOLKIT_NOTE, notes=(CUDA_TOOLKIT_NOTE,))
+    if provider == "tensorrt":
+        refused = CUDA_TOOLKIT_NOTE + " (and TensorRT)"
+        tensorrt = (
+            "--use_tensorrt",
+            "--tensorrt_home",
+            "/usr/lib/aarch64-linux-gnu",
+            "--use_cuda",
+            "--cuda_home",
+            CUDA_HOME,
+            "--cudnn_home",
+            CUDNN_HOME,
+        )
+        return ProviderArgs(args=tensorrt, refused=refused, notes=(refused,))
+    if provider == "xnnpack" and "--use_xnnpack" not in args:
+        return ProviderArgs(args=("--use_xnnpack",))
+    return ProviderArgs()
+
+
+def operator_config_path(config: OperatorConfig) -> str:
+    """Where the build container sees a reduced build's operator config (named by its content, so
+    another model set is another configure)."""
+    return f"{REDUCED}/{config.sha256[:12]}.config"
+
+
+def reduced_args(config: OperatorConfig) -> list[str]:
+    return ["--include_ops_by_config", operator_config_path(config)]
+
+
+def reduced_note(config: OperatorConfig) -> str:
+    return (
+        f"reduced: {config.operators} operators kept, from"
+        f" {', '.join(Path(m.path).name for m in config.models)} (as given and as"
+        " ORT's optimiser rewrites them) and the pre-flight model; another model may not run on it"
+    )

@@ -1,0 +1,162 @@
+"""The build image: planned from the base image, the Dockerfile and the package lists (tagged by a
+hash of them all), and made on an engine: found there, sent from the workstation's engine, or
+built on its base image (bootstrapped offline when possible)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.base_images import base_image_tag, ensure_base_image, registry_override
+from orchestrator.errors import BuildError
+from orchestrator.paths import DOCKER_DIR
+from orchestrator.targets import TargetProfile
+
+if TYPE_CHECKING:
+    from orchestrator.adapters.engine import Engine
+    from orchestrator.builds.plan import BuildPlan
+    from orchestrator.builds.routes import DependencyRoute
+
+Log = Callable[[str], None]
+
+DOCKERFILE = DOCKER_DIR / "build.Dockerfile"
+PACKAGES_DIR = DOCKER_DIR / "build" / "packages"
+DEFAULT_PACKAGES = PACKAGES_DIR / "default.txt"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImagePlan:
+    """The build image: base + Dockerfile + package lists, tagged by a hash of them all."""
+
+    tag: str
+    base_image: str
+    base_suite: str | None
+    base_arch: str
+    dockerfile: Path
+    context: Path
+    buildargs: tuple[tuple[str, str], ...]
+    inputs_sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImagePackages:
+    """A build image's package lists (docker/build/packages/*.txt)."""
+
+    host: tuple[str, ...]
+    target: tuple[str, ...]
+    suites: tuple[str, ...]  # further suites of the mirror the packages come from
+
+
+def packages_file(codename: str, route: DependencyRoute) -> Path:
+    """``<codename>.txt`` (system route), ``<codename>-source.txt`` (self-contained), else default.txt."""
+    name = {"system": f"{codename}.txt", "source": f"{codename}-source.txt"}.get(route, "default.txt")
+    path = PACKAGES_DIR / name
+    return path if path.is_file() else DEFAULT_PACKAGES
+
+
+def read_packages(codename: str, route: DependencyRoute) -> ImagePackages:
+    """The build image's packages for a distribution release and dependency route."""
+    lists: dict[str, list[str]] = {"host": [], "target": [], "suites": []}
+    for line in packages_file(codename, route).read_text().splitlines():
+        key, sep, value = line.split("#", 1)[0].strip().partition(":")
+        if sep and key in lists:
+            lists[key] += value.split()
+    return ImagePackages(
+        host=tuple(lists["host"]), target=tuple(lists["target"]), suites=tuple(lists["suites"])
+    )
+
+
+def plan_image(profile: TargetProfile, route: DependencyRoute, build_arch: str = "amd64") -> ImagePlan:
+    """The build image of a target and dependency route, named by what its layers hold."""
+    suite = profile.bootstrap_suite
+    if suite:
+        base = registry_override(suite) or base_image_tag(suite, build_arch)
+    else:
+        base = os.environ.get(f"ORCH_BASE_IMAGE_{profile.os.codename.upper()}") or profile.base_image
+    packages = read_packages(profile.os.codename, route)
+    buildargs = (
+        ("BASE_IMAGE", base),
+        ("TARGET_ARCH", "arm64" if profile.arch == "aarch64" else profile.arch),
+        ("CROSS_TRIPLET", profile.cross_prefix.rstrip("-")),
+        ("HOST_PACKAGES", " ".join(packages.host)),
+        ("TARGET_PACKAGES", " ".join(packages.target)),
+        *((("EXTRA_SUITES", " ".join(packages.suites)),) if packages.suites else ()),
+    )
+    inputs = _inputs_sha256(buildargs)
+    return ImagePlan(
+        tag=f"orch/build-{profile.os.codename}{'-source' if route == 'source' else ''}:{inputs[:12]}",
+        base_image=base,
+        base_suite=suite,
+        base_arch=build_arch,
+        dockerfile=DOCKERFILE,
+        context=DOCKER_DIR,
+        buildargs=buildargs,
+        inputs_sha256=inputs,
+    )
+
+
+def _inputs_sha256(buildargs: tuple[tuple[str, str], ...]) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps(buildargs).encode())
+    # The scripts under docker/build are mounted at run time (always current); the image is
+    # named by what its layers hold: Dockerfile, package lists, build arguments.
+    for path in [DOCKERFILE, *sorted(PACKAGES_DIR.glob("*.txt"))]:
+        if path.is_file():
+            digest.update(str(path.relative_to(DOCKER_DIR)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def ensure_build_image(engine: Engine, plan: BuildPlan, log: Log, *, local: Engine | None = None) -> str:
+    """The build image's id on ``engine``: sent from ``local`` when that has it (same tag = same
+    inputs), else built there on the base image (bootstrapped offline when possible)."""
+    image = plan.image
+    existing = engine.image_id(image.tag) or _sent_from(local, engine, image.tag, log)
+    if existing:
+        return existing
+    ensure_base_image_on(engine, plan, log, local=local)
+    log(f"building image {image.tag} from {image.dockerfile.name} on {image.base_image}")
+    return engine.build_image(
+        context=image.context,
+        dockerfile=image.dockerfile,
+        tag=image.tag,
+        buildargs=dict(image.buildargs),
+        labels={"orch.role": "build", "orch.inputs": image.inputs_sha256, "orch.target": plan.target.name},
+        on_log=log,
+    )
+
+
+def ensure_base_image_on(engine: Engine, plan: BuildPlan, log: Log, *, local: Engine | None = None) -> str:
+    """The base image of the build image on ``engine``: bootstrapped offline, sent from ``local``, or
+    (registry images) already there; a clear error when it cannot be had."""
+    image = plan.image
+    if engine.image_id(image.base_image) or _sent_from(local, engine, image.base_image, log):
+        return image.base_image
+    if image.base_suite and not registry_override(image.base_suite):
+        base = ensure_base_image(engine, image.base_suite, image.base_arch, on_log=log)
+        if base != image.base_image:
+            raise BuildError(f"base image tag changed while planning ({image.base_image} vs {base})")
+        return base
+    codename = plan.target.os.codename.upper()
+    raise BuildError(
+        f"the build image for target '{plan.target.name}' needs the base image '{image.base_image}', "
+        f"which {engine.label} does not have and cannot pull without a registry",
+        hint=f"three ways: (1) pull it where a registry is reachable (docker pull {image.base_image}) or point"
+        f" ORCH_BASE_IMAGE_{codename} at an image you have; (2) load a saved one (docker load -i"
+        f" {image.base_image.replace(':', '_').replace('/', '_')}.tar); (3) build for the OS of a board you"
+        f" reach: `orch sysroot pull --host BOARD`, then `orch build --target {plan.target.name}"
+        " --sysroot-from BOARD` (Debian-based boards build offline). `--dry-run` shows the plan meanwhile",
+    )
+
+
+def _sent_from(local: Engine | None, engine: Engine, tag: str, log: Log) -> str | None:
+    """``tag`` sent to ``engine`` from the workstation's engine when only that one has it (same tag,
+    same inputs); its id there, or None."""
+    if local is None or local is engine or not local.image_id(tag):
+        return None
+    return local.ship_image(tag, engine, on_log=log)

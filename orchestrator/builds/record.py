@@ -1,0 +1,169 @@
+"""The record and manifest step: what the plan says about how a wheel is made, then the wheel
+check, the pre-flight and the artifact directory (wheel, build log, manifest), written in one
+rename so that deploy never sees a half-written one."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.artifacts.store import (
+    Artifact,
+    BuildRecord,
+    BuiltFor,
+    Manifest,
+    Preflight,
+    Source,
+    WheelCheck,
+    artifact_dir,
+    write_manifest,
+)
+from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, inspect_wheel
+from orchestrator.builds.build_log import Log
+from orchestrator.builds.plan import BuildPlan
+from orchestrator.builds.preflight import run_preflight
+from orchestrator.builds.sources.ort import SourceTree
+from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against
+from orchestrator.builds.sysroots.target import SysrootRef
+from orchestrator.digests import file_sha256
+from orchestrator.errors import BuildError
+from orchestrator.targets import TargetProfile
+
+if TYPE_CHECKING:
+    from orchestrator.adapters.engine import Engine
+
+
+@dataclass(frozen=True, kw_only=True)
+class MadeWheel:
+    """A wheel that a build made or a download fetched, with what is known of how."""
+
+    profile: TargetProfile
+    variant: str  # the name the artifact is stored and deployed under
+    ort_version: str
+    wheel: Path
+    record: BuildRecord
+    log_path: Path | None = None  # the build log, copied beside the wheel
+    # --sysroot-from: the wheel's ELF version needs are also proved against the sysroot's libraries.
+    sysroot: SysrootRef | None = None
+
+
+def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
+    """What the plan says about how the wheel is made (the build adds what it measured)."""
+    return BuildRecord(
+        variant_description=plan.variant.description,
+        execution_provider=plan.execution_provider,
+        source=Source(
+            kind=plan.source.kind,
+            location=plan.source.location,
+            ref=plan.source.ref,
+            description=plan.source.describe(),
+            sha256=tree.source_sha256 if tree else None,
+        ),
+        patches=tuple(tree.patches) if tree else (),
+        dependencies=plan.dependencies,
+        image=plan.image.tag,
+        build_argv=tuple(plan.build_argv),
+        defines=tuple(f"{k}={v}" for k, v in plan.defines),
+        compiler_flags=tuple(plan.compiler_flags),
+        parallel=plan.parallel,
+        target_profile=BuiltFor(
+            cpu=plan.target.cpu,
+            mcpu=plan.target.mcpu,
+            glibc=plan.target.os.glibc,
+            python=plan.target.os.python,
+            distro=f"{plan.target.os.distro} {plan.target.os.release}",
+        ),
+        kleidiai=plan.kleidiai,
+        operator_config=plan.operator_config.as_dict() if plan.operator_config else None,
+    )
+
+
+def finish_artifact(
+    made: MadeWheel, *, root: Path | None, engine: Engine, log: Log, preflight: bool = True
+) -> Artifact:
+    """Wheel check + pre-flight, then the wheel, log and manifest (the record + what the checks
+    found) into the artifact directory."""
+    profile = made.profile
+    info = inspect_wheel(made.wheel)
+    problems, record = _check_wheel(made, info)
+    directory = artifact_dir(profile.name, made.variant, made.ort_version, root)
+    staging = _stage(made, directory)
+    manifest = Manifest(
+        target=profile.name,
+        variant=made.variant,
+        ort_version=made.ort_version,
+        wheel=made.wheel.name,
+        wheel_sha256=file_sha256(made.wheel),
+        wheel_size=made.wheel.stat().st_size,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        wheel_check=WheelCheck(ok=not problems, problems=tuple(problems), details=info.as_dict()),
+        build=record,
+    )
+    if problems:
+        manifest = replace(manifest, preflight=Preflight(ok=False, skipped="wheel check failed"))
+        _publish(staging, directory, manifest)
+        raise BuildError(
+            f"the wheel does not fit target {profile.name}: " + "; ".join(problems),
+            hint=f"manifest: {directory / 'manifest.json'}",
+        )
+    if preflight:
+        log(f"pre-flight: import + one inference under qemu ({profile.qemu_cpu})")
+        verdict = run_preflight(engine, profile, staging / made.wheel.name, log=log)
+    else:
+        verdict = Preflight(ok=False, skipped="disabled")
+    manifest = replace(manifest, preflight=verdict)
+    _publish(staging, directory, manifest)
+    if preflight and not verdict.ok:
+        raise BuildError(
+            f"pre-flight failed on an emulated {profile.qemu_cpu}: {verdict.error}",
+            hint=f"the artifact is kept but not marked good: {directory}",
+        )
+    return Artifact(directory=directory, manifest=manifest)
+
+
+def _check_wheel(made: MadeWheel, info: WheelInfo) -> tuple[list[str], BuildRecord]:
+    """What keeps the wheel off the board (architecture, glibc, Python tag, and with a sysroot
+    its real libraries), and the record with the sysroot check added."""
+    profile = made.profile
+    problems = compatibility_problems(
+        info,
+        arch=profile.arch,
+        glibc=profile.os.glibc,
+        python_tag=profile.os.python_tag,
+        board=f"target {profile.name}",
+    )
+    sysroot = made.sysroot
+    if sysroot is None:
+        return problems, made.record
+    check = check_wheel_against(info, Sysroot(root=sysroot.root, name=sysroot.name))
+    problems += [f"sysroot {sysroot.name}: {message}" for message in check.messages]
+    return problems, replace(made.record, sysroot={**sysroot.as_dict(), "check": check.as_dict()})
+
+
+def _stage(made: MadeWheel, directory: Path) -> Path:
+    """The wheel and its build log copied into a fresh staging directory beside ``directory``."""
+    staging = directory.with_name(directory.name + ".incoming")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    shutil.copy2(made.wheel, staging / made.wheel.name)
+    if made.log_path and made.log_path.exists():
+        shutil.copy2(made.log_path, staging / "build.log")
+    return staging
+
+
+def _publish(staging: Path, directory: Path, manifest: Manifest) -> None:
+    """Replace the artifact directory in one rename, so deploy never sees a half-written one."""
+    write_manifest(staging, manifest)
+    if directory.exists():
+        old = directory.with_name(directory.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        directory.rename(old)
+        staging.rename(directory)
+        shutil.rmtree(old)
+    else:
+        staging.rename(directory)

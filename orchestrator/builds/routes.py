@@ -1,0 +1,110 @@
+"""The three dependency routes of a build, the first that applies:
+
+* ``system`` (boards whose distribution carries every ORT dependency at ORT's pinned version,
+  Debian 13 for ORT 1.21): CMake's ``FETCHCONTENT_TRY_FIND_PACKAGE_MODE=ALWAYS`` with the
+  board's arm64 ``-dev`` packages, fully disconnected, plus the small shims of
+  ``toolchains/cmake-shims``. No network at all; the fastest (nothing to compile but ORT).
+* ``source`` (self-contained, when ``toolchains/deps/<version>.yaml`` exists): every dependency
+  compiled from Debian source packages of ORT's pinned releases into the wheel, in a container of
+  the board's own distribution (its compiler, glibc and libstdc++), fully disconnected.
+* ``fetch``: ORT's own FetchContent downloads (``cmake/deps.txt``), the upstream default.
+
+Each route gives its CMake defines, its build.py arguments and the note the plan shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from orchestrator.builds.container_paths import SHIMS
+from orchestrator.builds.image import DEFAULT_PACKAGES, packages_file
+from orchestrator.builds.sources.dependencies import DependencyTable, load_table
+from orchestrator.paths import TOOLCHAINS_DIR
+from orchestrator.targets import TargetProfile
+
+DependencyRoute = Literal["system", "source", "fetch"]
+# Suites whose packages carry ORT's dependencies (for these ORT versions) at the pinned versions.
+SYSTEM_DEPS = {("trixie", "1.21.0")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RouteChoice:
+    """The route a build takes, with the self-contained route's dependency table."""
+
+    route: DependencyRoute
+    table: DependencyTable | None  # only on the source route
+
+
+def choose_route(profile: TargetProfile, version: str) -> RouteChoice:
+    """The first route that applies to the board's distribution and the ORT release."""
+    if (profile.os.codename, version) in SYSTEM_DEPS:
+        return RouteChoice(route="system", table=None)
+    # The self-contained route needs a table for the release and a build image orch knows how to
+    # make for the board's distribution (CMake >= 3.28, a cross GCC against the board's glibc).
+    if packages_file(profile.os.codename, "source") == DEFAULT_PACKAGES:
+        return RouteChoice(route="fetch", table=None)
+    table = load_table(version)
+    return RouteChoice(route="source" if table else "fetch", table=table)
+
+
+def route_defines(choice: RouteChoice, scope: str) -> list[tuple[str, str]]:
+    """The CMake defines that point ORT's dependency lookups at the route's packages or sources."""
+    if choice.route == "system":
+        defines = [
+            ("FETCHCONTENT_TRY_FIND_PACKAGE_MODE", "ALWAYS"),
+            ("FETCHCONTENT_FULLY_DISCONNECTED", "ON"),
+            ("CMAKE_PREFIX_PATH", SHIMS),
+            ("safeint_SOURCE_DIR", "/usr/include/safeint"),
+            # --use_full_protobuf selects the static library; Debian's libonnx needs the shared one.
+            ("Protobuf_USE_STATIC_LIBS", "OFF"),
+            ("CMAKE_PROJECT_INCLUDE", f"{SHIMS}/eigen-compat.cmake"),
+        ]
+        if scope == "mlas-test":
+            defines.append(("onnx_SOURCE_DIR", "/opt/orch/onnx-proto"))  # made by build.Dockerfile
+        return defines
+    if choice.table is not None:
+        return _source_route_defines(choice.table)
+    return []
+
+
+def _source_route_defines(table: DependencyTable) -> list[tuple[str, str]]:
+    """FetchContent pointed at the unpacked dependency sources (mounted at /deps), nothing downloaded;
+    find_package is still tried first so header-only packages of the image (Boost's mp11) are used."""
+    return [
+        ("FETCHCONTENT_TRY_FIND_PACKAGE_MODE", "ALWAYS"),
+        ("FETCHCONTENT_FULLY_DISCONNECTED", "ON"),
+        *table.defines(),
+        # Debian's Eigen 3.4.0 source is older than the commit ORT pins: the same compat header as the system route.
+        ("CMAKE_PROJECT_INCLUDE", f"{SHIMS}/eigen-compat.cmake"),
+    ]
+
+
+def route_build_args(choice: RouteChoice) -> list[str]:
+    """build.py arguments a route needs."""
+    if choice.route == "system":
+        # Debian's libonnx links the full protobuf; the lite one would give duplicate symbols.
+        return ["--use_full_protobuf"]
+    return []
+
+
+def route_notes(choice: RouteChoice, profile: TargetProfile, version: str) -> list[str]:
+    """What the plan says about where the dependencies come from (nothing for the system route)."""
+    if choice.table is not None:
+        return [
+            (
+                f"self-contained: {profile.os.distro} {profile.os.codename} does not carry ORT {version}'s"
+                f" dependencies at its pinned versions, so each is compiled from a Debian source package of"
+                f" that release ({choice.table.path.relative_to(TOOLCHAINS_DIR.parent)}) into the wheel, with"
+                f" {profile.os.codename}'s own compiler, glibc and libstdc++; no network"
+            )
+        ]
+    if choice.route == "fetch":
+        return [
+            (
+                f"dependencies come from ORT's FetchContent downloads (cmake/deps.txt): {profile.os.distro} "
+                f"{profile.os.codename} does not carry them at ORT {version}'s versions; offline, put the archives "
+                "listed in cmake/deps.txt under <source>/mirror/ (ORT's local mirror folder)"
+            )
+        ]
+    return []
