@@ -14,10 +14,11 @@ as a command of its own and uses commands for the board's remaining runs, saying
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from orchestrator.adapters.session import BoardSession, CommandResult, Stream
 from orchestrator.adapters.ssh import CommandTimeout
@@ -28,6 +29,10 @@ from orchestrator.errors import RemoteError
 _CHUNK = 1 << 16
 STALL_S = 120.0  # a run that used no CPU time for this long is stuck (a loaded machine still gives some)
 SILENT_S = 120.0  # the host sends a heartbeat every 10 s while a run goes on; this long without: stuck
+
+
+# How a run's process was started: forked by the release's agent host, or as a command of its own.
+StartedAs = Literal["fork of the agent host", "command"]
 
 
 class AgentHostFailed(RemoteError):
@@ -127,10 +132,8 @@ class AgentHost:
         return line.decode(errors="replace")
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError, EOFError):
             self.stream.shutdown_write()  # end of input: the host exits after the current run
-        except (OSError, EOFError):
-            pass
         self.stream.close()
 
 
@@ -140,8 +143,8 @@ class AgentRunner:
     that run and the board's remaining runs are commands; ``warn`` is told once, and ``fallbacks``
     keeps what happened for the board's document."""
 
-    FORKED = "fork of the agent host"
-    COMMAND = "command"
+    FORKED: ClassVar[StartedAs] = "fork of the agent host"
+    COMMAND: ClassVar[StartedAs] = "command"
 
     def __init__(self, session: BoardSession, warn: Callable[[str], None]) -> None:
         self.session = session
@@ -161,7 +164,7 @@ class AgentRunner:
         except AgentHostFailed as error:
             self._fall_back(error, "the board's runs")
 
-    def run(self, step: Step, *, timeout: float) -> tuple[CommandResult, str]:
+    def run(self, step: Step, *, timeout: float) -> tuple[CommandResult, StartedAs]:
         """The step's result, and how its process was started (FORKED or COMMAND)."""
         if self._forked(step):
             python, agent, *args = step.argv  # agent_argv: python, bench_agent.py, its options
@@ -187,8 +190,6 @@ class AgentRunner:
 
     def close(self) -> None:
         for host in self.hosts.values():
-            try:
+            with contextlib.suppress(OSError, EOFError, RemoteError):
                 host.close()
-            except (OSError, EOFError, RemoteError):
-                pass
         self.hosts.clear()

@@ -13,28 +13,29 @@ import json
 import statistics
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
 
-from orchestrator.adapters import ssh as remote
+from orchestrator.adapters import ssh
 from orchestrator.adapters.session import BoardSession, CommandResult
 from orchestrator.artifacts.identity import describe
 from orchestrator.bench import native
-from orchestrator.bench import plan as bench_plan
 from orchestrator.bench.agent_host import AgentRunner
+from orchestrator.bench.board_document import BoardDocument, ColdStarts, Measurement
 from orchestrator.bench.clocks import ClockState, pin_clocks, restore_clocks
 from orchestrator.bench.plan import BenchPlan, ReleaseRef, Step
 from orchestrator.bench.quantise import quantized_copy
-from orchestrator.bench.results import BOARD_SCHEMA, ResultStore, utc_now
+from orchestrator.bench.results import ResultStore, utc_now
+from orchestrator.bench.steps import board_steps, check_runners, pick_models, pick_releases
 from orchestrator.board import Board
 from orchestrator.console import console
 from orchestrator.deploy import releases
 from orchestrator.errors import BenchError, OrchError
-from orchestrator.fleet import parallel as fleet
+from orchestrator.fleet.parallel import FleetResult, Outcome, run_on_boards
 
 Progress = Callable[[str, str], None]
 
@@ -79,72 +80,31 @@ def parse_launches(board: str, step: Step, result: CommandResult) -> list[dict[s
     return documents
 
 
-def _board_document(run_id: str, board: Board, plan: BenchPlan) -> dict[str, Any]:
-    return {
-        "schema": BOARD_SCHEMA,
-        "run_id": run_id,
-        "board": board.name,
-        "status": "running",
-        "error": None,
-        "started": utc_now(),
-        "finished": None,
-        "board_info": {
-            "hostname": board.hostname,
-            "port": board.port,
-            "target": board.target,
-            "tags": list(board.tags),
-            "groups": list(board.groups),
-        },
-        "plan": plan.as_dict(),
-        "releases": [],
-        "clocks": None,
-        "measurements": [],
-        "cold_starts": [],
-    }
+# What a board runs inside a run: fills the board document (bench: measure_over_ssh; tune: its rungs).
+BoardBody = Callable[[Board, BenchPlan, BoardDocument, Progress], None]
 
 
-# What a board runs inside bench_board: fills the board document (bench: _run_board; tune: its rungs).
-BoardBody = Callable[[Board, BenchPlan, dict[str, Any], Progress], None]
-
-
-def bench_board(
-    board: Board,
-    plan: BenchPlan,
-    *,
-    run_id: str,
-    store: ResultStore,
-    progress: Progress,
-    body: BoardBody | None = None,
-) -> dict[str, Any]:
-    """Everything bench does on one board; the board document is stored even when this raises."""
-    document = _board_document(run_id, board, plan)
-    try:
-        (body or _run_board)(board, plan, document, progress)
-        document["status"] = "ok"
-        return document
-    except BaseException as error:
-        document["status"] = "failed"
-        if isinstance(error, OrchError):
-            document["error"] = error.message + (f" (fix: {error.hint})" if error.hint else "")
-        else:
-            document["error"] = f"{type(error).__name__}: {error}"
-        raise
-    finally:
-        document["finished"] = utc_now()
-        store.write_board(run_id, document)
-
-
-def _run_board(board: Board, plan: BenchPlan, document: dict[str, Any], progress: Progress) -> None:
+def measure_over_ssh(board: Board, plan: BenchPlan, document: BoardDocument, progress: Progress) -> None:
+    """`orch bench`'s board body: connect, then measure the plan."""
     progress(board.name, "connecting")
-    with remote.connect(board) as session:
-        measure_board(session, board, plan, document, progress)
+    with ssh.connect(board) as session:
+        measure_board(session, plan, document, progress)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunKind:
+    """What a run does on each board (``body``), what its run.json holds besides (``meta``, which the
+    bodies may fill while they run) and how its progress is labelled."""
+
+    label: str = "orch bench"
+    body: BoardBody = measure_over_ssh
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def measure_board(
     session: BoardSession,
-    board: Board,
     plan: BenchPlan,
-    document: dict[str, Any],
+    document: BoardDocument,
     progress: Progress,
     *,
     round_offset: int = 0,
@@ -152,102 +112,134 @@ def measure_board(
     """Choose releases and models, quantise, pin clocks, run the plan's steps and append what they
     measured to the board document. Called again on the same document (tune's rungs), it adds to it:
     releases and int8 copies already there are kept, rounds are numbered on from ``round_offset``."""
-    found = [ReleaseRef.from_info(info) for info in releases.list_releases(session, board)]
-    chosen = bench_plan.pick_releases(plan, found, board.name)
-    models = bench_plan.pick_models(plan, chosen, board.name)
-    bench_plan.check_runners(plan, chosen, board.name)
-    known = [item.get("id") for item in document["releases"]]
-    document["releases"] += [vars(release) for release in chosen if release.id not in known]
-    for release in chosen:  # which build each variant is, before anything is measured
-        if release.id not in known:
-            progress(
-                board.name,
-                escape(
-                    f"measures {release.id}: {describe(release.variant, release.ort_version, release.route)}"
-                ),
-            )
+    board = _OnBoard(session=session, plan=plan, document=document, progress=progress)
+    chosen = board.choose_releases()
+    models = pick_models(plan, chosen, session.board.name)
+    check_runners(plan, chosen, session.board.name)
+    board.add_releases(chosen)
     if plan.quantize:
-        quantised = document.setdefault("quantization", {})
-        for release in chosen:
-            for model in models:
-                if model in quantised.get(release.id, {}):
-                    continue  # made earlier on this document
-                progress(board.name, f"quantising {model} for {release.id} ({plan.quantize})")
-                made = quantized_copy(session, release, model, plan.quantize, plan.calibration)
-                for warning in made.warnings:
-                    progress(board.name, f"[yellow]warning:[/] {escape(warning)}")
-                quantised.setdefault(release.id, {})[model] = made.as_dict()
-    steps = bench_plan.board_steps(plan, chosen, models)
-    runner = AgentRunner(
-        session, lambda message: progress(board.name, f"[yellow]warning:[/] {escape(message)}")
-    )
+        board.quantise(chosen, models)
+    steps = board_steps(plan, chosen, models)
+    runner = AgentRunner(session, lambda message: board.say(f"[yellow]warning:[/] {escape(message)}"))
     clocks: ClockState | None = None
     try:
         runner.start(steps)  # the agent hosts, all ready before the first run
         if plan.pin_clocks:
-            clocks = pin_clocks(session, plan.agent.sysfs_root or "/sys")
-            document["clocks"] = clocks.as_dict()
-            for message in clocks.messages:
-                progress(board.name, f"[yellow]warning:[/] {escape(message)}")
+            clocks = board.pin_clocks()
         for step in steps:
-            if step.cooldown_s:
-                time.sleep(step.cooldown_s)
-            progress(
-                board.name,
-                f"{step.index + 1}/{len(steps)} round {step.round}/{plan.rounds} {escape(_describe(step))}",
-            )
-            result, started_as = runner.run(step, timeout=plan.step_timeout_s)
-            if step.launches:
-                launches = parse_launches(board.name, step, result)
-                document["cold_starts"].append(
-                    {
-                        "key": step.key(),
-                        "round": step.round + round_offset,
-                        "step": step.index,
-                        "launches": launches,
-                    }
-                )
-                firsts = [s.launch_to_first_result_ms for d in launches if (s := native.cold_sample(d))]
-                if firsts:
-                    progress(
-                        board.name,
-                        f"  cold start (exec -> first result) median {statistics.median(firsts):.4g} ms"
-                        f" (n={len(firsts)})",
-                    )
-                continue
-            agent = parse_agent(board.name, step, result)
-            # The run's duration seen from the workstation: agent_wall_s plus the fork and the reply,
-            # or for a command (the native runner, a fallback) plus its start and SSH.
-            document["measurements"].append(
-                {
-                    "key": step.key(),
-                    "round": step.round + round_offset,
-                    "step": step.index,
-                    "remote_duration_s": result.duration,
-                    "started_as": started_as,
-                    "agent": agent,
-                }
-            )
-            stats = agent["stats"]
-            progress(
-                board.name,
-                f"  p50 {stats['p50_ms']:.3g} ms, p99 {stats['p99_ms']:.3g} ms (n={stats['n']})",
-            )
+            board.run_step(runner, step, len(steps), round_offset)
     finally:
         runner.close()
         if runner.fallbacks:
-            document["agent_host_fallbacks"] = runner.fallbacks
+            document.agent_host_fallbacks = runner.fallbacks
         if clocks is not None and clocks.previous:
-            try:
-                restore_clocks(session, clocks)
-            except OrchError as error:
-                clocks.restored = False
-                clocks.messages.append(f"restoring the clocks failed: {error.message}")
-            document["clocks"] = clocks.as_dict()
-            if clocks.restored is False:
-                progress(board.name, "[red]clocks NOT restored[/]: " + escape("; ".join(clocks.messages)))
-            else:
-                progress(board.name, "clocks restored")
+            board.restore_clocks(clocks)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _OnBoard:
+    """The steps of ``measure_board`` on one board, each adding to the board document."""
+
+    session: BoardSession
+    plan: BenchPlan
+    document: BoardDocument
+    progress: Progress
+
+    def say(self, message: str) -> None:
+        self.progress(self.session.board.name, message)
+
+    def warn(self, message: str) -> None:
+        self.say(f"[yellow]warning:[/] {escape(message)}")
+
+    def choose_releases(self) -> tuple[ReleaseRef, ...]:
+        board = self.session.board
+        found = [ReleaseRef.from_info(info) for info in releases.list_releases(self.session, board)]
+        return pick_releases(self.plan, found, board.name)
+
+    def add_releases(self, chosen: Sequence[ReleaseRef]) -> None:
+        """The chosen releases not yet in the document, each named as the build it is before anything
+        is measured."""
+        known = self.document.release_ids()
+        new = [release for release in chosen if release.id not in known]
+        self.document.releases += new
+        for release in new:
+            self.say(
+                escape(
+                    f"measures {release.id}: {describe(release.variant, release.ort_version, release.route)}"
+                )
+            )
+
+    def quantise(self, chosen: Sequence[ReleaseRef], models: Sequence[str]) -> None:
+        """The int8 copy of every model in every chosen release (those made earlier on this document kept)."""
+        mode = self.plan.quantize
+        assert mode is not None  # only called for --quantize
+        if self.document.quantization is None:
+            self.document.quantization = {}
+        quantised = self.document.quantization
+        for release in chosen:
+            for model in models:
+                if model in quantised.get(release.id, {}):
+                    continue  # made earlier on this document
+                self.say(f"quantising {model} for {release.id} ({mode})")
+                made = quantized_copy(self.session, release, model, mode, self.plan.calibration)
+                for warning in made.warnings:
+                    self.warn(warning)
+                quantised.setdefault(release.id, {})[model] = made
+
+    def pin_clocks(self) -> ClockState:
+        clocks = pin_clocks(self.session, self.plan.agent.sysfs_root or "/sys")
+        self.document.clocks = clocks
+        for message in clocks.messages:
+            self.warn(message)
+        return clocks
+
+    def restore_clocks(self, clocks: ClockState) -> None:
+        """Put the clocks back (also after a failed step); a failure to is recorded, not raised."""
+        try:
+            restore_clocks(self.session, clocks)
+        except OrchError as error:
+            clocks.restored = False
+            clocks.messages.append(f"restoring the clocks failed: {error.message}")
+        self.document.clocks = clocks
+        if clocks.restored is False:
+            self.say("[red]clocks NOT restored[/]: " + escape("; ".join(clocks.messages)))
+        else:
+            self.say("clocks restored")
+
+    def run_step(self, runner: AgentRunner, step: Step, count: int, round_offset: int) -> None:
+        """One agent run (or cold-start step), after its cooldown, recorded in the document."""
+        if step.cooldown_s:
+            time.sleep(step.cooldown_s)
+        self.say(f"{step.index + 1}/{count} round {step.round}/{self.plan.rounds} {escape(_describe(step))}")
+        result, started_as = runner.run(step, timeout=self.plan.step_timeout_s)
+        board = self.session.board.name
+        if step.launches:
+            launches = parse_launches(board, step, result)
+            self.document.cold_starts.append(
+                ColdStarts(
+                    key=step.key(), round=step.round + round_offset, step=step.index, launches=launches
+                )
+            )
+            firsts = [s.launch_to_first_result_ms for d in launches if (s := native.cold_sample(d))]
+            if firsts:
+                self.say(
+                    f"  cold start (exec -> first result) median {statistics.median(firsts):.4g} ms"
+                    f" (n={len(firsts)})"
+                )
+            return
+        agent = parse_agent(board, step, result)
+        self.document.measurements.append(
+            Measurement(
+                key=step.key(),
+                round=step.round + round_offset,
+                step=step.index,
+                remote_duration_s=result.duration,
+                started_as=started_as,
+                agent=agent,
+            )
+        )
+        stats = agent["stats"]
+        self.say(f"  p50 {stats['p50_ms']:.3g} ms, p99 {stats['p99_ms']:.3g} ms (n={stats['n']})")
 
 
 def _describe(step: Step) -> str:
@@ -263,8 +255,46 @@ def _describe(step: Step) -> str:
 class BenchRun:
     run_id: str
     path: Path
-    outcome: fleet.FleetResult[dict[str, Any]]
+    outcome: FleetResult[BoardDocument]
     wall_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Run:
+    """One run's boards: each one's body, its document stored whatever happens."""
+
+    plan: BenchPlan
+    run_id: str
+    store: ResultStore
+    kind: RunKind
+    progress: Progress
+
+    def board(self, board: Board) -> BoardDocument:
+        """Everything the run does on one board; the board document is stored even when this raises."""
+        document = BoardDocument.begin(self.run_id, board, self.plan)
+        try:
+            self.kind.body(board, self.plan, document, self.progress)
+            document.status = "ok"
+            return document
+        except BaseException as error:
+            document.status = "failed"
+            if isinstance(error, OrchError):
+                document.error = error.message + (f" (fix: {error.hint})" if error.hint else "")
+            else:
+                document.error = f"{type(error).__name__}: {error}"
+            raise
+        finally:
+            document.finished = utc_now()
+            self.store.write_board(self.run_id, document.as_dict())
+
+    def abandoned(self, outcome: Outcome[BoardDocument]) -> None:
+        """A board whose thread timed out and was abandoned: what is known is stored, so the run is
+        complete on disk."""
+        document = BoardDocument.begin(self.run_id, outcome.board, self.plan)
+        document.status = "failed"
+        document.error = outcome.message
+        with contextlib.suppress(OrchError):
+            self.store.write_board(self.run_id, document.as_dict())
 
 
 def run_bench(
@@ -273,13 +303,12 @@ def run_bench(
     run_id: str,
     command: str,
     store: ResultStore | None = None,
-    body: BoardBody | None = None,
-    meta: dict[str, Any] | None = None,
-    label: str = "orch bench",
+    kind: RunKind | None = None,
 ) -> BenchRun:
-    """Run ``plan`` on its boards and store the run. ``body`` replaces what each board runs (see
-    BoardBody); ``meta`` is added to run.json when every board has finished (the bodies may fill it)."""
+    """Run ``plan`` on its boards and store the run. ``kind`` says what each board runs (default:
+    bench's measurement); its ``meta`` is added to run.json when every board has finished."""
     store = store or ResultStore()
+    kind = kind or RunKind()
     path = store.begin_run(run_id, command=command)
     lock = threading.Lock()
 
@@ -287,33 +316,13 @@ def run_bench(
         with lock:
             console.print(f"[bold]{escape(board)}[/] {message}", soft_wrap=True)
 
+    run = _Run(plan=plan, run_id=run_id, store=store, kind=kind, progress=progress)
     started = time.monotonic()
-    outcome = fleet.run_on_boards(
-        plan.boards,
-        lambda board: bench_board(board, plan, run_id=run_id, store=store, progress=progress, body=body),
-        parallel=plan.parallel,
-        label=f"{label} {run_id}",
-    )
+    outcome = run_on_boards(plan.boards, run.board, parallel=plan.parallel, label=f"{kind.label} {run_id}")
     wall = time.monotonic() - started
-    boards_meta = {}
-    for name, board_outcome in outcome.outcomes.items():
-        boards_meta[name] = {
-            "status": "ok" if board_outcome.ok else "failed",
-            "error": board_outcome.message or None,
-            "duration_s": board_outcome.duration,
-            "timed_out": board_outcome.timed_out,
-        }
+    for board_outcome in outcome.outcomes.values():
         if not board_outcome.ok and board_outcome.timed_out:
-            # The board's thread was abandoned: store what is known so the run is complete on disk.
-            with contextlib.suppress(OrchError):
-                store.write_board(
-                    run_id,
-                    {
-                        **_board_document(run_id, board_outcome.board, plan),
-                        "status": "failed",
-                        "error": board_outcome.message,
-                    },
-                )
+            run.abandoned(board_outcome)
     store.finish_run(
         run_id,
         {
@@ -321,10 +330,23 @@ def run_bench(
             "created": utc_now(),
             "command": command,
             "plan": plan.as_dict(),
-            "boards": boards_meta,
+            "boards": _boards_meta(outcome),
             "wall_s": wall,
             "status": "ok" if outcome.exit_code == 0 else "failed",
-            **(meta or {}),
+            **kind.meta,
         },
     )
     return BenchRun(run_id=run_id, path=path, outcome=outcome, wall_s=wall)
+
+
+def _boards_meta(outcome: FleetResult[BoardDocument]) -> dict[str, dict[str, Any]]:
+    """run.json's ``boards``: how each board ended."""
+    return {
+        name: {
+            "status": "ok" if board_outcome.ok else "failed",
+            "error": board_outcome.message or None,
+            "duration_s": board_outcome.duration,
+            "timed_out": board_outcome.timed_out,
+        }
+        for name, board_outcome in outcome.outcomes.items()
+    }

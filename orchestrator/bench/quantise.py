@@ -28,8 +28,7 @@ import numpy as np
 
 from orchestrator.adapters.session import BoardSession
 from orchestrator.bench import calibration
-from orchestrator.bench import plan as bench_plan
-from orchestrator.bench.plan import ReleaseRef
+from orchestrator.bench.plan import QuantizeMode, ReleaseRef, int8_name
 from orchestrator.board_side import read_text
 from orchestrator.errors import BenchError
 from orchestrator.paths import orch_home
@@ -43,7 +42,7 @@ class Quantised:
     """What was measured against the fp32 model, and how it was made."""
 
     int8_file: str
-    mode: str
+    mode: QuantizeMode
     calibration: dict[str, Any] = field(default_factory=dict)
     ops: dict[str, int] = field(default_factory=dict)  # quantisation operators in the int8 graph
     agreement: dict[str, Any] | None = None
@@ -112,13 +111,13 @@ def quantized_copy(
     session: BoardSession,
     release: ReleaseRef,
     model_file: str,
-    mode: str = "dynamic",
+    mode: QuantizeMode = "dynamic",
     spec: calibration.CalibrationSpec | None = None,
 ) -> Quantised:
     """Make the int8 copy next to the fp32 model in the release (quantised on the workstation,
     cached by the fp32 model's hash); for ``static`` also measure fp32/int8 agreement on the board."""
     spec = spec or calibration.CalibrationSpec()
-    int8 = bench_plan.int8_name(model_file, mode, spec.id)
+    int8 = int8_name(model_file, mode, spec.id)
     remote_int8 = release.model_path(int8)
     cache = orch_home() / "cache" / "quantized"
     cache.mkdir(parents=True, exist_ok=True)
@@ -162,7 +161,8 @@ def quantized_copy(
     ops = quantisation_ops(quantized)
     if mode != "static":
         return Quantised(int8_file=int8, mode=mode, ops=ops)
-    agreement = _agreement(session, release, model_file, int8, cache / f"{stem}-samples.npz", feeds)
+    samples = _samples_file(cache / f"{stem}-samples.npz", feeds)
+    agreement = _agreement(session, release, model_file, int8, samples)
     return Quantised(
         int8_file=int8,
         mode=mode,
@@ -173,20 +173,20 @@ def quantized_copy(
     )
 
 
-def _agreement(
-    session: BoardSession,
-    release: ReleaseRef,
-    model_file: str,
-    int8: str,
-    local: Path,
-    feeds: Sequence[dict[str, np.ndarray]],
-) -> dict[str, Any]:
-    """fp32 vs int8 on the board's CPU, on the calibration samples."""
+def _samples_file(local: Path, feeds: Sequence[dict[str, np.ndarray]]) -> Path:
+    """The calibration samples as one .npz on the workstation (written once), for the board."""
     if not local.exists():
         partial = local.with_suffix(".partial.npz")
         with partial.open("wb") as handle:
             np.savez(handle, allow_pickle=False, **calibration.stacked(feeds))
         partial.replace(local)
+    return local
+
+
+def _agreement(
+    session: BoardSession, release: ReleaseRef, model_file: str, int8: str, local: Path
+) -> dict[str, Any]:
+    """fp32 vs int8 on the board's CPU, on the calibration samples (``local``: their .npz)."""
     remote_samples = release.model_path(int8.removesuffix(".onnx") + ".samples.npz")
     if not session.stat(remote_samples):
         session.put(local, remote_samples + ".partial")

@@ -1,15 +1,6 @@
-"""`orch tune`, planned: the candidate space of a board, the successive-halving search within a time
-budget, and the final comparison. Pure: no SSH; what runs goes through the bench executor (a
-BenchPlan per rung, see ``tune_execute``), and what is decided here is decided from run medians.
-
-**The space** (per board, once its releases are known): the deployed variants (``--variant``, or
-every variant with a release of the current release's ORT version), x intra-op threads (1, 2 and
-onnxruntime's default, one per physical core, or ``--threads``) x graph optimisation (disable,
-basic, all, or ``--opt-level``) x execution provider (cpu, plus xnnpack where the release's
-onnxruntime listed it when deploy verified it, or ``--ep``) x fp32 and, with ``--quantize``, int8.
-The default settings of each variant (threads default, opt all, cpu, fp32) are always a candidate,
-and so are stock's when a stock release of that ORT version is deployed: the result is compared
-with them.
+"""`orch tune`'s search: successive halving of the candidates (``tune_space``) within a time
+budget, decided from run medians. Pure: no SSH; each rung is measured by the bench executor (a
+BenchPlan per rung, see ``tune_execute``), and ``tune_result`` states the outcome.
 
 **The search.** Rung 1 runs every candidate ``FIRST_RUNS`` times (2, the fewest a run-level interval
 needs), interleaved in rounds as any bench A/B. After each rung every candidate is compared with
@@ -31,183 +22,30 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 
 from orchestrator.bench import stats
-from orchestrator.bench.plan import BenchPlan, Combination, ReleaseRef, Setting, pick_releases, quant_label
-from orchestrator.bench.series import SeriesKey, series_of
+from orchestrator.bench.plan import BenchPlan, Combination
+from orchestrator.bench.tune_space import default_of
 from orchestrator.errors import BenchError, UsageError
 
-DEFAULT_THREADS = (1, 2, 0)  # 0 = onnxruntime's default: one thread per physical core
-DEFAULT_OPT_LEVELS = ("disable", "basic", "all")
-# What bench_agent.py asks onnxruntime for, by --ep name (to read a release's verified providers).
-PROVIDERS = {
-    "cpu": "CPUExecutionProvider",
-    "xnnpack": "XnnpackExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-}
 FIRST_RUNS = stats.MIN_RUNS_CI
 MAX_RUNS = 30  # per candidate, every rung together (2 + 4 + 8 + 16)
-HALVING, CONFIRM = "halving", "confirm"
+# A rung halves the candidates, or confirms the result; the search is then done.
+RungKind = Literal["halving", "confirm"]
+Phase = Literal["halving", "confirm", "done"]
+HALVING: RungKind = "halving"
+CONFIRM: RungKind = "confirm"
 # Before anything is measured a run's cost is a guess: interpreter + onnxruntime start-up (about 3 s
 # on a Pi 4 class board, 15 s on an emulated one) plus the agent's minimum time and the cooldown.
 START_UP_S, START_UP_QUICK_S = 3.0, 15.0
 
 Run = stats.Run
-
-
-def default_of(variant: str) -> Combination:
-    """A variant's default settings: threads default, opt all, cpu, fp32."""
-    return Combination(variant=variant)
-
-
-# --------------------------------------------------------------------------- the space
-
-
-def offers(release: ReleaseRef, ep: str) -> bool | None:
-    """Whether the release's onnxruntime listed the provider when it was verified (None: not known)."""
-    if not release.providers:
-        return None
-    return PROVIDERS.get(ep, ep) in release.providers
-
-
-@dataclass(frozen=True, kw_only=True)
-class Space:
-    """What is searched, before a board's releases are known."""
-
-    threads: tuple[int, ...] = DEFAULT_THREADS
-    opt_levels: tuple[str, ...] = DEFAULT_OPT_LEVELS
-    eps: tuple[str, ...] = ()  # empty: cpu, and xnnpack where the release offers it
-    inter_threads: int = 0
-    int8: str | None = None  # the int8 series' quant label (--quantize), None: fp32 only
-
-    def eps_for(self, release: ReleaseRef) -> tuple[str, ...]:
-        if self.eps:  # as asked, less what the release is known not to have
-            return tuple(ep for ep in self.eps if offers(release, ep) is not False)
-        return ("cpu", "xnnpack") if offers(release, "xnnpack") else ("cpu",)
-
-    def settings(self, eps: Sequence[str]) -> tuple[Setting, ...]:
-        return tuple(
-            Setting(ep=ep, opt_level=level, intra_threads=threads, inter_threads=self.inter_threads)
-            for ep in eps
-            for level in self.opt_levels
-            for threads in self.threads
-        )
-
-    def for_variant(self, variant: str, eps: Sequence[str]) -> tuple[Combination, ...]:
-        """A variant's candidates: its default settings first, then the cross product (fp32, then int8)."""
-        found = [default_of(variant)]
-        for quant in ("fp32", self.int8) if self.int8 else ("fp32",):
-            found += [Combination(variant=variant, quant=quant, setting=s) for s in self.settings(eps)]
-        return tuple(dict.fromkeys(found))
-
-    def candidates(self, releases: Sequence[ReleaseRef]) -> tuple[Combination, ...]:
-        """Every chosen release's candidates, release by release."""
-        found = [c for release in releases for c in self.for_variant(release.variant, self.eps_for(release))]
-        return tuple(dict.fromkeys(found))
-
-
-def space_from_options(
-    *,
-    threads: Sequence[int],
-    opt_levels: Sequence[str],
-    eps: Sequence[str],
-    inter_threads: int,
-    quantize: str | None,
-) -> Space:
-    return Space(
-        threads=tuple(dict.fromkeys(threads)) or DEFAULT_THREADS,
-        opt_levels=tuple(dict.fromkeys(opt_levels)) or DEFAULT_OPT_LEVELS,
-        eps=tuple(dict.fromkeys(eps)),
-        inter_threads=inter_threads,
-        int8=quant_label(quantize) if quantize else None,
-    )
-
-
-def choose_releases(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -> tuple[ReleaseRef, ...]:
-    """The releases tuned on a board: those of ``--variant`` (chosen as bench chooses them), else every
-    variant's release of the ORT version asked for or of the current release's; plus stock's release of
-    that version as the reference when one is deployed."""
-    if plan.variants:
-        chosen = list(pick_releases(plan, releases, board))
-    else:
-        version = plan.ort_version_for("")
-        if not version:
-            version = pick_releases(plan, releases, board)[0].ort_version  # the current release
-        current = [r.variant for r in releases if r.current and r.ort_version == version]
-        variants = list(
-            dict.fromkeys([*current, *sorted(r.variant for r in releases if r.ort_version == version)])
-        )
-        if not variants:
-            raise BenchError(
-                f"{board}: no release of ORT {version} is deployed",
-                hint=f"orch deploy --host {board} --ort-version {version}",
-            )
-        chosen = list(
-            pick_releases(
-                replace(plan, variants=tuple(variants), ort_versions=(("", version),)), releases, board
-            )
-        )
-    if not any(release.variant == "stock" for release in chosen):
-        version = chosen[0].ort_version
-        if any(r.variant == "stock" and r.ort_version == version for r in releases):
-            stock = replace(plan, variants=("stock",), ort_versions=(("", version),))
-            chosen += pick_releases(stock, releases, board)
-    return tuple(chosen)
-
-
-def stock_note(releases: Sequence[ReleaseRef], chosen: Sequence[ReleaseRef]) -> str:
-    """'' when stock is among the tuned releases, else why there is no comparison with stock."""
-    if any(release.variant == "stock" for release in chosen):
-        return ""
-    others = sorted({r.ort_version for r in releases if r.variant == "stock"})
-    if not others:
-        return "no stock release deployed"
-    version = chosen[0].ort_version if chosen else "?"
-    return f"no stock release of ORT {version} deployed (stock {', '.join(others)} is: another release)"
-
-
-def pinned(plan: BenchPlan, chosen: Sequence[ReleaseRef]) -> BenchPlan:
-    """The plan with the board's chosen releases fixed: every rung measures exactly these."""
-    return replace(
-        plan,
-        variants=tuple(release.variant for release in chosen),
-        ort_versions=tuple((release.variant, release.ort_version) for release in chosen),
-    )
-
-
-def rung_plan(base: BenchPlan, candidates: Sequence[Combination], runs: int) -> BenchPlan:
-    """The BenchPlan of one rung: ``runs`` interleaved rounds of just these candidates."""
-    variants = tuple(v for v in base.variants if any(c.variant == v for c in candidates))
-    settings = tuple(dict.fromkeys(c.setting for c in candidates))
-    int8 = any(c.quant != "fp32" for c in candidates)
-    return replace(
-        base,
-        variants=variants,
-        settings=settings,
-        quantize=base.quantize if int8 else None,
-        rounds=runs,
-        only=tuple(candidates),
-    )
-
-
-def candidate_of(key: SeriesKey) -> Combination:
-    setting = Setting(
-        ep=key.ep, opt_level=key.opt_level, intra_threads=key.intra_threads, inter_threads=key.inter_threads
-    )
-    return Combination(variant=key.variant, quant=key.quant, setting=setting)
-
-
-def runs_of(board_doc: dict[str, Any]) -> dict[Combination, tuple[tuple[float, ...], ...]]:
-    """Every candidate's runs so far in a board document (all rungs together)."""
-    return {candidate_of(series.key): series.runs for series in series_of(board_doc)}
 
 
 # --------------------------------------------------------------------------- budget
@@ -287,7 +125,7 @@ def expected_schedule(candidates: int, budget_s: float, per_run_s: float) -> lis
 @dataclass(frozen=True, kw_only=True)
 class Rung:
     number: int
-    kind: str  # HALVING or CONFIRM
+    kind: RungKind
     candidates: tuple[Combination, ...]
     runs: int  # runs (rounds) each candidate gets in this rung
     wanted: int  # what the schedule wanted (runs < wanted: cut to the budget)
@@ -383,7 +221,7 @@ class Search:
     threshold: float = stats.DEFAULT_THRESHOLD
     alive: list[Combination] = field(default_factory=list)
     rungs: list[dict[str, Any]] = field(default_factory=list)
-    phase: str = HALVING
+    phase: Phase = HALVING
     stopped: str = ""  # why the halving ended
     confirm_note: str = ""
     winner: Combination | None = None
@@ -553,93 +391,3 @@ def run_search(
         search.elapsed_s = clock() - started
         if after is not None:
             after(rung, standings)
-
-
-# --------------------------------------------------------------------------- the result
-
-
-def _against(
-    winner: Combination, baseline: Combination, runs: Mapping[Combination, Sequence[Run]], threshold: float
-) -> dict[str, Any]:
-    if baseline == winner:
-        return {"baseline": baseline.as_dict(), "label": baseline.label(), "same": True}
-    c = stats.compare_runs(runs[baseline], runs[winner], threshold=threshold)
-    return {"baseline": baseline.as_dict(), "label": baseline.label(), "same": False, **c.as_dict()}
-
-
-def final_result(
-    search: Search, runs: Mapping[Combination, Sequence[Run]], *, no_stock: str = "no stock release deployed"
-) -> dict[str, Any]:
-    """The winner (median, its interval, runs, n) and its ratio to the default settings and to stock."""
-    winner = search.winner
-    if winner is None:
-        raise BenchError("the search ended before any rung was judged")
-    mine = runs[winner]
-    pooled = np.concatenate([np.asarray(r, dtype=float) for r in mine])
-    low, high = stats.median_ci_runs(mine)
-    default, stock = search.references()
-    assert default is not None  # a winner has a variant
-    return {
-        "winner": winner.as_dict(),
-        "label": winner.label(),
-        "median_ms": float(np.median(pooled)),
-        "ci_low": low,
-        "ci_high": high,
-        "runs": len(mine),
-        "n": int(pooled.size),
-        "vs_default": _against(winner, default, runs, search.threshold),
-        "vs_stock": _against(winner, stock, runs, search.threshold) if stock else {"missing": no_stock},
-        "ties": [c.label() for c in search.alive if c != winner],
-    }
-
-
-def reproduce_command(
-    plan: BenchPlan, board: str, model: str, result: dict[str, Any], versions: Mapping[str, str]
-) -> str:
-    """The `orch bench` line that measures the winner next to the default settings and stock's (the
-    baselines first, so bench compares against them), interleaved, with the tune's run lengths."""
-    winner = Combination.from_dict(result["winner"])
-    sides = [
-        Combination.from_dict(result[key]["baseline"])
-        for key in ("vs_stock", "vs_default")
-        if "baseline" in result[key]
-    ]
-    sides.append(winner)
-    variants = list(dict.fromkeys(c.variant for c in sides))
-    argv = ["orch", "bench", "--host", board, "--model", model, "--variant", ",".join(variants)]
-    chosen = {versions[v] for v in variants if v in versions}
-    if len(chosen) == 1:
-        argv += ["--ort-version", chosen.pop()]
-    elif chosen:
-        argv += [f"--ort-version={v}={versions[v]}" for v in variants if v in versions]
-        argv.append("--allow-version-mismatch")
-    for option, values in (
-        ("--threads", [str(c.setting.intra_threads) for c in sides]),
-        ("--opt-level", [c.setting.opt_level for c in sides]),
-        ("--ep", [c.setting.ep for c in sides]),
-    ):
-        unique = list(dict.fromkeys(values))
-        if unique != [{"--threads": "0", "--opt-level": "all", "--ep": "cpu"}[option]]:
-            argv += [option, ",".join(unique)]
-    if winner.setting.inter_threads:
-        argv += ["--inter-threads", str(winner.setting.inter_threads)]
-    if winner.quant != "fp32" and plan.quantize:
-        argv += ["--quantize", plan.quantize]
-        argv += [
-            f"--calibration={name}={path}" if name else f"--calibration={path}"
-            for name, path in plan.calibration.files
-        ]
-    agent = plan.agent
-    argv += ["--rounds", str(plan.rounds), "--warmup", str(agent.warmup), "--min-runs", str(agent.min_runs)]
-    argv += ["--min-duration", f"{agent.min_duration:g}", "--cooldown", f"{plan.cooldown_s:g}"]
-    if agent.max_runs != 100000:
-        argv += ["--max-runs", str(agent.max_runs)]
-    for shape in agent.shapes:
-        argv += ["--shape", shape]
-    if agent.sysfs_root:
-        argv += ["--sysfs-root", agent.sysfs_root]
-    if plan.pin_clocks:
-        argv.append("--pin-clocks")
-    if plan.threshold != stats.DEFAULT_THRESHOLD:
-        argv += ["--threshold", f"{plan.threshold:g}"]
-    return shlex.join(argv)

@@ -11,12 +11,14 @@ from typing import Any
 
 from rich.markup import escape
 
-from orchestrator.adapters import ssh as remote
-from orchestrator.bench import plan as bench_plan
-from orchestrator.bench import tune
-from orchestrator.bench.execute import BenchRun, BoardBody, Progress, measure_board, run_bench
+from orchestrator.adapters import ssh
+from orchestrator.adapters.session import BoardSession
+from orchestrator.bench import tune, tune_result, tune_space
+from orchestrator.bench.board_document import BoardDocument
+from orchestrator.bench.execute import BenchRun, BoardBody, Progress, RunKind, measure_board, run_bench
 from orchestrator.bench.plan import BenchPlan, Combination, ReleaseRef
 from orchestrator.bench.results import ResultStore
+from orchestrator.bench.steps import pick_models
 from orchestrator.board import Board
 from orchestrator.deploy import releases
 
@@ -26,7 +28,7 @@ class TunePlan:
     """What `orch tune` searches, decided before any board is reached."""
 
     bench: BenchPlan  # boards, the one model, run lengths, --variant/--ort-version, --quantize
-    space: tune.Space
+    space: tune_space.Space
     budget_s: float
     run_guess_s: float  # a run's cost until runs are measured (tune.run_guess)
 
@@ -42,67 +44,89 @@ class TunePlan:
 
 
 def tune_body(plan: TunePlan, found: dict[str, dict[str, Any]]) -> BoardBody:
-    """What each board runs inside bench_board; ``found`` gets each board's tune record as it grows."""
+    """What each board runs inside a run; ``found`` gets each board's tune record as it grows."""
 
-    def body(board: Board, base: BenchPlan, document: dict[str, Any], progress: Progress) -> None:
+    def body(board: Board, base: BenchPlan, document: BoardDocument, progress: Progress) -> None:
         progress(board.name, "connecting")
-        with remote.connect(board) as session:
-            deployed = [ReleaseRef.from_info(info) for info in releases.list_releases(session, board)]
-            chosen = tune.choose_releases(base, deployed, board.name)
-            fixed = tune.pinned(base, chosen)
-            [model] = bench_plan.pick_models(fixed, chosen, board.name)  # in every release, before any run
-            search = tune.Search(
-                plan.space.candidates(chosen), budget_s=plan.budget_s, threshold=base.threshold
-            )
-            record: dict[str, Any] = {
-                **search.as_dict(),
-                "model": model,
-                "stock_note": tune.stock_note(deployed, chosen),
-            }
-            document["tune"] = found[board.name] = record
-            progress(
-                board.name,
-                f"tuning {escape(model)}: {len(search.candidates)} candidates, budget {tune.fmt_duration(plan.budget_s)}",
-            )
-            first = tune.FIRST_RUNS * len(search.candidates) * plan.run_guess_s
-            if first > plan.budget_s:
-                progress(
-                    board.name,
-                    f"[yellow]warning:[/] the first rung ({tune.FIRST_RUNS} runs of each candidate) is estimated"
-                    f" at {tune.fmt_duration(first)}, over the budget: it runs in full",
-                )
-
-            def measure(
-                rung: tune.Rung, first_round: int
-            ) -> dict[Combination, tuple[tuple[float, ...], ...]]:
-                cut = f" (of {rung.wanted}: the budget)" if rung.runs < rung.wanted else ""
-                progress(
-                    board.name,
-                    f"[bold]rung {rung.number}[/] ({rung.kind}): {len(rung.candidates)} candidates x"
-                    f" {rung.runs} runs{cut}",
-                )
-                rung_plan = tune.rung_plan(fixed, rung.candidates, rung.runs)
-                measure_board(session, board, rung_plan, document, progress, round_offset=first_round - 1)
-                return tune.runs_of(document)
-
-            def after(rung: tune.Rung, standings: list[tune.Standing]) -> None:
-                for standing in standings:
-                    if standing.dropped:
-                        progress(
-                            board.name,
-                            f"  dropped {escape(standing.candidate.label())}: {escape(standing.reason)}",
-                        )
-                record.update(search.as_dict())
-
-            runs = tune.run_search(search, measure, run_guess_s=plan.run_guess_s, after=after)
-            no_stock = record["stock_note"] or "no stock release deployed"
-            result = tune.final_result(search, runs, no_stock=no_stock)
-            versions = {release.variant: release.ort_version for release in chosen}
-            result["command"] = tune.reproduce_command(fixed, board.name, model, result, versions)
-            record.update(search.as_dict(), result=result)
-            progress(board.name, f"best: [bold]{escape(result['label'])}[/] ({search.stopped})")
+        with ssh.connect(board) as session:
+            _BoardTune(plan=plan, session=session, document=document, progress=progress).run(base, found)
 
     return body
+
+
+@dataclass(frozen=True, kw_only=True)
+class _BoardTune:
+    """The search on one board: its releases and model, each rung measured into the board document."""
+
+    plan: TunePlan
+    session: BoardSession
+    document: BoardDocument
+    progress: Progress
+
+    def say(self, message: str) -> None:
+        self.progress(self.session.board.name, message)
+
+    def run(self, base: BenchPlan, found: dict[str, dict[str, Any]]) -> None:
+        name = self.session.board.name
+        deployed = [
+            ReleaseRef.from_info(info) for info in releases.list_releases(self.session, self.session.board)
+        ]
+        chosen = tune_space.choose_releases(base, deployed, name)
+        fixed = tune_space.pinned(base, chosen)
+        [model] = pick_models(fixed, chosen, name)  # in every release, before any run
+        search = tune.Search(
+            self.plan.space.candidates(chosen), budget_s=self.plan.budget_s, threshold=base.threshold
+        )
+        record: dict[str, Any] = {
+            **search.as_dict(),
+            "model": model,
+            "stock_note": tune_space.stock_note(deployed, chosen),
+        }
+        self.document.tune = found[name] = record
+        self._announce(model, search)
+
+        def measure(rung: tune.Rung, first_round: int) -> dict[Combination, tuple[tuple[float, ...], ...]]:
+            return self._measure(fixed, rung, first_round)
+
+        def after(rung: tune.Rung, standings: list[tune.Standing]) -> None:
+            for standing in standings:
+                if standing.dropped:
+                    self.say(f"  dropped {escape(standing.candidate.label())}: {escape(standing.reason)}")
+            record.update(search.as_dict())
+
+        runs = tune.run_search(search, measure, run_guess_s=self.plan.run_guess_s, after=after)
+        no_stock = record["stock_note"] or "no stock release deployed"
+        result = tune_result.final_result(search, runs, no_stock=no_stock)
+        versions = {release.variant: release.ort_version for release in chosen}
+        result["command"] = tune_result.reproduce_command(fixed, name, model, result, versions)
+        record.update(search.as_dict(), result=result)
+        self.say(f"best: [bold]{escape(result['label'])}[/] ({search.stopped})")
+
+    def _announce(self, model: str, search: tune.Search) -> None:
+        """What is searched, and a warning when the first rung alone is estimated over the budget."""
+        budget_s = self.plan.budget_s
+        self.say(
+            f"tuning {escape(model)}: {len(search.candidates)} candidates, budget {tune.fmt_duration(budget_s)}"
+        )
+        first = tune.FIRST_RUNS * len(search.candidates) * self.plan.run_guess_s
+        if first > budget_s:
+            self.say(
+                f"[yellow]warning:[/] the first rung ({tune.FIRST_RUNS} runs of each candidate) is estimated"
+                f" at {tune.fmt_duration(first)}, over the budget: it runs in full"
+            )
+
+    def _measure(
+        self, fixed: BenchPlan, rung: tune.Rung, first_round: int
+    ) -> dict[Combination, tuple[tuple[float, ...], ...]]:
+        """One rung on the board, its rounds numbered on from ``first_round``; every candidate's runs so far."""
+        cut = f" (of {rung.wanted}: the budget)" if rung.runs < rung.wanted else ""
+        self.say(
+            f"[bold]rung {rung.number}[/] ({rung.kind}): {len(rung.candidates)} candidates x"
+            f" {rung.runs} runs{cut}"
+        )
+        plan = tune_space.rung_plan(fixed, rung.candidates, rung.runs)
+        measure_board(self.session, plan, self.document, self.progress, round_offset=first_round - 1)
+        return tune_space.runs_of(self.document.as_dict())
 
 
 def run_tune(
@@ -110,14 +134,10 @@ def run_tune(
 ) -> tuple[BenchRun, dict[str, dict[str, Any]]]:
     """Tune every board of the plan; stored as a bench run whose run.json says it was a tune."""
     found: dict[str, dict[str, Any]] = {}
-    meta: dict[str, Any] = {"kind": "tune", "tune": {"plan": plan.as_dict(), "boards": found}}
-    done = run_bench(
-        plan.bench,
-        run_id=run_id,
-        command=command,
-        store=store,
-        body=tune_body(plan, found),
-        meta=meta,
+    kind = RunKind(
         label="orch tune",
+        body=tune_body(plan, found),
+        meta={"kind": "tune", "tune": {"plan": plan.as_dict(), "boards": found}},
     )
+    done = run_bench(plan.bench, run_id=run_id, command=command, store=store, kind=kind)
     return done, found

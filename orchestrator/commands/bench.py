@@ -5,15 +5,34 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rich.markup import escape
 
-from orchestrator.bench import plan as bench_plan
 from orchestrator.bench import results
 from orchestrator.bench.calibration import parse_specs
 from orchestrator.bench.execute import BenchRun, run_bench
-from orchestrator.bench.plan import AgentOptions
+from orchestrator.bench.plan import (
+    OPT_LEVELS,
+    QUANTIZE_MODES,
+    RUNNER_CHOICES,
+    AgentOptions,
+    BenchPlan,
+    QuantizeMode,
+    Setting,
+    one_of,
+)
+from orchestrator.bench.plan_options import (
+    make_plan,
+    make_settings,
+    parse_opt_levels,
+    parse_ort_versions,
+    parse_pin_cores,
+    parse_threads,
+    split_list,
+)
 from orchestrator.bench.report.native_tables import after_run_tables, cold_start_rows
 from orchestrator.bench.report.tables import comparison_warnings, run_tables
 from orchestrator.bench.series import pairings_within
@@ -26,10 +45,22 @@ from orchestrator.errors import BenchError, PartialFailure
 # (a verdict needs 4 at least; see stats.runs_needed). On a Pi 4 class board one agent run of a
 # small model is ~3 s of start-up + 3 s measured + 2 s cooldown: an A/B of two builds is ~20 runs,
 # under 3 minutes per model. --quick is for emulated boards, where start-up alone takes ~15 s.
-BOARD_DEFAULTS = {"rounds": 10, "cooldown": 2.0, "warmup": 5, "min_runs": 30, "min_duration": 3.0}
+BOARD_DEFAULTS: dict[str, float] = {
+    "rounds": 10,
+    "cooldown": 2.0,
+    "warmup": 5,
+    "min_runs": 30,
+    "min_duration": 3.0,
+}
 # --quick: 5 rounds, one more than a verdict needs, so that one run disturbed by a busy machine
 # (under emulation a run's median can move tenfold) does not make the verdict impossible.
-QUICK_DEFAULTS = {"rounds": 5, "cooldown": 0.0, "warmup": 1, "min_runs": 5, "min_duration": 0.0}
+QUICK_DEFAULTS: dict[str, float] = {
+    "rounds": 5,
+    "cooldown": 0.0,
+    "warmup": 1,
+    "min_runs": 5,
+    "min_duration": 0.0,
+}
 
 NAME = "bench"
 HELP = "run on-device benchmarks on boards in parallel and compare"
@@ -49,12 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting_options(
         what,
         threads="intra-op thread counts to sweep (0 = onnxruntime's default)",
-        opt_levels=f"graph optimisation levels to sweep: {', '.join(bench_plan.OPT_LEVELS)}",
+        opt_levels=f"graph optimisation levels to sweep: {', '.join(OPT_LEVELS)}",
         eps="execution providers to sweep: cpu, xnnpack, cuda, tensorrt (default cpu)",
     )
     what.add_argument(
         "--runner",
-        choices=bench_plan.RUNNER_CHOICES,
+        choices=RUNNER_CHOICES,
         default="python",
         help="what runs the model: the Python agent, the native runner (ORT's C API), or both side by side",
     )
@@ -123,7 +154,7 @@ def add_setting_options(what: Group, *, threads: str, opt_levels: str, eps: str)
 def add_quantize_options(what: Group) -> None:
     what.add_argument(
         "--quantize",
-        choices=bench_plan.QUANTIZE_MODES,
+        choices=QUANTIZE_MODES,
         help="also measure an int8 copy of each model (quantised on the workstation)",
     )
     what.add_argument(
@@ -216,83 +247,150 @@ def run_summary(done: BenchRun, record: results.RunRecord) -> dict[str, Any]:
     }
 
 
-def joined(values: list[str]) -> list[str]:
-    return [item for value in values for item in bench_plan.split_list(value)]
+def joined(values: Sequence[str]) -> list[str]:
+    return [item for value in values for item in split_list(value)]
 
 
-def plan_from_args(
-    args: argparse.Namespace, *, settings: tuple[bench_plan.Setting, ...] | None = None
-) -> bench_plan.BenchPlan:
-    """The BenchPlan of the command line (``settings`` given: those instead of the options' sweep)."""
-    boards = options.selected_boards(options.Selection.from_args(args))
-    pin_cores = bench_plan.parse_pin_cores(args.pin_cores) if args.pin_cores else ()
-    if settings is None:
-        threads = bench_plan.parse_threads(joined(args.threads))
-        settings = bench_plan.make_settings(
-            threads=threads or ([len(pin_cores)] if pin_cores else []),
-            opt_levels=bench_plan.parse_opt_levels(joined(args.opt_level)),
-            eps=joined(args.ep),
+@dataclass(frozen=True, kw_only=True)
+class MeasureOptions:
+    """The option groups bench and tune share (releases, settings, quantisation, run lengths), as parsed."""
+
+    variants: tuple[str, ...]  # as given: comma-separated, repeated
+    ort_versions: tuple[str, ...]
+    allow_version_mismatch: bool
+    threads: tuple[str, ...]
+    pin_cores: str | None
+    inter_threads: int
+    opt_levels: tuple[str, ...]
+    eps: tuple[str, ...]
+    quantize: QuantizeMode | None
+    calibration: tuple[str, ...]
+    shapes: tuple[str, ...]
+    cooldown: float | None  # None: the default (BOARD_DEFAULTS or QUICK_DEFAULTS)
+    warmup: int | None
+    min_runs: int | None
+    min_duration: float | None
+    max_runs: int
+    quick: bool
+    step_timeout: float
+    parallel: int
+    pin_clocks: bool
+    sysfs_root: str | None
+    threshold: float
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> MeasureOptions:
+        """The options of add_release_options, add_setting_options, add_quantize_options and add_run_options."""
+        return cls(
+            variants=tuple(args.variant),
+            ort_versions=tuple(args.ort_version),
+            allow_version_mismatch=args.allow_version_mismatch,
+            threads=tuple(args.threads),
+            pin_cores=args.pin_cores,
             inter_threads=args.inter_threads,
+            opt_levels=tuple(args.opt_level),
+            eps=tuple(args.ep),
+            quantize=one_of(args.quantize, QUANTIZE_MODES),  # argparse's choices: None or a mode
+            calibration=tuple(args.calibration),
+            shapes=tuple(args.shape),
+            cooldown=args.cooldown,
+            warmup=args.warmup,
+            min_runs=args.min_runs,
+            min_duration=args.min_duration,
+            max_runs=args.max_runs,
+            quick=args.quick,
+            step_timeout=args.step_timeout,
+            parallel=args.parallel,
+            pin_clocks=args.pin_clocks,
+            sysfs_root=args.sysfs_root,
+            threshold=args.threshold,
         )
-    defaults = QUICK_DEFAULTS if args.quick else BOARD_DEFAULTS
 
-    def pick(name: str) -> float:
-        value = getattr(args, name)
+
+@dataclass(frozen=True, kw_only=True)
+class BenchRequest:
+    """`orch bench`'s options, as parsed."""
+
+    selection: options.Selection
+    models: tuple[str, ...]  # as given: comma-separated, repeated
+    runner: str
+    rounds: int | None  # None: the default (10, --quick 5)
+    cold_starts: int | None  # None: the runner's default
+    measure: MeasureOptions
+    json: bool = False
+    dry_run: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BenchRequest:
+        return cls(
+            selection=options.Selection.from_args(args),
+            models=tuple(args.model),
+            runner=args.runner,
+            rounds=args.rounds,
+            cold_starts=args.cold_starts,
+            measure=MeasureOptions.from_args(args),
+            json=args.json,
+            dry_run=args.dry_run,
+        )
+
+
+def make_bench_plan(request: BenchRequest, *, settings: tuple[Setting, ...] | None = None) -> BenchPlan:
+    """The BenchPlan of the command line (``settings`` given: those instead of the options' sweep)."""
+    measure = request.measure
+    boards = options.selected_boards(request.selection)
+    pin_cores = parse_pin_cores(measure.pin_cores) if measure.pin_cores else ()
+    if settings is None:
+        threads = parse_threads(joined(measure.threads))
+        settings = make_settings(
+            threads=threads or ([len(pin_cores)] if pin_cores else []),
+            opt_levels=parse_opt_levels(joined(measure.opt_levels)),
+            eps=joined(measure.eps),
+            inter_threads=measure.inter_threads,
+        )
+    defaults = QUICK_DEFAULTS if measure.quick else BOARD_DEFAULTS
+
+    def pick(name: str, value: float | None) -> float:
         return defaults[name] if value is None else value
 
     agent = AgentOptions(
-        warmup=int(pick("warmup")),
-        min_runs=int(pick("min_runs")),
-        min_duration=float(pick("min_duration")),
-        max_runs=args.max_runs,
-        shapes=tuple(args.shape),
-        sysfs_root=args.sysfs_root,
+        warmup=int(pick("warmup", measure.warmup)),
+        min_runs=int(pick("min_runs", measure.min_runs)),
+        min_duration=float(pick("min_duration", measure.min_duration)),
+        max_runs=measure.max_runs,
+        shapes=measure.shapes,
+        sysfs_root=measure.sysfs_root,
         pin_cores=pin_cores,
     )
-    rounds, cooldown = int(pick("rounds")), float(pick("cooldown"))
-    variants = joined(args.variant)
-    cold_starts = args.cold_starts
+    variants = joined(measure.variants)
+    cold_starts = request.cold_starts
     if cold_starts is None:
-        cold_starts = 0 if args.runner == "python" else (3 if args.quick else 5)
-    return bench_plan.make_plan(
+        cold_starts = 0 if request.runner == "python" else (3 if measure.quick else 5)
+    return make_plan(
         boards,
         variants=variants,
-        ort_versions=bench_plan.parse_ort_versions(joined(args.ort_version), variants),
-        allow_version_mismatch=args.allow_version_mismatch,
-        models=joined(args.model),
+        ort_versions=parse_ort_versions(joined(measure.ort_versions), variants),
+        allow_version_mismatch=measure.allow_version_mismatch,
+        models=joined(request.models),
         settings=settings,
-        quantize=args.quantize,
-        calibration=parse_specs(args.calibration),
-        rounds=rounds,
-        cooldown_s=cooldown,
+        quantize=measure.quantize,
+        calibration=parse_specs(measure.calibration),
+        rounds=int(pick("rounds", request.rounds)),
+        cooldown_s=float(pick("cooldown", measure.cooldown)),
         agent=agent,
-        pin_clocks=args.pin_clocks,
-        parallel=args.parallel,
-        step_timeout_s=args.step_timeout,
-        threshold=args.threshold,
-        runner=args.runner,
+        pin_clocks=measure.pin_clocks,
+        parallel=measure.parallel,
+        step_timeout_s=measure.step_timeout,
+        threshold=measure.threshold,
+        runner=request.runner,
         cold_starts=cold_starts,
     )
 
 
 def run(args: argparse.Namespace) -> int:
-
-    plan = plan_from_args(args)
-    if args.dry_run:
-        document = plan.as_dict()
-        document["steps_per_board"] = (
-            plan.rounds
-            * len(plan.settings)
-            * max(1, len(plan.variants))
-            * (2 if plan.quantize else 1)
-            * len(plan.runners)
-            * (2 if plan.cold_starts else 1)
-        )
-        document["steps_per_board_note"] = "per model deployed (or per --model)"
-        if args.json:
-            emit_json(document)
-        else:
-            console.print_json(data=document)
+    request = BenchRequest.from_args(args)
+    plan = make_bench_plan(request)
+    if request.dry_run:
+        _dry_run(plan, as_json=request.json)
         return 0
     store = results.ResultStore()
     run_id = results.new_run_id()
@@ -303,9 +401,33 @@ def run(args: argparse.Namespace) -> int:
     )
     done = run_bench(plan, run_id=run_id, command=command, store=store)
     record = store.load(run_id)
+    _show(done, record, plan, as_json=request.json)
+    check_outcome(done)
+    return 0
+
+
+def _dry_run(plan: BenchPlan, *, as_json: bool) -> None:
+    document = plan.as_dict()
+    document["steps_per_board"] = (
+        plan.rounds
+        * len(plan.settings)
+        * max(1, len(plan.variants))
+        * (2 if plan.quantize else 1)
+        * len(plan.runners)
+        * (2 if plan.cold_starts else 1)
+    )
+    document["steps_per_board_note"] = "per model deployed (or per --model)"
+    if as_json:
+        emit_json(document)
+    else:
+        console.print_json(data=document)
+
+
+def _show(done: BenchRun, record: results.RunRecord, plan: BenchPlan, *, as_json: bool) -> None:
+    """The run's --json document, its tables and where it is stored."""
     series = record.series()
     pairings = pairings_within(series, threshold=plan.threshold)
-    if args.json:
+    if as_json:
         emit_json(
             {
                 **run_summary(done, record),
@@ -326,9 +448,7 @@ def run(args: argparse.Namespace) -> int:
     for table in after_run_tables(record.boards, series):
         print_whole(table)
     console.print(f"results stored in [bold]{escape(str(done.path))}[/] ({done.outcome.summary()})")
-    console.print(f"report: orch report {run_id} --html report.html")
-    check_outcome(done)
-    return 0
+    console.print(f"report: orch report {done.run_id} --html report.html")
 
 
 def check_outcome(done: BenchRun, what: str = "bench") -> None:

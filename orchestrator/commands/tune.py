@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from dataclasses import dataclass
 
 from rich.markup import escape
 
-from orchestrator.bench import plan as bench_plan
 from orchestrator.bench import results, stats, tune
-from orchestrator.bench.plan import Setting
+from orchestrator.bench.plan import OPT_LEVELS, Setting
+from orchestrator.bench.plan_options import make_settings, parse_opt_levels, parse_threads
 from orchestrator.bench.report.tables import failures_table, summary_table
 from orchestrator.bench.report.tuning import commands, tuning_tables
 from orchestrator.bench.tune_execute import TunePlan, run_tune
+from orchestrator.bench.tune_space import space_from_options
 from orchestrator.commands import bench, options
 from orchestrator.console import console, emit_json, print_whole
 from orchestrator.errors import UsageError
@@ -44,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     bench.add_setting_options(
         what,
         threads="intra-op thread counts to try (default 1,2,0; 0 = onnxruntime's default, one per physical core)",
-        opt_levels=f"graph optimisation levels to try (default disable,basic,all; of {', '.join(bench_plan.OPT_LEVELS)})",
+        opt_levels=f"graph optimisation levels to try (default disable,basic,all; of {', '.join(OPT_LEVELS)})",
         eps="execution providers to try (default cpu, and xnnpack where the release's onnxruntime offers it)",
     )
     bench.add_quantize_options(what)
@@ -58,37 +60,66 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " the first rung always runs in full",
     )
     bench.add_run_options(how)
-    # What bench's plan reads and tune does not offer: the search decides the rounds; the Python agent runs.
-    parser.set_defaults(rounds=None, runner="python", cold_starts=0)
     options.add_json_option(parser)
     options.add_dry_run_option(parser)
 
 
-def plan_from_args(args: argparse.Namespace) -> TunePlan:
-    threads = bench_plan.parse_threads(bench.joined(args.threads))
-    opt_levels = bench_plan.parse_opt_levels(bench.joined(args.opt_level))
-    eps = bench.joined(args.ep)
+@dataclass(frozen=True, kw_only=True)
+class TuneRequest:
+    """`orch tune`'s options, as parsed."""
+
+    selection: options.Selection
+    model: str
+    budget_s: float
+    measure: bench.MeasureOptions
+    json: bool = False
+    dry_run: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TuneRequest:
+        return cls(
+            selection=options.Selection.from_args(args),
+            model=args.model,
+            budget_s=args.budget,
+            measure=bench.MeasureOptions.from_args(args),
+            json=args.json,
+            dry_run=args.dry_run,
+        )
+
+    def bench_request(self) -> bench.BenchRequest:
+        """What bench's plan reads: the one model; the search decides the rounds; the Python agent runs."""
+        return bench.BenchRequest(
+            selection=self.selection,
+            models=(self.model,),
+            runner="python",
+            rounds=None,
+            cold_starts=0,
+            measure=self.measure,
+        )
+
+
+def make_tune_plan(request: TuneRequest) -> TunePlan:
+    measure = request.measure
+    threads = parse_threads(bench.joined(measure.threads))
+    opt_levels = parse_opt_levels(bench.joined(measure.opt_levels))
+    eps = bench.joined(measure.eps)
     # The same refusals as bench's sweep (unknown EP, a value listed twice), then the search's defaults.
-    bench_plan.make_settings(
-        threads=threads, opt_levels=opt_levels, eps=eps, inter_threads=args.inter_threads
-    )
-    space = tune.space_from_options(
+    make_settings(threads=threads, opt_levels=opt_levels, eps=eps, inter_threads=measure.inter_threads)
+    space = space_from_options(
         threads=threads,
         opt_levels=opt_levels,
         eps=eps,
-        inter_threads=args.inter_threads,
-        quantize=args.quantize,
+        inter_threads=measure.inter_threads,
+        quantize=measure.quantize,
     )
     settings = tuple(dict.fromkeys([Setting(), *space.settings(space.eps or ("cpu",))]))
-    base = bench.plan_from_args(
-        argparse.Namespace(**{**vars(args), "model": [args.model]}), settings=settings
-    )
+    base = bench.make_bench_plan(request.bench_request(), settings=settings)
     if len(base.models) != 1:
-        raise UsageError(f"--model {args.model!r}: orch tune tunes one model at a time")
-    guess = tune.run_guess(base, quick=args.quick)
+        raise UsageError(f"--model {request.model!r}: orch tune tunes one model at a time")
+    guess = tune.run_guess(base, quick=measure.quick)
     per_variant = len(space.for_variant("?", space.eps or ("cpu",)))
-    tune.check_budget(args.budget, per_variant * max(1, len(base.variants)), guess)
-    return TunePlan(bench=base, space=space, budget_s=args.budget, run_guess_s=guess)
+    tune.check_budget(request.budget_s, per_variant * max(1, len(base.variants)), guess)
+    return TunePlan(bench=base, space=space, budget_s=request.budget_s, run_guess_s=guess)
 
 
 def dry_run(plan: TunePlan, *, as_json: bool) -> None:
@@ -139,9 +170,10 @@ def dry_run(plan: TunePlan, *, as_json: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = plan_from_args(args)
-    if args.dry_run:
-        dry_run(plan, as_json=args.json)
+    request = TuneRequest.from_args(args)
+    plan = make_tune_plan(request)
+    if request.dry_run:
+        dry_run(plan, as_json=request.json)
         return 0
     store = results.ResultStore()
     run_id = results.new_run_id()
@@ -152,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     )
     done, found = run_tune(plan, run_id=run_id, command=command, store=store)
     record = store.load(run_id)
-    if args.json:
+    if request.json:
         emit_json(
             {
                 **bench.run_summary(done, record),

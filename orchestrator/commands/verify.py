@@ -11,7 +11,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.bench.plan import split_list
+from orchestrator.bench.plan_options import split_list
 from orchestrator.bench.results import new_run_id, utc_now
 from orchestrator.commands import options
 from orchestrator.console import console, emit_json, print_whole

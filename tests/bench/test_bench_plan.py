@@ -7,8 +7,16 @@ import re
 
 import pytest
 
-from orchestrator.bench import plan as bench_plan
 from orchestrator.bench.plan import AgentOptions, ReleaseRef, Setting
+from orchestrator.bench.plan_options import (
+    make_plan,
+    make_settings,
+    parse_opt_levels,
+    parse_ort_versions,
+    parse_pin_cores,
+    parse_threads,
+)
+from orchestrator.bench.steps import agent_argv, board_steps, pick_models, pick_releases
 from orchestrator.board import Board
 from orchestrator.errors import BenchError, UsageError
 
@@ -40,10 +48,10 @@ STOCK_121 = release("stock", "stock-1.21.0-eeee0000", "2026-11-25T00:00:00Z")
 
 
 def test_ab_rounds_are_interleaved_and_cooled_down():
-    plan = bench_plan.make_plan([BOARD], variants=["stock", "tuned"], rounds=3, cooldown_s=2.5)
-    releases = bench_plan.pick_releases(plan, [STOCK_OLD, TUNED, STOCK_NEW], BOARD.name)
+    plan = make_plan([BOARD], variants=["stock", "tuned"], rounds=3, cooldown_s=2.5)
+    releases = pick_releases(plan, [STOCK_OLD, TUNED, STOCK_NEW], BOARD.name)
     assert [r.id for r in releases] == ["stock-1.32.0-bbbb0000", "tuned-1.32.0-cccc0000"]  # newest stock
-    steps = bench_plan.board_steps(plan, releases, bench_plan.pick_models(plan, releases, BOARD.name))
+    steps = board_steps(plan, releases, pick_models(plan, releases, BOARD.name))
     assert [(s.round, s.release.variant) for s in steps] == [
         (1, "stock"),
         (1, "tuned"),
@@ -62,7 +70,7 @@ def test_ab_rounds_are_interleaved_and_cooled_down():
 
 
 def test_settings_sweep_is_a_cross_product_in_the_given_order():
-    settings = bench_plan.make_settings(threads=[1, 2, 4], opt_levels=["basic", "all"])
+    settings = make_settings(threads=[1, 2, 4], opt_levels=["basic", "all"])
     assert [(s.opt_level, s.intra_threads) for s in settings] == [
         ("basic", 1),
         ("basic", 2),
@@ -71,8 +79,8 @@ def test_settings_sweep_is_a_cross_product_in_the_given_order():
         ("all", 2),
         ("all", 4),
     ]
-    plan = bench_plan.make_plan([BOARD], settings=settings, rounds=2, cooldown_s=0)
-    steps = bench_plan.board_steps(plan, [STOCK_NEW], ["tiny.onnx"])
+    plan = make_plan([BOARD], settings=settings, rounds=2, cooldown_s=0)
+    steps = board_steps(plan, [STOCK_NEW], ["tiny.onnx"])
     assert len(steps) == 12
     argv = steps[1].argv
     assert (
@@ -81,16 +89,16 @@ def test_settings_sweep_is_a_cross_product_in_the_given_order():
 
 
 def test_default_is_the_current_release_and_every_common_model():
-    plan = bench_plan.make_plan([BOARD])
-    assert bench_plan.pick_releases(plan, [STOCK_OLD, STOCK_NEW], "nano01") == (STOCK_NEW,)
-    both = bench_plan.make_plan([BOARD], variants=["tuned", "stock"])
-    chosen = bench_plan.pick_releases(both, [STOCK_NEW, TUNED], "nano01")
-    assert bench_plan.pick_models(both, chosen, "nano01") == ("tiny.onnx",)  # big.onnx is only in tuned
+    plan = make_plan([BOARD])
+    assert pick_releases(plan, [STOCK_OLD, STOCK_NEW], "nano01") == (STOCK_NEW,)
+    both = make_plan([BOARD], variants=["tuned", "stock"])
+    chosen = pick_releases(both, [STOCK_NEW, TUNED], "nano01")
+    assert pick_models(both, chosen, "nano01") == ("tiny.onnx",)  # big.onnx is only in tuned
 
 
 def test_quantize_adds_int8_steps_next_to_fp32():
-    plan = bench_plan.make_plan([BOARD], quantize="dynamic", rounds=1)
-    steps = bench_plan.board_steps(plan, [STOCK_NEW], ["tiny.onnx"])
+    plan = make_plan([BOARD], quantize="dynamic", rounds=1)
+    steps = board_steps(plan, [STOCK_NEW], ["tiny.onnx"])
     assert [(s.quant, s.model, s.model_file) for s in steps] == [
         ("fp32", "tiny.onnx", "tiny.onnx"),
         ("int8", "tiny.onnx", "tiny.int8.onnx"),
@@ -103,7 +111,7 @@ def test_agent_options_reach_the_argv():
     options = AgentOptions(
         warmup=1, min_runs=5, min_duration=0.0, shapes=("input=1x3x8x8",), sysfs_root="/tmp/s y"
     )
-    argv = bench_plan.agent_argv(STOCK_NEW, "/m.onnx", Setting(opt_level="disable", intra_threads=2), options)
+    argv = agent_argv(STOCK_NEW, "/m.onnx", Setting(opt_level="disable", intra_threads=2), options)
     pairs = dict(zip(argv[2::2], argv[3::2]))
     assert pairs["--warmup"] == "1" and pairs["--min-runs"] == "5" and pairs["--min-duration"] == "0"
     assert pairs["--shape"] == "input=1x3x8x8" and pairs["--sysfs-root"] == "/tmp/s y"
@@ -121,50 +129,50 @@ def test_agent_options_reach_the_argv():
 )
 def test_bad_options_are_usage_errors(kwargs, words):
     with pytest.raises(UsageError, match=words):
-        bench_plan.make_plan([BOARD], **kwargs)
+        make_plan([BOARD], **kwargs)
 
 
 def test_bad_option_values():
     with pytest.raises(UsageError, match="whole numbers"):
-        bench_plan.parse_threads(["two"])
+        parse_threads(["two"])
     with pytest.raises(UsageError, match="choose from"):
-        bench_plan.parse_opt_levels(["max"])
+        parse_opt_levels(["max"])
     with pytest.raises(UsageError, match="twice"):
-        bench_plan.make_settings(threads=[1, 1])
+        make_settings(threads=[1, 1])
 
 
 def test_missing_variant_or_model_names_the_board_and_the_fix():
-    plan = bench_plan.make_plan([BOARD], variants=["stock", "tuned"])
+    plan = make_plan([BOARD], variants=["stock", "tuned"])
     with pytest.raises(BenchError, match="nano01: no release of variant 'tuned'") as caught:
-        bench_plan.pick_releases(plan, [STOCK_NEW], "nano01")
+        pick_releases(plan, [STOCK_NEW], "nano01")
     assert "orch deploy --host nano01 --variant tuned" in caught.value.hint
     with pytest.raises(BenchError, match="model 'resnet' is not deployed"):
-        bench_plan.pick_models(bench_plan.make_plan([BOARD], models=["resnet"]), [STOCK_NEW], "nano01")
+        pick_models(make_plan([BOARD], models=["resnet"]), [STOCK_NEW], "nano01")
     with pytest.raises(BenchError, match="no release is deployed"):
-        bench_plan.pick_releases(plan, [], "nano01")
+        pick_releases(plan, [], "nano01")
 
 
 def test_an_ab_across_ort_releases_is_refused_unless_allowed():
-    plan = bench_plan.make_plan([BOARD], variants=["stock", "tuned"])
+    plan = make_plan([BOARD], variants=["stock", "tuned"])
     with pytest.raises(BenchError) as refused:
-        bench_plan.pick_releases(plan, [STOCK_NEW, TUNED_121], BOARD.name)
+        pick_releases(plan, [STOCK_NEW, TUNED_121], BOARD.name)
     message = refused.value.message
     assert message.startswith("nano01: refusing an A/B across ORT releases:")
     assert (
         "stock-1.32.0-bbbb0000 (ORT 1.32.0, official), tuned-1.21.0-dddd0000 (ORT 1.21.0, system)" in message
     )
     assert "--allow-version-mismatch" in refused.value.hint and "--ort-version X" in refused.value.hint
-    allowed = bench_plan.make_plan([BOARD], variants=["stock", "tuned"], allow_version_mismatch=True)
-    chosen = bench_plan.pick_releases(allowed, [STOCK_NEW, TUNED_121], BOARD.name)
+    allowed = make_plan([BOARD], variants=["stock", "tuned"], allow_version_mismatch=True)
+    chosen = pick_releases(allowed, [STOCK_NEW, TUNED_121], BOARD.name)
     assert [r.id for r in chosen] == ["stock-1.32.0-bbbb0000", "tuned-1.21.0-dddd0000"]
     assert allowed.as_dict()["allow_version_mismatch"] is True
 
 
 def test_ort_version_chooses_among_releases_of_a_variant_and_several_are_never_guessed():
     deployed = [STOCK_NEW, STOCK_121, TUNED, TUNED_121]
-    plan = bench_plan.make_plan([BOARD], variants=["stock", "tuned"])
+    plan = make_plan([BOARD], variants=["stock", "tuned"])
     with pytest.raises(BenchError) as refused:
-        bench_plan.pick_releases(plan, deployed, BOARD.name)
+        pick_releases(plan, deployed, BOARD.name)
     assert refused.value.message == (
         "nano01: releases of variant 'stock' with different ORT versions are deployed:"
         " stock-1.32.0-bbbb0000 (ORT 1.32.0, official), stock-1.21.0-eeee0000 (ORT 1.21.0, official);"
@@ -172,31 +180,31 @@ def test_ort_version_chooses_among_releases_of_a_variant_and_several_are_never_g
     )
     assert refused.value.hint == "choose one with --ort-version (1.21.0 or 1.32.0)"
     for version in ("1.21.0", "1.32.0"):
-        chosen_plan = bench_plan.make_plan(
+        chosen_plan = make_plan(
             [BOARD],
             variants=["stock", "tuned"],
-            ort_versions=bench_plan.parse_ort_versions([version], ["stock"]),
+            ort_versions=parse_ort_versions([version], ["stock"]),
         )
-        chosen = bench_plan.pick_releases(chosen_plan, deployed, BOARD.name)
+        chosen = pick_releases(chosen_plan, deployed, BOARD.name)
         assert [(r.variant, r.ort_version) for r in chosen] == [("stock", version), ("tuned", version)]
     # A deliberate cross-release A/B, one version per variant.
-    per_variant = bench_plan.parse_ort_versions(["stock=1.32.0", "tuned=1.21.0"], ["stock", "tuned"])
-    crossed = bench_plan.make_plan(
+    per_variant = parse_ort_versions(["stock=1.32.0", "tuned=1.21.0"], ["stock", "tuned"])
+    crossed = make_plan(
         [BOARD], variants=["stock", "tuned"], ort_versions=per_variant, allow_version_mismatch=True
     )
-    assert [r.id for r in bench_plan.pick_releases(crossed, deployed, BOARD.name)] == [
+    assert [r.id for r in pick_releases(crossed, deployed, BOARD.name)] == [
         "stock-1.32.0-bbbb0000",
         "tuned-1.21.0-dddd0000",
     ]
-    missing = bench_plan.make_plan([BOARD], variants=["stock"], ort_versions=(("", "1.23.2"),))
+    missing = make_plan([BOARD], variants=["stock"], ort_versions=(("", "1.23.2"),))
     with pytest.raises(BenchError, match=r"no release of variant 'stock' with ORT 1\.23\.2 is deployed"):
-        bench_plan.pick_releases(missing, deployed, BOARD.name)
+        pick_releases(missing, deployed, BOARD.name)
     # The current release, when no variant is named, must be the version asked for.
-    current = bench_plan.make_plan([BOARD], ort_versions=(("", "1.21.0"),))
+    current = make_plan([BOARD], ort_versions=(("", "1.21.0"),))
     with pytest.raises(
         BenchError, match="the current release stock-1.32.0-bbbb0000 is ORT 1.32.0, not 1.21.0"
     ):
-        bench_plan.pick_releases(current, deployed, BOARD.name)
+        pick_releases(current, deployed, BOARD.name)
 
 
 @pytest.mark.parametrize(
@@ -214,25 +222,25 @@ def test_ort_version_chooses_among_releases_of_a_variant_and_several_are_never_g
 )
 def test_bad_ort_versions(values, variants, words):
     with pytest.raises(UsageError, match=re.escape(words)):
-        bench_plan.parse_ort_versions(values, variants)
+        parse_ort_versions(values, variants)
 
 
 def test_pin_cores_with_xnnpack_is_refused_before_any_board():
-    settings = bench_plan.make_settings(threads=[3], eps=["cpu", "xnnpack"])
+    settings = make_settings(threads=[3], eps=["cpu", "xnnpack"])
     with pytest.raises(UsageError, match="1 thread with xnnpack"):
-        bench_plan.make_plan([BOARD], settings=settings, agent=AgentOptions(pin_cores=(1, 2, 3)))
+        make_plan([BOARD], settings=settings, agent=AgentOptions(pin_cores=(1, 2, 3)))
 
 
 def test_pin_cores_reaches_both_runners_and_a_mismatch_is_refused_before_any_board():
-    cores = bench_plan.parse_pin_cores("1-3")
-    assert cores == (1, 2, 3) and bench_plan.parse_pin_cores("0,2,5") == (0, 2, 5)
-    settings = bench_plan.make_settings(threads=[3])
-    plan = bench_plan.make_plan(
+    cores = parse_pin_cores("1-3")
+    assert cores == (1, 2, 3) and parse_pin_cores("0,2,5") == (0, 2, 5)
+    settings = make_settings(threads=[3])
+    plan = make_plan(
         [BOARD], settings=settings, agent=AgentOptions(pin_cores=cores), runner="both", cold_starts=0
     )
     native = release("tuned", "tuned-1.32.0-cccc0000", "2026-11-10T00:00:00Z")
     native = ReleaseRef(**{**vars(native), "native": {"runner": "native/orch-runner"}})
-    steps = bench_plan.board_steps(plan, [native], ["tiny.onnx"])
+    steps = board_steps(plan, [native], ["tiny.onnx"])
     assert {step.runner for step in steps} == {"python", "native"}
     for step in steps:
         # The calling thread on CPU 1; the pool's two threads on CPUs 2 and 3 (ORT counts from 1).
@@ -241,13 +249,11 @@ def test_pin_cores_reaches_both_runners_and_a_mismatch_is_refused_before_any_boa
     with pytest.raises(
         UsageError, match=re.escape("pins 3 intra-op thread(s), one per core: give --threads 3")
     ):
-        bench_plan.make_plan(
-            [BOARD], settings=bench_plan.make_settings(threads=[4]), agent=AgentOptions(pin_cores=cores)
-        )
+        make_plan([BOARD], settings=make_settings(threads=[4]), agent=AgentOptions(pin_cores=cores))
     for text, words in (("1-", "expected CPU numbers"), ("3-1", "expected CPU numbers"),
                         ("1,1", "a CPU is listed twice"), ("; rm -rf /", "expected CPU numbers")):  # fmt: skip
         with pytest.raises(UsageError, match=re.escape(words)):
-            bench_plan.parse_pin_cores(text)
+            parse_pin_cores(text)
 
 
 def test_bench_pin_cores_defaults_threads_to_the_core_count_in_the_dry_run(orch_env, orch_cli, tmp_path):

@@ -14,7 +14,8 @@ import onnx
 import pytest
 
 from orchestrator.bench import calibration
-from orchestrator.bench import plan as bench_plan
+from orchestrator.bench.plan import int8_name
+from orchestrator.bench.plan_options import make_plan
 from orchestrator.bench.quantise import quantisation_ops, quantise_static
 from orchestrator.board import Board
 from orchestrator.errors import UsageError
@@ -66,13 +67,13 @@ def test_the_int8_file_name_follows_the_calibration_data(tmp_path: Path) -> None
     np.save(b, np.ones((2, 3, 32, 32), np.float32))
     first, second = calibration.parse_specs([str(a)]), calibration.parse_specs([str(b)])
     assert first.id != second.id and calibration.CalibrationSpec().id == "gen"
-    assert bench_plan.int8_name("m.onnx", "static", first.id) == f"m.static-{first.id}.int8.onnx"
-    assert bench_plan.int8_name("m.onnx") == "m.int8.onnx"
+    assert int8_name("m.onnx", "static", first.id) == f"m.static-{first.id}.int8.onnx"
+    assert int8_name("m.onnx") == "m.int8.onnx"
     board = Board(name="b", hostname="127.0.0.1")
-    plan = bench_plan.make_plan([board], quantize="static", calibration=first)
+    plan = make_plan([board], quantize="static", calibration=first)
     assert plan.as_dict()["calibration"]["source"] == "user"
     with pytest.raises(UsageError, match="--calibration is for --quantize static"):
-        bench_plan.make_plan([board], quantize="dynamic", calibration=first)
+        make_plan([board], quantize="dynamic", calibration=first)
 
 
 def test_static_quantisation_makes_a_qdq_s8s8_model_with_per_channel_weights(

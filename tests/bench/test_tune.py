@@ -13,15 +13,16 @@ import numpy as np
 import pytest
 
 from orchestrator import cli
-from orchestrator.bench import plan as bench_plan
-from orchestrator.bench import results, tune
-from orchestrator.bench.plan import Combination, ReleaseRef, Setting
+from orchestrator.bench import results, tune, tune_result, tune_space
+from orchestrator.bench.plan import QUICK, Combination, ReleaseRef, Setting
+from orchestrator.bench.plan_options import make_plan
+from orchestrator.bench.steps import board_steps
 from orchestrator.board import Board
 from orchestrator.errors import BenchError, UsageError
 
 BOARD = Board(name="pi01", hostname="127.0.0.1", port=1)
-STOCK = default = tune.default_of("stock")
-TUNED = tune.default_of("tuned")
+STOCK = default = tune_space.default_of("stock")
+TUNED = tune_space.default_of("tuned")
 
 
 def cand(variant: str, opt: str = "all", threads: int = 0, quant: str = "fp32") -> Combination:
@@ -164,7 +165,7 @@ def test_the_confirm_rung_tops_up_the_winner_and_its_baselines_for_a_verdict():
     assert confirm.kind == tune.CONFIRM and confirm.runs == 2  # 2 runs each so far, 4 needed
     assert confirm.candidates == (STOCK, TUNED, cand("tuned", threads=1))  # baselines first
     assert not found.rungs[-1]["dropped"]  # a confirm rung drops nothing
-    result = tune.final_result(found, runs)
+    result = tune_result.final_result(found, runs)
     assert result["label"] == "tuned fp32 cpu opt=all threads=1" and (result["runs"], result["n"]) == (4, 24)
     assert result["ci_low"] <= result["median_ms"] <= result["ci_high"]
     for key, ratio in (("vs_default", 6 / 9), ("vs_stock", 6 / 10)):
@@ -177,7 +178,7 @@ def test_the_confirm_rung_tops_up_the_winner_and_its_baselines_for_a_verdict():
 def test_the_default_winner_and_a_missing_stock_are_said_plainly():
     lab = Lab({TUNED: 5.0, cand("tuned", "disable"): 20.0})
     found, runs = search(lab)
-    result = tune.final_result(found, runs, no_stock="no stock release deployed")
+    result = tune_result.final_result(found, runs, no_stock="no stock release deployed")
     assert result["vs_default"]["same"] is True
     assert result["vs_stock"] == {"missing": "no stock release deployed"}
     # Nothing to compare, but the winner's interval gets the runs a verdict would need.
@@ -229,7 +230,7 @@ def test_expected_schedule_halves_and_stops_within_the_budget():
 
 
 def test_the_space_puts_each_variants_defaults_first_and_xnnpack_only_where_offered():
-    space = tune.space_from_options(threads=[], opt_levels=[], eps=[], inter_threads=0, quantize=None)
+    space = tune_space.space_from_options(threads=[], opt_levels=[], eps=[], inter_threads=0, quantize=None)
     plain = release("stock", providers=("CPUExecutionProvider",))
     xnn = release("tuned", providers=("XnnpackExecutionProvider", "CPUExecutionProvider"))
     found = space.candidates([plain, xnn])
@@ -245,7 +246,7 @@ def test_the_space_puts_each_variants_defaults_first_and_xnnpack_only_where_offe
 
 
 def test_asked_values_int8_and_eps_a_release_lacks():
-    space = tune.space_from_options(
+    space = tune_space.space_from_options(
         threads=[4], opt_levels=["disable"], eps=["cpu", "xnnpack"], inter_threads=0, quantize="dynamic"
     )
     plain = release("stock", providers=("CPUExecutionProvider",))
@@ -259,38 +260,38 @@ def test_asked_values_int8_and_eps_a_release_lacks():
 
 
 def test_releases_of_the_current_ort_version_and_stock_as_the_reference():
-    plan = bench_plan.make_plan([BOARD], models=["fold"])
+    plan = make_plan([BOARD], models=["fold"])
     stock, tuned, lto = release("stock"), release("tuned", current=True), release("lto")
     other = release("default", "1.22.0")
-    chosen = tune.choose_releases(plan, [stock, tuned, lto, other], BOARD.name)
+    chosen = tune_space.choose_releases(plan, [stock, tuned, lto, other], BOARD.name)
     assert [r.variant for r in chosen] == ["tuned", "lto", "stock"]  # the current one first
-    assert tune.stock_note([stock, tuned], chosen) == ""
+    assert tune_space.stock_note([stock, tuned], chosen) == ""
     # --variant: as bench picks it, and stock of that release joins as the reference.
-    asked = bench_plan.make_plan([BOARD], variants=["lto"], models=["fold"])
-    assert [r.variant for r in tune.choose_releases(asked, [stock, tuned, lto], BOARD.name)] == [
+    asked = make_plan([BOARD], variants=["lto"], models=["fold"])
+    assert [r.variant for r in tune_space.choose_releases(asked, [stock, tuned, lto], BOARD.name)] == [
         "lto",
         "stock",
     ]
     # Stock only of another release: not compared (an A/B across releases), and said so.
     old_stock = release("stock", "1.20.0")
-    chosen = tune.choose_releases(plan, [old_stock, tuned], BOARD.name)
+    chosen = tune_space.choose_releases(plan, [old_stock, tuned], BOARD.name)
     assert [r.variant for r in chosen] == ["tuned"]
-    assert tune.stock_note([old_stock, tuned], chosen) == (
+    assert tune_space.stock_note([old_stock, tuned], chosen) == (
         "no stock release of ORT 1.21.0 deployed (stock 1.20.0 is: another release)"
     )
-    assert tune.stock_note([tuned], [tuned]) == "no stock release deployed"
+    assert tune_space.stock_note([tuned], [tuned]) == "no stock release deployed"
     with pytest.raises(BenchError, match="no release is current"):
-        tune.choose_releases(plan, [stock], BOARD.name)
+        tune_space.choose_releases(plan, [stock], BOARD.name)
 
 
 def test_a_rung_is_a_bench_plan_of_just_its_candidates_interleaved():
-    base = tune.pinned(
-        bench_plan.make_plan([BOARD], models=["fold"], quantize="dynamic"),
+    base = tune_space.pinned(
+        make_plan([BOARD], models=["fold"], quantize="dynamic"),
         [release("stock"), release("tuned")],
     )
     rung = [cand("tuned", threads=1), STOCK, cand("tuned", threads=1, quant="int8")]
-    plan = tune.rung_plan(base, rung, 3)
-    steps = bench_plan.board_steps(plan, [release("stock"), release("tuned")], ["fold.onnx"])
+    plan = tune_space.rung_plan(base, rung, 3)
+    steps = board_steps(plan, [release("stock"), release("tuned")], ["fold.onnx"])
     measured = [(s.round, s.release.variant, s.quant, s.setting.intra_threads) for s in steps]
     assert measured == [
         (r, variant, quant, threads)
@@ -302,15 +303,17 @@ def test_a_rung_is_a_bench_plan_of_just_its_candidates_interleaved():
         "quant": "fp32",
         **vars(Setting(intra_threads=1)),
     }
-    assert tune.rung_plan(base, [STOCK], 2).quantize is None  # no int8 candidate: nothing to quantise
+    assert tune_space.rung_plan(base, [STOCK], 2).quantize is None  # no int8 candidate: nothing to quantise
 
 
 def test_the_reproducing_command_is_a_valid_bench_line_with_the_baselines_first():
     lab = Lab({STOCK: 10.0, TUNED: 9.0, cand("tuned", "basic", 1): 6.0})
     found, runs = search(lab)
-    result = tune.final_result(found, runs)
-    plan = bench_plan.make_plan([BOARD], models=["fold"], rounds=5, cooldown_s=0, agent=bench_plan.QUICK)
-    line = tune.reproduce_command(plan, "pi01", "fold.onnx", result, {"stock": "1.21.0", "tuned": "1.21.0"})
+    result = tune_result.final_result(found, runs)
+    plan = make_plan([BOARD], models=["fold"], rounds=5, cooldown_s=0, agent=QUICK)
+    line = tune_result.reproduce_command(
+        plan, "pi01", "fold.onnx", result, {"stock": "1.21.0", "tuned": "1.21.0"}
+    )
     argv = shlex.split(line)
     assert argv[:2] == ["orch", "bench"]
     args = cli.build_parser(argv[1:]).parse_args(argv[1:])
@@ -386,9 +389,9 @@ def _stored_tune(root: Path) -> str:
     """A tune run as tune_execute stores it, made by the real search on synthetic runs."""
     lab = Lab({STOCK: 10.0, cand("stock", "disable"): 30.0, cand("stock", threads=1): 8.0})
     found, runs = search(lab)
-    result = tune.final_result(found, runs)
-    plan = bench_plan.make_plan([BOARD], models=["fold"], rounds=5)
-    result["command"] = tune.reproduce_command(plan, "pi01", "fold.onnx", result, {"stock": "1.21.0"})
+    result = tune_result.final_result(found, runs)
+    plan = make_plan([BOARD], models=["fold"], rounds=5)
+    result["command"] = tune_result.reproduce_command(plan, "pi01", "fold.onnx", result, {"stock": "1.21.0"})
     measurements = [
         {
             "key": {

@@ -16,8 +16,9 @@ import pytest
 
 from orchestrator.artifacts.store import Artifact, Manifest, NativeRunner
 from orchestrator.bench import native
-from orchestrator.bench import plan as bench_plan
 from orchestrator.bench.plan import AgentOptions, ReleaseRef
+from orchestrator.bench.plan_options import make_plan
+from orchestrator.bench.steps import board_steps, check_runners
 from orchestrator.board import Board
 from orchestrator.builds.native_runner.plan import SONAME, runner_plan, wheel_library
 from orchestrator.deploy.release_files import native_files
@@ -189,11 +190,11 @@ def release(rid: str, variant: str, *, runner: bool) -> ReleaseRef:
 
 
 def test_both_runners_interleave_and_each_warm_run_is_followed_by_its_cold_starts() -> None:
-    plan = bench_plan.make_plan(
+    plan = make_plan(
         [BOARD], rounds=2, runner="both", cold_starts=3, agent=AgentOptions(sysfs_root="/fake/sys")
     )
     tuned = release("tuned-1.21.0-aaaa0000", "tuned", runner=True)
-    steps = bench_plan.board_steps(plan, [tuned], ["mlp.onnx"])
+    steps = board_steps(plan, [tuned], ["mlp.onnx"])
     assert [(s.round, s.runner, s.launches) for s in steps] == [
         (1, "python", 0), (1, "python", 3), (1, "native", 0), (1, "native", 3),
         (2, "python", 0), (2, "python", 3), (2, "native", 0), (2, "native", 3),
@@ -213,11 +214,11 @@ def test_both_runners_interleave_and_each_warm_run_is_followed_by_its_cold_start
 
 
 def test_native_needs_a_release_with_a_runner() -> None:
-    plan = bench_plan.make_plan([BOARD], runner="native")
+    plan = make_plan([BOARD], runner="native")
     old = release("stock-1.32.0-bbbb0000", "stock", runner=False)
     with pytest.raises(BenchError, match="stock-1.32.0-bbbb0000 has no native runner"):
-        bench_plan.check_runners(plan, [old], BOARD.name)
-    bench_plan.check_runners(bench_plan.make_plan([BOARD]), [old], BOARD.name)  # python: fine
+        check_runners(plan, [old], BOARD.name)
+    check_runners(make_plan([BOARD]), [old], BOARD.name)  # python: fine
 
 
 def test_bench_cli_refuses_an_unknown_runner_and_dry_runs_both(orch_env, orch_cli) -> None:
