@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Literal
 
 from rich.markup import escape
 from rich.table import Table
 
 from orchestrator import lab_state
+from orchestrator.adapters.engine import Engine
 from orchestrator.commands import options
 from orchestrator.console import console, emit_json
 from orchestrator.errors import UsageError
-from orchestrator.lab import boards as lab
-
-if TYPE_CHECKING:
-    from orchestrator.adapters.engine import Engine
+from orchestrator.lab.boards import (
+    DEFAULT_BOARDS,
+    BoardStatus,
+    LabUpRequest,
+    banner_timeout,
+    lab_down,
+    lab_id,
+    lab_status,
+    lab_up,
+    parse_board_option,
+    remaining_containers,
+    wanted_board_count,
+)
 
 NAME = "lab"
 HELP = "start, inspect and stop the lab of emulated aarch64 boards"
@@ -30,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help=f"run at least N boards lab1..labN (default: the running ones, or {lab.DEFAULT_BOARDS})",
+        help=f"run at least N boards lab1..labN (default: the running ones, or {DEFAULT_BOARDS})",
     )
     up.add_argument(
         "--board",
@@ -56,22 +67,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     down.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
+LabAction = Literal["up", "status", "down"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabRequest:
+    """`orch lab ACTION` as parsed: the action, --json, and what `up` is asked for."""
+
+    action: LabAction
+    json: bool
+    up: LabUpRequest | None = None  # the action "up" only
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> LabRequest:
+        """The options as given; a bad --boards or --board is refused here, before the engine is asked."""
+        action: LabAction | None = getattr(args, "lab_command", None)
+        if not action:
+            raise UsageError(
+                "say what to do with the lab: `orch lab up [--boards N]`, `orch lab status`, `orch lab down`"
+            )
+        if action != "up":
+            return cls(action=action, json=args.json)
+        wanted_board_count(args.boards, 0)
+        profile_boards = tuple(parse_board_option(text) for text in args.board)
+        extra = sum(item.count for item in profile_boards)
+        timeout = args.timeout or banner_timeout((args.boards or DEFAULT_BOARDS) + extra)
+        up = LabUpRequest(boards=args.boards, profile_boards=profile_boards, timeout=timeout)
+        return cls(action=action, json=args.json, up=up)
+
+
 def run(args: argparse.Namespace) -> int:
-    if not getattr(args, "lab_command", None):
-        raise UsageError(
-            "say what to do with the lab: `orch lab up [--boards N]`, `orch lab status`, `orch lab down`"
-        )
-    if args.lab_command == "up":
-        # A bad --boards or --board is refused before the engine is asked.
-        lab.wanted_board_count(args.boards, 0)
-        args.profile_boards = [lab.parse_board_option(text) for text in args.board]
-    from orchestrator.adapters.engine import Engine  # the docker SDK costs start-up time: loaded when used
-
+    request = LabRequest.from_args(args)
     engine = Engine()
-    return {"up": _up, "status": _status, "down": _down}[args.lab_command](engine, args)
+    if request.action == "up" and request.up is not None:
+        return _up(engine, request.up, as_json=request.json)
+    if request.action == "status":
+        return _status(engine, as_json=request.json)
+    return _down(engine, as_json=request.json)
 
 
-def _up(engine: Engine, args: argparse.Namespace) -> int:
+def _up(engine: Engine, request: LabUpRequest, *, as_json: bool) -> int:
     started = time.monotonic()
     with console.status("[bold]orch lab up[/]: checking the lab", spinner="dots") as status:
 
@@ -88,63 +123,54 @@ def _up(engine: Engine, args: argparse.Namespace) -> int:
                 f"[green]✓[/] {board}: sshd answers ({escape(banner)}) after {time.monotonic() - started:.1f} s"
             )
 
-        extra = sum(item.count for item in args.profile_boards)
-        timeout = args.timeout or lab.banner_timeout((args.boards or lab.DEFAULT_BOARDS) + extra)
-        state = lab.lab_up(
-            engine,
-            args.boards,
-            profile_boards=args.profile_boards,
-            timeout=timeout,
-            on_log=on_log,
-            on_progress=on_progress,
-        )
-    statuses = lab.lab_status(engine)
+        state = lab_up(engine, request, on_log=on_log, on_progress=on_progress)
+    statuses = lab_status(engine)
     _print_table(statuses)
-    if args.boards is not None and len(state.boards) > args.boards:
+    if request.boards is not None and len(state.boards) > request.boards:
         console.print(
-            f"{len(state.boards)} boards kept running (more than --boards {args.boards}): "
+            f"{len(state.boards)} boards kept running (more than --boards {request.boards}): "
             "`orch lab up` never removes boards; `orch lab down` removes them all"
         )
     console.print(
-        f"lab {lab.lab_id()}: {len(state.boards)} board(s) up in {time.monotonic() - started:.1f} s; "
+        f"lab {lab_id()}: {len(state.boards)} board(s) up in {time.monotonic() - started:.1f} s; "
         f"user {state.user}, key {state.identity_file}; they are the inventory's group '{lab_state.LAB_GROUP}'"
     )
-    if args.json:
+    if as_json:
         emit_json(_document(statuses))
     return 0 if all(item.healthy for item in statuses) else 1
 
 
-def _status(engine: Engine, args: argparse.Namespace) -> int:
-    statuses = lab.lab_status(engine)
-    if args.json:
+def _status(engine: Engine, *, as_json: bool) -> int:
+    statuses = lab_status(engine)
+    if as_json:
         emit_json(_document(statuses))
     if not statuses:
         console.print("no lab is up (start one with `orch lab up`)")
         return 0
-    if not args.json:
+    if not as_json:
         _print_table(statuses)
     return 0 if all(item.healthy for item in statuses) else 1
 
 
-def _down(engine: Engine, args: argparse.Namespace) -> int:
-    removed = lab.lab_down(engine)
-    left = lab.remaining_containers(engine)
-    if args.json:
-        emit_json({"lab": lab.lab_id(), "removed": removed, "remaining": [item["name"] for item in left]})
+def _down(engine: Engine, *, as_json: bool) -> int:
+    removed = lab_down(engine)
+    left = remaining_containers(engine)
+    if as_json:
+        emit_json({"lab": lab_id(), "removed": removed, "remaining": [item.name for item in left]})
     if removed:
         console.print(f"removed {len(removed)} container(s): {', '.join(removed)}")
     else:
         console.print("no lab containers were running")
     if left:
-        console.print(f"[red]still there:[/] {', '.join(str(item['name']) for item in left)}")
+        console.print(f"[red]still there:[/] {', '.join(item.name for item in left)}")
         return 1
     return 0
 
 
-def _document(statuses: list[lab.BoardStatus]) -> dict[str, object]:
+def _document(statuses: list[BoardStatus]) -> dict[str, object]:
     state = lab_state.read_state()
     return {
-        "lab": lab.lab_id(),
+        "lab": lab_id(),
         "user": state.user if state else None,
         "identity_file": str(state.identity_file) if state else None,
         "boards": [item.as_dict() for item in statuses],
@@ -152,8 +178,8 @@ def _document(statuses: list[lab.BoardStatus]) -> dict[str, object]:
     }
 
 
-def _print_table(statuses: list[lab.BoardStatus]) -> None:
-    table = Table(title=f"lab {lab.lab_id()}")
+def _print_table(statuses: list[BoardStatus]) -> None:
+    table = Table(title=f"lab {lab_id()}")
     for column in ("board", "address", "container", "state", "ssh"):
         table.add_column(column)
     for item in statuses:

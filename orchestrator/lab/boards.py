@@ -18,17 +18,21 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 from orchestrator import base_images, lab_state
+from orchestrator.adapters.engine_containers import ContainerState, ContainerSummary
 from orchestrator.errors import ContainerError, UsageError
-from orchestrator.lab import keys as sshkeys
+from orchestrator.lab.keys import KeyPair, ensure_keypair, known_hosts_line, replace_known_hosts_lines
 from orchestrator.paths import DOCKER_DIR, known_hosts_path, orch_home
 from orchestrator.targets import TargetProfile, resolve_target
 
 if TYPE_CHECKING:
-    # Only for annotations: loading the CLI must not load the docker SDK.
+    # Only for annotations: loading the CLI must not load the engine's adapter (nor its SDK).
     from orchestrator.adapters.engine import Engine
+
+# A lab board's container: one of Docker's states, or "missing" (in the state file, not in the engine).
+BoardState = ContainerState | Literal["missing"]
 
 LAB_TARGET = "lab"
 LAB_USER = "root"
@@ -205,7 +209,7 @@ def ensure_board_image(engine: Engine, profile: TargetProfile, on_log: Log | Non
 class BoardStatus:
     name: str
     container: str
-    state: str  # container state: running, exited, missing ...
+    state: BoardState
     port: int | None
     bound_ip: str | None
     banner: str | None
@@ -226,20 +230,18 @@ class BoardStatus:
         }
 
 
-def _lab_containers(engine: Engine, lab: str) -> dict[str, dict[str, Any]]:
+def _lab_containers(engine: Engine, lab: str) -> dict[str, ContainerSummary]:
     found = engine.containers({LABEL_LAB: lab})
-    return {str(item["labels"].get(LABEL_BOARD, item["name"])): item for item in found}
+    return {item.labels.get(LABEL_BOARD, item.name): item for item in found}
 
 
-def _host_key(board: str) -> sshkeys.KeyPair:
-    return sshkeys.ensure_keypair(
-        lab_state.lab_dir() / "hostkeys" / board / HOST_KEY_NAME, comment=f"{board}-host"
-    )
+def _host_key(board: str) -> KeyPair:
+    return ensure_keypair(lab_state.lab_dir() / "hostkeys" / board / HOST_KEY_NAME, comment=f"{board}-host")
 
 
-def client_key() -> sshkeys.KeyPair:
+def client_key() -> KeyPair:
     """The lab's client key pair ($ORCH_HOME/lab/id_ed25519), made once and kept."""
-    return sshkeys.ensure_keypair(lab_state.lab_dir() / "id_ed25519", comment=f"orch-lab-{lab_id()}")
+    return ensure_keypair(lab_state.lab_dir() / "id_ed25519", comment=f"orch-lab-{lab_id()}")
 
 
 def _create_board(engine: Engine, image: str, board: str, profile: TargetProfile, lab: str) -> None:
@@ -317,21 +319,27 @@ def _lab_lock() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@dataclass(frozen=True, kw_only=True)
+class LabUpRequest:
+    """What `orch lab up` is asked for: ``--boards N`` (None: the running ones, or 2 on an empty
+    lab), each ``--board PROFILE[:N]``, and how long to wait for every board's sshd."""
+
+    boards: int | None = None
+    profile_boards: tuple[ProfileBoards, ...] = ()
+    timeout: float = 180.0
+
+
 def lab_up(
     engine: Engine,
-    requested: int | None,
+    request: LabUpRequest,
     *,
-    profile_boards: Sequence[ProfileBoards] = (),
-    timeout: float = 180.0,
     on_log: Log | None = None,
     on_progress: Callable[[str, str], None] | None = None,
 ) -> lab_state.LabState:
-    """Make sure the lab runs at least ``requested`` lab boards and the ``profile_boards``; running
-    boards are kept as they are."""
+    """Make sure the lab runs at least ``request.boards`` lab boards and the ``profile_boards``;
+    running boards are kept as they are."""
     with _lab_lock():
-        return _lab_up(
-            engine, requested, profile_boards, timeout=timeout, on_log=on_log, on_progress=on_progress
-        )
+        return _lab_up(engine, request, on_log=on_log, on_progress=on_progress)
 
 
 def wanted_boards(
@@ -354,10 +362,8 @@ def wanted_boards(
 
 def _lab_up(
     engine: Engine,
-    requested: int | None,
-    profile_boards: Sequence[ProfileBoards],
+    request: LabUpRequest,
     *,
-    timeout: float,
     on_log: Log | None,
     on_progress: Callable[[str, str], None] | None,
 ) -> lab_state.LabState:
@@ -366,36 +372,11 @@ def _lab_up(
     existing = _lab_containers(engine, lab)
     known = {record.name: record.target for record in (previous.boards if previous else ())}
     for name, container in existing.items():
-        known.setdefault(name, str(container["labels"].get(LABEL_TARGET, LAB_TARGET)))
-    profiles = wanted_boards(requested, profile_boards, known)
+        known.setdefault(name, container.labels.get(LABEL_TARGET, LAB_TARGET))
+    profiles = wanted_boards(request.boards, request.profile_boards, known)
     names = list(profiles)
     client_key()
-
-    images: dict[str, str] = {}
-    for board in names:
-        item = existing.get(board)
-        if item is not None and item["status"] == "running":
-            continue
-        if item is not None and item["status"] in ("exited", "created"):
-            if on_log:
-                on_log(f"{board}: starting its stopped container again")
-            engine.start_existing(container_name(board, lab))
-            continue
-        if item is not None:
-            # Paused, dead or restarting: replace it rather than guess.
-            engine.remove(container_name(board, lab))
-        profile = resolve_target(profiles[board])
-        if profile.name not in images:
-            note = os_stand_in_note(profile)
-            if note and on_log:
-                on_log(f"lab: {note}")
-            images[profile.name] = ensure_board_image(engine, profile, on_log)
-        if on_log:
-            on_log(
-                f"{board}: starting container {container_name(board, lab)} ({profile.name}, {profile.qemu_cpu})"
-            )
-        _create_board(engine, images[profile.name], board, profile, lab)
-
+    _start_boards(engine, lab, profiles, existing, on_log)
     ports = {board: engine.published_port(container_name(board, lab), 22) for board in names}
     state = lab_state.LabState(
         user=LAB_USER,
@@ -410,8 +391,43 @@ def _lab_up(
     # Recorded before waiting: the host keys are known whatever happens next, and `lab down` finds everything.
     _record_known_hosts(state, lab)
     lab_state.write_state(state)
-    _wait_for_banners(engine, ports, lab, timeout, on_progress)
+    _wait_for_banners(engine, ports, lab, request.timeout, on_progress)
     return state
+
+
+def _start_boards(
+    engine: Engine,
+    lab: str,
+    profiles: dict[str, str],
+    existing: dict[str, ContainerSummary],
+    on_log: Log | None,
+) -> None:
+    """Each wanted board running: kept when it runs, started again when stopped, made (with its
+    profile's image) when missing or in another state."""
+    images: dict[str, str] = {}
+    for board, profile_name in profiles.items():
+        item = existing.get(board)
+        if item is not None and item.status == "running":
+            continue
+        if item is not None and item.status in ("exited", "created"):
+            if on_log:
+                on_log(f"{board}: starting its stopped container again")
+            engine.start_existing(container_name(board, lab))
+            continue
+        if item is not None:
+            # Paused, dead or restarting: replace it rather than guess.
+            engine.remove(container_name(board, lab))
+        profile = resolve_target(profile_name)
+        if profile.name not in images:
+            note = os_stand_in_note(profile)
+            if note and on_log:
+                on_log(f"lab: {note}")
+            images[profile.name] = ensure_board_image(engine, profile, on_log)
+        if on_log:
+            on_log(
+                f"{board}: starting container {container_name(board, lab)} ({profile.name}, {profile.qemu_cpu})"
+            )
+        _create_board(engine, images[profile.name], board, profile, lab)
 
 
 def _board_order(name: str) -> tuple[int, str]:
@@ -421,12 +437,10 @@ def _board_order(name: str) -> tuple[int, str]:
 
 def _record_known_hosts(state: lab_state.LabState, lab: str) -> None:
     lines = [
-        sshkeys.known_hosts_line(
-            lab_state.LAB_HOSTNAME, record.port, _host_key(record.name), known_hosts_marker(lab)
-        )
+        known_hosts_line(lab_state.LAB_HOSTNAME, record.port, _host_key(record.name), known_hosts_marker(lab))
         for record in state.boards
     ]
-    sshkeys.replace_known_hosts_lines(known_hosts_path(), known_hosts_marker(lab), lines)
+    replace_known_hosts_lines(known_hosts_path(), known_hosts_marker(lab), lines)
 
 
 def lab_status(engine: Engine) -> list[BoardStatus]:
@@ -443,17 +457,17 @@ def lab_status(engine: Engine) -> list[BoardStatus]:
         port: int | None = None
         bound_ip: str | None = None
         if item is not None:
-            for binding in item["ports"].get("22/tcp") or []:
+            for binding in item.ports.get("22/tcp") or []:
                 if binding.get("HostPort"):
                     port, bound_ip = int(binding["HostPort"]), binding.get("HostIp")
                     break
-        running = item is not None and item["status"] == "running"
+        running = item is not None and item.status == "running"
         banner = ssh_banner(lab_state.LAB_HOSTNAME, port) if running and port else None
         statuses.append(
             BoardStatus(
                 name=board,
                 container=container_name(board, lab),
-                state=str(item["status"]) if item is not None else "missing",
+                state=item.status if item is not None else "missing",
                 port=port,
                 bound_ip=bound_ip,
                 banner=banner,
@@ -472,15 +486,15 @@ def _lab_down(engine: Engine) -> list[str]:
     lab = lab_id()
     removed = []
     state = lab_state.read_state()
-    names = {item["name"] for item in engine.containers({LABEL_LAB: lab})}
+    names = {item.name for item in engine.containers({LABEL_LAB: lab})}
     names |= {record.container for record in (state.boards if state else ())}
     for name in sorted(str(n) for n in names):
         engine.remove(name, force=True)
         removed.append(name)
     lab_state.clear_state()
-    sshkeys.replace_known_hosts_lines(known_hosts_path(), known_hosts_marker(lab), [])
+    replace_known_hosts_lines(known_hosts_path(), known_hosts_marker(lab), [])
     return removed
 
 
-def remaining_containers(engine: Engine) -> Sequence[dict[str, object]]:
+def remaining_containers(engine: Engine) -> Sequence[ContainerSummary]:
     return engine.containers({LABEL_LAB: lab_id()})

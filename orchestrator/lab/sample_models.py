@@ -3,16 +3,19 @@
 They are small on purpose: an emulated board runs ~700x slower than a real one, so the
 conv net below (1x3x32x32 -> 10 classes) stays well under a second per inference there.
 Weights come from a seeded generator: the same call always writes the same bytes, which
-keeps content-addressed deploys of these models idempotent.
+keeps content-addressed deploys of these models idempotent. onnx is imported by the functions
+that build or write a model: importing this module costs nothing.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+
+if TYPE_CHECKING:
+    import onnx
 
 # Opset 13 and IR 8 load on every ORT release the project targets (>= 1.10), old Jetsons included.
 OPSET = 13
@@ -20,11 +23,15 @@ IR_VERSION = 8
 
 
 def _initializer(name: str, array: np.ndarray) -> onnx.TensorProto:
+    from onnx import numpy_helper
+
     return numpy_helper.from_array(array.astype(np.float32), name=name)
 
 
 def tiny_convnet(*, size: int = 32, channels: int = 8, classes: int = 10, seed: int = 0) -> onnx.ModelProto:
     """Conv-ReLU-Conv-ReLU-GlobalAveragePool-Flatten-Gemm on 1x3x<size>x<size>."""
+    from onnx import TensorProto, helper
+
     rng = np.random.default_rng(seed)
     inits = [
         _initializer("w1", rng.standard_normal((channels, 3, 3, 3)) * 0.2),
@@ -61,6 +68,8 @@ def preflight_model() -> onnx.ModelProto:
 def wide_matmul(*, features: int = 256, outputs: int = 64, seed: int = 1) -> onnx.ModelProto:
     """One MatMul whose weight is ``features x outputs`` floats: a model whose size is chosen freely
     (e.g. 2500 x 4000 = 40 MB) while its inference stays one cheap matrix-vector product."""
+    from onnx import TensorProto, helper
+
     rng = np.random.default_rng(seed)
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["input", "w"], ["output"])],
@@ -75,6 +84,8 @@ def wide_matmul(*, features: int = 256, outputs: int = 64, seed: int = 1) -> onn
 def mlp(*, features: int = 128, hidden: int = 64, classes: int = 10, seed: int = 2) -> onnx.ModelProto:
     """A 128-feature MLP (Gemm-ReLU-Gemm-ReLU-Gemm, ~13k weights): the size of model a controller asks
     a decision of within tens of milliseconds, for quick cold-start checks of a runner."""
+    from onnx import TensorProto, helper
+
     rng = np.random.default_rng(seed)
     inits = [
         _initializer("w1", rng.standard_normal((features, hidden)) * (2.0 / features) ** 0.5),
@@ -102,6 +113,9 @@ def mlp(*, features: int = 128, hidden: int = 64, classes: int = 10, seed: int =
 
 
 def _finish(graph: onnx.GraphProto) -> onnx.ModelProto:
+    import onnx
+    from onnx import helper
+
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="orch")
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model)
@@ -109,6 +123,8 @@ def _finish(graph: onnx.GraphProto) -> onnx.ModelProto:
 
 
 def write_model(model: onnx.ModelProto, path: Path) -> Path:
+    import onnx
+
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save_model(model, str(path))
     return path

@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from orchestrator.adapters.engine import Engine
+
 
 @pytest.fixture(scope="session")
 def engine() -> Iterator[object]:
     """The local Docker engine (its name marks a test `integration`, see tests/conftest.py)."""
-    from orchestrator.adapters.engine import Engine
-
     engine = Engine()
     engine.ping()
     yield engine

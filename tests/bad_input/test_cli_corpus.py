@@ -146,7 +146,7 @@ CASES = [
     case("inv-nul", "inventory list", 2, "inventory.yaml:3:", "NUL byte", files=inventory("all:\n  hosts:\n    a\0: {}\n")),
     case("inv-latin1", "inventory list", 2, "inventory.yaml:2:19:", "0xe9", "not UTF-8", files=inventory("all:\n  vars: {user: caf\xe9}\n".encode("latin-1"))),
     case("inv-bom-ok", "inventory list --json", 0, '"pi01"', files=inventory("\ufeff" + INVENTORY)),
-    case("inv-alias-bomb", "inventory list", 2, "alias bomb", files=inventory("all:\n  hosts:\n    pi01:\n      vars:\n        a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(f"        {c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh")))),
+    case("inv-alias-bomb", "inventory list", 2, "alias bomb", files=inventory("all:\n  hosts:\n    pi01:\n      vars:\n        a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(f"        {c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True)))),
     case("inv-deep-flow", "inventory list", 2, "inventory.yaml:1:", "exceeded maximum nesting depth", files=inventory("all: {vars: {user: " + "[" * 2000 + "]" * 2000 + "}}\n")),
     case("inv-deep-block", "inventory list", 2, "nested more than 64 levels", files=inventory("all:\n" + "".join("  " * i + f"  k{i}:\n" for i in range(80)))),
     case("inv-1000-nested-groups", "inventory list --limit g1000 --json", 0, '"deep"', files=inventory("all:\n  children:\n" + "".join(f"    g{i}: {{children: {{g{i + 1}: {{}}}}}}\n" for i in range(1000)) + "    g1000: {hosts: {deep: {hostname: 127.0.0.1}}}\n")),

@@ -130,7 +130,7 @@ def test_an_alias_bomb_is_refused_at_once(root: Path) -> None:
         "      vars:",
         '        a: &a ["lol", "lol", "lol", "lol", "lol"]',
     ]
-    for previous, name in zip("abcdefghijklm", "bcdefghijklmn"):
+    for previous, name in zip("abcdefghijklm", "bcdefghijklmn", strict=True):
         lines.append(f"        {name}: &{name} [{', '.join(['*' + previous] * 5)}]")
     (root / "inventory.yaml").write_text("\n".join(lines) + "\n")
     started = time.monotonic()

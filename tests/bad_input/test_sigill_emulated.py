@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator import aarch64_isa
+from orchestrator.base_images import ensure_base_image
 from orchestrator.board_side import read_text
 from orchestrator.builds.preflight import describe_sigill, sigill_report
 from orchestrator.errors import ContainerTimeout
+from orchestrator.lab.boards import LAB_PACKAGES
 from orchestrator.targets import resolve_target
 
 FADD_H0 = 0x1EE02800  # fadd h0, h0, h0 (FEAT_FP16)
@@ -41,9 +43,6 @@ print("the CPU ran it")
 
 @pytest.fixture(scope="module")
 def arm64_image(engine: object) -> str:
-    from orchestrator.base_images import ensure_base_image
-    from orchestrator.lab.boards import LAB_PACKAGES
-
     # The image the pre-flight runs in (and the lab boards are made from).
     return ensure_base_image(engine, "trixie", "arm64", LAB_PACKAGES)
 

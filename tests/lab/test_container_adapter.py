@@ -52,7 +52,7 @@ def test_start_exec_copy_kill_remove(image: str, tmp_path: Path) -> None:
     )
     try:
         assert engine.status(name) == "running"
-        assert [item["name"] for item in engine.containers({"orch.test": "adapter"})] == [name]
+        assert [item.name for item in engine.containers({"orch.test": "adapter"})] == [name]
         # The engine picked a free host port, bound to loopback only.
         assert engine.port_bindings(name)["22/tcp"][0]["HostIp"] == "127.0.0.1"
         assert engine.published_port(name, 22) > 0

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from orchestrator.adapters.engine import Engine
-from orchestrator.lab import boards as lab_module
+from orchestrator.adapters.engine_containers import ContainerSummary
+from orchestrator.lab.boards import LABEL_LAB, lab_id
 
 
 def lab_boards_of(home: Path) -> list[tuple[str, int]]:
@@ -18,19 +19,19 @@ def lab_boards_of(home: Path) -> list[tuple[str, int]]:
     return [(b["name"], b["port"]) for b in json.loads(path.read_text())["boards"]] if path.exists() else []
 
 
-def _lab_containers(home: Path) -> list[dict[str, object]]:
-    return Engine().containers({lab_module.LABEL_LAB: lab_module.lab_id(home)})
+def _lab_containers(home: Path) -> list[ContainerSummary]:
+    return Engine().containers({LABEL_LAB: lab_id(home)})
 
 
 def test_lab_up_runs_two_boards_published_on_loopback_only(lab) -> None:
-    containers = {item["labels"]["orch.board"]: item for item in _lab_containers(lab.home)}  # type: ignore[index]
+    containers = {item.labels["orch.board"]: item for item in _lab_containers(lab.home)}
     assert sorted(containers) == ["lab1", "lab2"]
     engine = Engine()
     for board in lab.boards:
         item = containers[board.name]
-        assert item["status"] == "running"
-        assert item["name"] == f"orch-lab-{lab_module.lab_id(lab.home)}-{board.name}"
-        bindings = engine.port_bindings(str(item["name"]))["22/tcp"]
+        assert item.status == "running"
+        assert item.name == f"orch-lab-{lab_id(lab.home)}-{board.name}"
+        bindings = engine.port_bindings(item.name)["22/tcp"]
         # Every binding of sshd's port is on 127.0.0.1, and it is the port the inventory uses.
         assert [binding["HostIp"] for binding in bindings] == ["127.0.0.1"]
         assert int(bindings[0]["HostPort"]) == board.port
@@ -49,7 +50,7 @@ def test_known_hosts_holds_each_boards_key_and_the_board_presents_it(lab) -> Non
         )
         expected = f"[127.0.0.1]:{board.port} {' '.join(public)}"
         assert [line for line in lines if line.startswith(f"[127.0.0.1]:{board.port} ")] == [
-            f"{expected} orch-lab-{lab_module.lab_id(lab.home)}"
+            f"{expected} orch-lab-{lab_id(lab.home)}"
         ]
         scanned = subprocess.run(
             [keyscan, "-T", "30", "-t", "ed25519", "-p", str(board.port), "127.0.0.1"],
@@ -75,10 +76,10 @@ def test_lab_status_json_shows_healthy_boards(lab) -> None:
 
 
 def test_lab_up_again_keeps_running_boards(lab) -> None:
-    before = {item["name"]: item["id"] for item in _lab_containers(lab.home)}
+    before = {item.name: item.id for item in _lab_containers(lab.home)}
     result = lab.orch("lab", "up", "--boards", "2", check=True)
     assert "lab1" in result.stderr
-    assert {item["name"]: item["id"] for item in _lab_containers(lab.home)} == before
+    assert {item.name: item.id for item in _lab_containers(lab.home)} == before
     assert lab_boards_of(lab.home) == [(b.name, b.port) for b in lab.boards]
 
 
@@ -95,8 +96,8 @@ def test_lab_rejects_bad_board_counts(orch_env: dict[str, str], orch_cli) -> Non
 def test_a_second_lab_grows_heals_and_goes_down_without_touching_the_first(lab, orch_env, orch_cli) -> None:
     env = orch_env
     home = Path(env["ORCH_HOME"])
-    assert lab_module.lab_id(home) != lab_module.lab_id(lab.home)
-    first_lab = {item["id"] for item in _lab_containers(lab.home)}
+    assert lab_id(home) != lab_id(lab.home)
+    first_lab = {item.id for item in _lab_containers(lab.home)}
     try:
         # Two `lab up` at once in one ORCH_HOME: both succeed, one board exists, not two or a name clash.
         command = [sys.executable, "-m", "orchestrator", "lab", "up", "--boards", "1"]
@@ -112,7 +113,7 @@ def test_a_second_lab_grows_heals_and_goes_down_without_touching_the_first(lab, 
         assert [name for name, _ in lab_boards_of(home)] == ["lab1", "lab2"]
 
         # A board whose container died shows as unhealthy, and `lab up` brings it back with its key recorded.
-        Engine().kill(f"orch-lab-{lab_module.lab_id(home)}-lab2")
+        Engine().kill(f"orch-lab-{lab_id(home)}-lab2")
         status = orch_cli(env, "lab", "status", "--json")
         assert status.returncode == 1
         document = json.loads(status.stdout)
@@ -129,13 +130,13 @@ def test_a_second_lab_grows_heals_and_goes_down_without_touching_the_first(lab, 
         down = orch_cli(env, "lab", "down", "--json")
     assert down.returncode == 0, down.stderr
     assert sorted(json.loads(down.stdout)["removed"]) == [
-        f"orch-lab-{lab_module.lab_id(home)}-lab1",
-        f"orch-lab-{lab_module.lab_id(home)}-lab2",
+        f"orch-lab-{lab_id(home)}-lab1",
+        f"orch-lab-{lab_id(home)}-lab2",
     ]
     assert _lab_containers(home) == []
     assert not (home / "lab" / "state.json").exists()
     assert "orch-lab-" not in (home / "known_hosts").read_text()
     # Keys stay as a cache; the session's lab is untouched.
     assert (home / "lab" / "id_ed25519").exists()
-    assert {item["id"] for item in _lab_containers(lab.home)} == first_lab
+    assert {item.id for item in _lab_containers(lab.home)} == first_lab
     assert json.loads(orch_cli(env, "lab", "status", "--json").stdout)["boards"] == []

@@ -223,7 +223,7 @@ def test_files_round_trip_with_progress(ssh_server: SshServer, make_board, orch_
             assert session.stat(f"{remote_dir}/final") == local.stat().st_size
             assert session.stat(f"~/{remote_dir}/final") == local.stat().st_size
             session.get(f"{remote_dir}/final", tmp_path / "back" / "model.onnx")
-            with pytest.raises(RemoteError, match="t1 .*download of .*missing failed"):
+            with pytest.raises(RemoteError, match=r"t1 .*download of .*missing failed"):
                 session.get(f"{remote_dir}/missing", tmp_path / "never")
         finally:
             session.run(["rm", "-rf", f"orch-test-{os.getpid()}"])
