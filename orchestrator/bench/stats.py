@@ -31,6 +31,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Literal
 
 import numpy as np
 
@@ -41,11 +42,12 @@ def _scipy_stats() -> ModuleType:
     return importlib.import_module("scipy.stats")
 
 
-FASTER = "faster"
-SLOWER = "slower"
-NO_CHANGE = "no significant change"
-TOO_FEW = "too few samples"
-TOO_FEW_RUNS = "too few runs"
+Verdict = Literal["faster", "slower", "no significant change", "too few samples", "too few runs"]
+FASTER: Verdict = "faster"
+SLOWER: Verdict = "slower"
+NO_CHANGE: Verdict = "no significant change"
+TOO_FEW: Verdict = "too few samples"
+TOO_FEW_RUNS: Verdict = "too few runs"
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
@@ -96,7 +98,7 @@ class Comparison:
     p_value: float
     threshold: float
     alpha: float
-    verdict: str
+    verdict: Verdict
     # Run-level facts (compare_runs); 0 / NaN for compare(), whose values are each their own run.
     runs_a: int = 0
     runs_b: int = 0
@@ -186,9 +188,9 @@ def median_ci(
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def verdict_for(
+def verdict_for(  # noqa: PLR0913 -- the rule's six inputs, named at every call so none is swapped
     *, ratio: float, ci_low: float, ci_high: float, p_value: float, threshold: float, alpha: float
-) -> str:
+) -> Verdict:
     """The asv-style decision, kept apart so its rule is testable on its own."""
     significant = p_value < alpha and (ci_high < 1.0 or ci_low > 1.0)
     if significant and ratio < 1.0 / (1.0 + threshold):
@@ -198,7 +200,68 @@ def verdict_for(
     return NO_CHANGE
 
 
-def compare(
+@dataclass(frozen=True, kw_only=True)
+class _Sides:
+    """The two sides' pooled sizes and medians, and their ratio (B over A)."""
+
+    n_a: int
+    n_b: int
+    median_a: float
+    median_b: float
+
+    @classmethod
+    def of(cls, a: np.ndarray, b: np.ndarray) -> _Sides:
+        median_a, median_b = float(np.median(a)), float(np.median(b))
+        if median_a <= 0:
+            raise ValueError("baseline median must be positive")
+        return cls(n_a=int(a.size), n_b=int(b.size), median_a=median_a, median_b=median_b)
+
+    @property
+    def ratio(self) -> float:
+        return self.median_b / self.median_a
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Evidence:
+    """What a comparison found beyond the medians: the ratio's interval, the p-value and the verdict,
+    and (compare_runs) the run-level facts. The defaults: too few samples for any of it."""
+
+    ci_low: float = float("nan")
+    ci_high: float = float("nan")
+    p_value: float = float("nan")
+    verdict: Verdict = TOO_FEW
+    runs_a: int = 0
+    runs_b: int = 0
+    spread_a: float = float("nan")
+    spread_b: float = float("nan")
+    method: str = "independent samples"
+
+
+def _comparison(sides: _Sides, evidence: _Evidence, *, threshold: float, alpha: float) -> Comparison:
+    effect = abs(sides.ratio - 1.0)
+    return Comparison(
+        n_a=sides.n_a,
+        n_b=sides.n_b,
+        median_a=sides.median_a,
+        median_b=sides.median_b,
+        ratio=sides.ratio,
+        ci_low=evidence.ci_low,
+        ci_high=evidence.ci_high,
+        p_value=evidence.p_value,
+        threshold=threshold,
+        alpha=alpha,
+        verdict=evidence.verdict,
+        runs_a=evidence.runs_a,
+        runs_b=evidence.runs_b,
+        spread_a=evidence.spread_a,
+        spread_b=evidence.spread_b,
+        # NaN spreads (one-level compare) compare False: no runs to disagree.
+        runs_disagree=max(evidence.spread_a, evidence.spread_b) > max(effect, threshold),
+        method=evidence.method,
+    )
+
+
+def compare(  # noqa: PLR0913 -- the samples, then the method's keyword-only knobs as scipy names them
     baseline: Sequence[float],
     candidate: Sequence[float],
     *,
@@ -212,24 +275,10 @@ def compare(
     if threshold < 0:
         raise ValueError("threshold must be >= 0")
     a, b = _array(baseline), _array(candidate)
-    median_a, median_b = float(np.median(a)), float(np.median(b))
-    if median_a <= 0:
-        raise ValueError("baseline median must be positive")
-    ratio = median_b / median_a
+    sides = _Sides.of(a, b)
     if a.size < MIN_SAMPLES or b.size < MIN_SAMPLES:
-        return Comparison(
-            n_a=int(a.size),
-            n_b=int(b.size),
-            median_a=median_a,
-            median_b=median_b,
-            ratio=ratio,
-            ci_low=float("nan"),
-            ci_high=float("nan"),
-            p_value=float("nan"),
-            threshold=threshold,
-            alpha=alpha,
-            verdict=TOO_FEW,
-        )
+        return _comparison(sides, _Evidence(), threshold=threshold, alpha=alpha)
+    ratio = sides.ratio
     if np.ptp(a) == 0 and np.ptp(b) == 0:
         # Constant samples: the bootstrap distribution is a point and the U test is exact.
         ci_low = ci_high = ratio
@@ -249,21 +298,11 @@ def compare(
         p_value = 1.0
     else:
         p_value = float(_scipy_stats().mannwhitneyu(a, b, alternative="two-sided").pvalue)
-    return Comparison(
-        n_a=int(a.size),
-        n_b=int(b.size),
-        median_a=median_a,
-        median_b=median_b,
-        ratio=ratio,
-        ci_low=ci_low,
-        ci_high=ci_high,
-        p_value=p_value,
-        threshold=threshold,
-        alpha=alpha,
-        verdict=verdict_for(
-            ratio=ratio, ci_low=ci_low, ci_high=ci_high, p_value=p_value, threshold=threshold, alpha=alpha
-        ),
+    verdict = verdict_for(
+        ratio=ratio, ci_low=ci_low, ci_high=ci_high, p_value=p_value, threshold=threshold, alpha=alpha
     )
+    evidence = _Evidence(ci_low=ci_low, ci_high=ci_high, p_value=p_value, verdict=verdict)
+    return _comparison(sides, evidence, threshold=threshold, alpha=alpha)
 
 
 # --------------------------------------------------------------------------- runs
@@ -379,7 +418,7 @@ def _rank_p(medians_a: np.ndarray, medians_b: np.ndarray) -> float:
     return float(result.pvalue)
 
 
-def compare_runs(
+def compare_runs(  # noqa: PLR0913 -- the runs, then the method's keyword-only knobs as compare's
     baseline: Sequence[Run],
     candidate: Sequence[Run],
     *,
@@ -395,10 +434,8 @@ def compare_runs(
         raise ValueError("threshold must be >= 0")
     runs_a, runs_b = _runs(baseline), _runs(candidate)
     a, b = np.concatenate(runs_a), np.concatenate(runs_b)
-    median_a, median_b = float(np.median(a)), float(np.median(b))
-    if median_a <= 0:
-        raise ValueError("baseline median must be positive")
-    ratio = median_b / median_a
+    sides = _Sides.of(a, b)
+    ratio = sides.ratio
     medians_a, medians_b = run_medians(runs_a), run_medians(runs_b)
     ci_low = ci_high = float("nan")
     if len(runs_a) >= MIN_RUNS_CI and len(runs_b) >= MIN_RUNS_CI:
@@ -411,33 +448,24 @@ def compare_runs(
             tail = (1.0 - confidence) / 2 * 100
             ci_low, ci_high = (float(v) for v in np.percentile(boot_b / boot_a, [tail, 100 - tail]))
     p_value = _rank_p(medians_a, medians_b)
-    spread_a, spread_b = run_spread(runs_a), run_spread(runs_b)
-    effect = abs(ratio - 1.0)
     if min_rank_p(len(runs_a), len(runs_b)) >= alpha or math.isnan(ci_low):
         verdict = TOO_FEW_RUNS
     else:
         verdict = verdict_for(
             ratio=ratio, ci_low=ci_low, ci_high=ci_high, p_value=p_value, threshold=threshold, alpha=alpha
         )
-    return Comparison(
-        n_a=int(a.size),
-        n_b=int(b.size),
-        median_a=median_a,
-        median_b=median_b,
-        ratio=ratio,
+    evidence = _Evidence(
         ci_low=ci_low,
         ci_high=ci_high,
         p_value=p_value,
-        threshold=threshold,
-        alpha=alpha,
         verdict=verdict,
         runs_a=len(runs_a),
         runs_b=len(runs_b),
-        spread_a=spread_a,
-        spread_b=spread_b,
-        runs_disagree=max(spread_a, spread_b) > max(effect, threshold),
+        spread_a=run_spread(runs_a),
+        spread_b=run_spread(runs_b),
         method=RUN_METHOD,
     )
+    return _comparison(sides, evidence, threshold=threshold, alpha=alpha)
 
 
 def median_ci_runs(

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from orchestrator.bench.report.html import _html_table
+from orchestrator.bench.report.html import html_table
 from orchestrator.bench.report.sections import latest_verify, verify_section
 
 
@@ -37,11 +37,11 @@ def test_the_newest_verify_of_each_board_is_shown_with_its_regressions(tmp_path:
     (tmp_path / "verify-20261201-130000-eeee.json").write_text("{ damaged")
     found = latest_verify(["lab1", "lab2"], tmp_path)
     assert list(found) == ["lab1"] and found["lab1"]["run_id"] == "20261201-110000-bbbb"
-    parts = "\n".join(verify_section(SimpleNamespace(boards={"lab1": {}, "lab2": {}}), _html_table, tmp_path))
+    parts = "\n".join(verify_section(SimpleNamespace(boards={"lab1": {}, "lab2": {}}), html_table, tmp_path))
     assert "<h2>Conformance (orch verify)</h2>" in parts
     assert "<td>tuned-1.21.0-bbbb</td>" in parts and "test_old" not in parts
     assert "lab1 tuned-1.21.0-bbbb: test_abs fails, stock passes" in parts
 
 
 def test_no_verify_result_means_no_section(tmp_path: Path) -> None:
-    assert verify_section(SimpleNamespace(boards={"lab1": {}}), _html_table, tmp_path) == []
+    assert verify_section(SimpleNamespace(boards={"lab1": {}}), html_table, tmp_path) == []
