@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.adapters import ssh as remote
+from orchestrator.adapters import ssh
 from orchestrator.adapters.ssh_config import load_ssh_config
 from orchestrator.board import Board
 from orchestrator.errors import RemoteError, UsageError
@@ -60,7 +60,7 @@ class DockerOverSSH:
         self.board = build_host_board(url)
         # sshd caps the sessions of one connection (MaxSessions, 10 by default) and the SDK keeps a
         # few idle API connections: when the newest SSH connection is full, another one is opened.
-        self._sessions = [remote.connect(self.board)]
+        self._sessions = [ssh.connect(self.board)]
         self._directory = Path(tempfile.mkdtemp(prefix="orch-docker-ssh-"))
         self._path = self._directory / "docker.sock"
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -91,7 +91,7 @@ class DockerOverSSH:
         try:
             return self._sessions[-1].open_stream(DIAL_STDIO)
         except RemoteError:
-            self._sessions.append(remote.connect(self.board))
+            self._sessions.append(ssh.connect(self.board))
             return self._sessions[-1].open_stream(DIAL_STDIO)
 
     def close(self) -> None:

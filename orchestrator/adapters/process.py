@@ -89,7 +89,7 @@ def run_streaming(argv: Sequence[str], on_line: Callable[[str], None], *, keep: 
     tail: list[str] = []
     for raw in process.stdout:
         line = raw.rstrip()
-        tail = (tail + [line])[-keep:]
+        tail = [*tail, line][-keep:]
         on_line(line)
     code = process.wait()
     return ProcessResult(

@@ -2,7 +2,9 @@
 
 Boards the inventory leaves partly described take HostName, User, Port,
 IdentityFile and ProxyJump from ``$ORCH_SSH_CONFIG`` (default ``~/.ssh/config``),
-the way ``ssh NAME`` would. Read-only: orch never writes the user's SSH config.
+the way ``ssh NAME`` would. Read-only: orch never writes the user's SSH config. paramiko's
+ssh_config *parser* does the reading (Host/Match rules, first value wins, %-token and ~
+expansion); it opens no connection.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import shlex
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+
+from paramiko import SSHConfig
+from paramiko.ssh_exception import ConfigParseError
 
 from orchestrator.errors import InventoryError
 from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
@@ -42,8 +47,6 @@ def _host_patterns(lines: list[str]) -> list[str]:
 
 def _failing_line(lines: list[str]) -> int | None:
     """The first line at which paramiko's parser gives up (it does not say; files are short)."""
-    from paramiko import SSHConfig
-
     for end in range(1, len(lines) + 1):
         try:
             SSHConfig.from_text("\n".join(lines[:end]))
@@ -78,11 +81,6 @@ class SSHConfigFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.source = f"ssh_config ({display_path(path)})"
-        # The only paramiko use outside orchestrator.adapters.ssh: its ssh_config *parser* (Host/Match
-        # rules, first value wins, %-token and ~ expansion). It opens no connection.
-        from paramiko import SSHConfig
-        from paramiko.ssh_exception import ConfigParseError
-
         self.shown = display_path(path)
         lines = self._read_lines()
         self._check_lines(lines)
@@ -160,8 +158,6 @@ class SSHConfigFile:
         for a board the inventory gives an address.
         """
         key = name if hostname is None or self._names(name) else hostname
-        from paramiko.ssh_exception import ConfigParseError
-
         try:
             options = self._config.lookup(key)
         except (ConfigParseError, ValueError, KeyError, OSError) as error:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import pytest
 
 from orchestrator import lab_state
-from orchestrator.adapters import ssh as remote
+from orchestrator.adapters import ssh
 from orchestrator.adapters.engine import Engine
 from orchestrator.board import Board
 from orchestrator.deploy.releases import Layout, list_releases, read_listing
@@ -167,7 +167,7 @@ def test_incompatible_wheels_are_refused_before_any_byte_is_sent(
         error = doc["boards"]["d1"]["error"]
         assert "refused, nothing was sent" in error and sentence in error, error
         assert sentence in result.stderr
-    with remote.connect(board(world, "d1")) as session:
+    with ssh.connect(board(world, "d1")) as session:
         layout = Layout(workdir=HOSTILE_WORKDIR)
         found = session.run(
             ["sh", "-c", 'ls -a -- "$1" 2>/dev/null || true', "sh", layout.store]
@@ -209,7 +209,7 @@ def test_first_deploy_installs_and_runs_a_model_on_both_boards(world: dict[str, 
     State.first.update(doc)
     State.first_release = releases.pop()  # type: ignore[misc]
     # The on-board layout, as a script would read it.
-    with remote.connect(board(world, "d1")) as session:
+    with ssh.connect(board(world, "d1")) as session:
         infos = list_releases(session, board(world, "d1"))
         link = session.run(["readlink", "--", f"{HOSTILE_WORKDIR}/current"]).stdout.strip()
     assert link == f"releases/{State.first_release}"
@@ -284,12 +284,12 @@ def test_new_model_sends_only_the_model_then_rollback_restores_the_previous_rele
         State.first_release,
     )
     assert back["verification"]["models"]["tiny.onnx"]["ok"] and back["verification"]["version"]
-    with remote.connect(board(world, "d1")) as session:
+    with ssh.connect(board(world, "d1")) as session:
         current = [r.id for r in list_releases(session, board(world, "d1")) if r.current]
     assert current == [State.first_release]
 
 
-def _run_python(session: remote.RemoteSession, code: str) -> str:
+def _run_python(session: ssh.RemoteSession, code: str) -> str:
     python = f"{HOSTILE_WORKDIR}/current/venv/bin/python"
     return session.run(
         [python, "-c", code, f"{HOSTILE_WORKDIR}/current/models/tiny.onnx"], timeout=600
@@ -303,7 +303,7 @@ PREVIOUS_RUNS = (
 )
 
 
-def _partial_uploads(session: remote.RemoteSession, sha: str) -> list[int]:
+def _partial_uploads(session: ssh.RemoteSession, sha: str) -> list[int]:
     """Sizes of the temporary upload files of one content: the evidence of a transfer cut short."""
     script = 'for f in "$1"/.upload-"$2"-*; do [ -f "$f" ] && wc -c < "$f"; done; true'
     out = session.run(["sh", "-c", script, "sh", Layout(workdir=HOSTILE_WORKDIR).store, sha[:16]]).stdout
@@ -385,7 +385,7 @@ def test_board_killed_mid_upload_keeps_the_previous_release(world: dict[str, Any
     up = world["lab"].orch("lab", "up", timeout=600)  # starts the stopped container again (new port)
     assert up.returncode == 0, explain(up)
     write_inventory(world)
-    with remote.connect(board(world, "d2"), connect_timeout=60) as session:
+    with ssh.connect(board(world, "d2"), connect_timeout=60) as session:
         listing = read_listing(session, Layout(workdir=HOSTILE_WORKDIR))
         assert listing.current == State.first_release
         assert "(1, 10)" in _run_python(session, PREVIOUS_RUNS)
@@ -422,7 +422,7 @@ def test_deploy_process_killed_mid_upload_keeps_the_previous_release(world: dict
     _wait_for_partial_upload("lab1", file_sha256(world["big"]))
     process.send_signal(signal.SIGKILL)
     process.communicate(timeout=60)
-    with remote.connect(board(world, "d1")) as session:
+    with ssh.connect(board(world, "d1")) as session:
         listing = read_listing(session, Layout(workdir=HOSTILE_WORKDIR))
         assert listing.current == State.first_release
         assert "(1, 10)" in _run_python(session, PREVIOUS_RUNS)
@@ -446,7 +446,7 @@ def test_hostile_inventory_values_execute_nothing(world: dict[str, Any]) -> None
     # Every deploy above ran with the hostile workdir and tags: nothing they contain ran anywhere.
     leftovers = [p for p in Path("/tmp").glob(Path(MARKER).name + "*")]
     assert leftovers == [], "an inventory value was executed on the workstation"
-    with remote.connect(board(world, "d1")) as session:
+    with ssh.connect(board(world, "d1")) as session:
         on_board = session.run(["sh", "-c", 'ls -d -- "$1"* 2>/dev/null || true', "sh", MARKER]).stdout
         assert on_board.strip() == "", f"an inventory value was executed on the board: {on_board}"
         # The workdir exists with its exact name: the values were used, as data.

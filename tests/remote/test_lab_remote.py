@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from orchestrator.adapters import ssh as remote
+from orchestrator.adapters import ssh
 from orchestrator.targets import resolve_target
 
 # Reads AT_HWCAP (auxv type 16) as the kernel (here: qemu) hands it to the process.
@@ -99,7 +99,7 @@ def test_an_fp16_instruction_dies_with_sigill_on_the_lab(lab):
     board = lab.boards[0]
     # One command line through the login shell so the shell reports the signal as 128+4.
     probe = shlex.quote(INSTRUCTION_PROBE)
-    with remote.connect(board, connect_timeout=60) as session:
+    with ssh.connect(board, connect_timeout=60) as session:
         fp32 = session.run_command_line(f"python3 -c {probe} fp32; echo status=$?", timeout=300)
         fp16 = session.run_command_line(f"python3 -c {probe} fp16; echo status=$?", timeout=300)
     assert fp32.stdout == "fp32 ran\nstatus=0\n", "the probe itself must work (an ARMv8.0 instruction)"

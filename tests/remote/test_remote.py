@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sshd_server import SshServer, free_port, keygen
 
-from orchestrator.adapters import ssh as remote
+from orchestrator.adapters import host_keys, ssh
 from orchestrator.board import Board
 from orchestrator.errors import HostKeyError, RemoteError
 
@@ -52,7 +52,7 @@ def ssh_keygen_fingerprint(public_key: Path) -> str:
 def test_argv_is_quoted_never_interpreted(ssh_server: SshServer, make_board, orch_home: Path, tmp_path: Path):
     marker = tmp_path / "pwned"
     strings = hostile_strings(marker)
-    with remote.connect(make_board(port=ssh_server.port)) as session:
+    with ssh.connect(make_board(port=ssh_server.port)) as session:
         result = session.run(["printf", r"%s\0", *strings])
     assert result.exit_code == 0
     assert result.stdout.split("\0")[:-1] == strings
@@ -65,7 +65,7 @@ def test_script_args_are_positional_values(
     marker = tmp_path / "pwned"
     strings = hostile_strings(marker)
     script = 'printf "%s\\n" "$#" >&2\nfor arg in "$@"; do printf "%s\\0" "$arg"; done\n'
-    with remote.connect(make_board(port=ssh_server.port)) as session:
+    with ssh.connect(make_board(port=ssh_server.port)) as session:
         result = session.run_script(script, strings)
     assert result.stderr.strip() == str(len(strings))
     assert result.stdout.split("\0")[:-1] == strings
@@ -74,16 +74,16 @@ def test_script_args_are_positional_values(
 
 def test_stdin_bytes_reach_the_command_intact(ssh_server: SshServer, make_board, orch_home: Path):
     data = bytes(range(256)) * 4096  # 1 MiB, every byte value: larger than any SSH window
-    with remote.connect(make_board(port=ssh_server.port)) as session:
+    with ssh.connect(make_board(port=ssh_server.port)) as session:
         result = session.run(["sha256sum"], stdin=data)
     assert result.stdout.split()[0] == hashlib.sha256(data).hexdigest()
 
 
 def test_exit_code_and_check(ssh_server: SshServer, make_board, orch_home: Path):
-    with remote.connect(make_board(port=ssh_server.port)) as session:
+    with ssh.connect(make_board(port=ssh_server.port)) as session:
         unchecked = session.run(["sh", "-c", "echo out; echo oops >&2; exit 7"], check=False)
         assert (unchecked.exit_code, unchecked.stdout, unchecked.stderr) == (7, "out\n", "oops\n")
-        with pytest.raises(remote.CommandFailed) as failed:
+        with pytest.raises(ssh.CommandFailed) as failed:
             session.run(["sh", "-c", "echo oops >&2; exit 7"])
     assert "t1 (127.0.0.1:" in failed.value.message
     assert "exited with 7" in failed.value.message and "oops" in failed.value.message
@@ -96,7 +96,7 @@ def test_first_contact_records_the_key_and_says_so(
     known_hosts = orch_home / "known_hosts"
     assert not known_hosts.exists()
     board = make_board(port=ssh_server.port)
-    with remote.connect(board) as session:
+    with ssh.connect(board) as session:
         session.run(["true"])
     expected = Path(f"{ssh_server.host_key}.pub").read_text().split()[:2]
     lines = known_hosts.read_text().splitlines()
@@ -105,7 +105,7 @@ def test_first_contact_records_the_key_and_says_so(
     assert "first contact" in said and "t1" in said
     assert ssh_keygen_fingerprint(Path(f"{ssh_server.host_key}.pub")) in said
     # Known now: a second connection is silent and records nothing more.
-    with remote.connect(board):
+    with ssh.connect(board):
         pass
     assert "first contact" not in capsys.readouterr().err
     assert len(known_hosts.read_text().splitlines()) == 1
@@ -116,7 +116,7 @@ def test_changed_host_key_is_refused_with_fingerprints_and_the_fix(
 ):
     server = make_server()
     board = make_board("nano01", port=server.port)
-    with remote.connect(board):
+    with ssh.connect(board):
         pass
     old_fingerprint = ssh_keygen_fingerprint(Path(f"{server.host_key}.pub"))
     recorded = (orch_home / "known_hosts").read_text()
@@ -126,7 +126,7 @@ def test_changed_host_key_is_refused_with_fingerprints_and_the_fix(
     server.start()  # same address, another identity
     new_fingerprint = ssh_keygen_fingerprint(Path(f"{server.host_key}.pub"))
     with pytest.raises(HostKeyError) as refused:
-        remote.connect(board)
+        ssh.connect(board)
     message, hint = refused.value.message, refused.value.hint or ""
     assert f"nano01 (127.0.0.1:{server.port})" in message
     assert old_fingerprint in message and new_fingerprint in message
@@ -136,7 +136,7 @@ def test_changed_host_key_is_refused_with_fingerprints_and_the_fix(
 
     # The hint works as written: after it, the next contact records the new key.
     subprocess.run(shlex.split(command), check=True, capture_output=True)
-    with remote.connect(board) as session:
+    with ssh.connect(board) as session:
         assert session.run(["echo", "back"]).stdout == "back\n"
     assert Path(f"{server.host_key}.pub").read_text().split()[1] in (orch_home / "known_hosts").read_text()
 
@@ -152,9 +152,9 @@ def test_users_known_hosts_is_trusted_and_left_alone(
     users = tmp_path / "user_known_hosts"
     key_type, key = Path(f"{ssh_server.host_key}.pub").read_text().split()[:2]
     users.write_text(f"[127.0.0.1]:{ssh_server.port} {key_type} {key}\n")
-    monkeypatch.setattr(remote, "USER_KNOWN_HOSTS", users)
+    monkeypatch.setattr(host_keys, "USER_KNOWN_HOSTS", users)
     before = users.read_text()
-    with remote.connect(make_board(port=ssh_server.port)):
+    with ssh.connect(make_board(port=ssh_server.port)):
         pass
     assert "first contact" not in capsys.readouterr().err
     assert users.read_text() == before
@@ -164,7 +164,7 @@ def test_users_known_hosts_is_trusted_and_left_alone(
 def test_closed_port_names_the_board(make_board, orch_home: Path):
     port = free_port()
     with pytest.raises(RemoteError) as error:
-        remote.connect(make_board("rpi4-kitchen", port=port))
+        ssh.connect(make_board("rpi4-kitchen", port=port))
     assert (
         error.value.message
         == f"rpi4-kitchen (127.0.0.1:{port}): connection refused (nothing listens on port {port})"
@@ -179,7 +179,7 @@ def test_unauthorized_key_fails_without_prompting(
     env_agent = os.environ.pop("SSH_AUTH_SOCK", None)
     try:
         with pytest.raises(RemoteError) as error:
-            remote.connect(make_board(port=ssh_server.port, identity_file=stranger))
+            ssh.connect(make_board(port=ssh_server.port, identity_file=stranger))
     finally:
         if env_agent is not None:
             os.environ["SSH_AUTH_SOCK"] = env_agent
@@ -190,13 +190,13 @@ def test_unauthorized_key_fails_without_prompting(
 
 def test_missing_identity_file_is_named(make_board, orch_home: Path, tmp_path: Path):
     with pytest.raises(RemoteError, match=r"identity file .*nope does not exist"):
-        remote.connect(make_board(port=1, identity_file=tmp_path / "nope"))
+        ssh.connect(make_board(port=1, identity_file=tmp_path / "nope"))
 
 
 def test_command_timeout_ends_the_wait(ssh_server: SshServer, make_board, orch_home: Path):
-    with remote.connect(make_board(port=ssh_server.port)) as session:
+    with ssh.connect(make_board(port=ssh_server.port)) as session:
         start = time.monotonic()
-        with pytest.raises(remote.CommandTimeout) as timed_out:
+        with pytest.raises(ssh.CommandTimeout) as timed_out:
             session.run(["sh", "-c", "echo started; sleep 30"], timeout=1)
         assert time.monotonic() - start < 5
         assert timed_out.value.stdout == "started\n"
@@ -210,7 +210,7 @@ def test_files_round_trip_with_progress(ssh_server: SshServer, make_board, orch_
     local.write_bytes(os.urandom(700_000))
     calls: list[tuple[int, int]] = []
     remote_dir = f"orch-test-{os.getpid()}/store/sha256"
-    with remote.connect(make_board(port=ssh_server.port)) as session:
+    with ssh.connect(make_board(port=ssh_server.port)) as session:
         try:
             assert session.home() == os.path.expanduser(f"~{getpass.getuser()}")
             session.mkdir_p(remote_dir)
@@ -234,7 +234,7 @@ def test_files_round_trip_with_progress(ssh_server: SshServer, make_board, orch_
 
 
 def test_fingerprint_matches_openssh(ssh_server: SshServer, make_board, orch_home: Path, capsys):
-    with remote.connect(make_board(port=ssh_server.port)):
+    with ssh.connect(make_board(port=ssh_server.port)):
         pass
     said = capsys.readouterr().err
     printed = re.search(r"SHA256:\S+", said)
@@ -248,7 +248,7 @@ def test_proxy_jump_goes_through_the_jump_host(
     jump = make_server()
     target = make_server()
     board: Board = make_board(port=target.port, proxy_jump=f"{getpass.getuser()}@127.0.0.1:{jump.port}")
-    with remote.connect(board) as session:
+    with ssh.connect(board) as session:
         # sshd sets SSH_CONNECTION to "client_ip client_port server_ip server_port".
         assert session.run(["sh", "-c", 'echo "$SSH_CONNECTION"']).stdout.split()[3] == str(target.port)
     jump_log = (jump.root / "sshd.log").read_text()
@@ -264,18 +264,18 @@ def test_orchs_known_hosts_wins_over_a_stale_user_entry(
     name = f"[127.0.0.1]:{ssh_server.port}"
     users = tmp_path / "user_known_hosts"
     users.write_text(f"{name} {' '.join(Path(f'{stale}.pub').read_text().split()[:2])}\n")
-    monkeypatch.setattr(remote, "USER_KNOWN_HOSTS", users)
+    monkeypatch.setattr(host_keys, "USER_KNOWN_HOSTS", users)
     (orch_home / "known_hosts").write_text(
         f"{name} {' '.join(Path(f'{ssh_server.host_key}.pub').read_text().split()[:2])}\n"
     )
-    with remote.connect(make_board(port=ssh_server.port)) as session:
+    with ssh.connect(make_board(port=ssh_server.port)) as session:
         assert session.run(["true"]).ok
 
 
 def test_a_command_killed_by_a_signal_is_reported(ssh_server: SshServer, make_board, orch_home: Path):
-    with remote.connect(make_board(port=ssh_server.port)) as session:
+    with ssh.connect(make_board(port=ssh_server.port)) as session:
         assert session.run(["sh", "-c", "kill -9 $$"], check=False).exit_code == -1
-        with pytest.raises(remote.CommandFailed, match="was killed or lost its connection"):
+        with pytest.raises(ssh.CommandFailed, match="was killed or lost its connection"):
             session.run(["sh", "-c", "kill -9 $$"])
 
 
@@ -286,6 +286,6 @@ def test_a_port_that_never_speaks_ssh_times_out_by_name(make_board, orch_home: P
         port = listener.getsockname()[1]
         start = time.monotonic()
         with pytest.raises(RemoteError) as error:
-            remote.connect(make_board("mute", port=port), connect_timeout=2)
+            ssh.connect(make_board("mute", port=port), connect_timeout=2)
     assert time.monotonic() - start < 10
     assert error.value.message.startswith(f"mute (127.0.0.1:{port}): no SSH handshake within 2s")
