@@ -32,37 +32,19 @@ SCHEMA = "orch-bench-agent/1"
 
 # ONNX tensor type strings (as onnxruntime reports them) -> numpy dtype names.
 _DTYPES = {
-    "tensor(float)": "float32",
-    "tensor(float16)": "float16",
-    "tensor(double)": "float64",
-    "tensor(int8)": "int8",
-    "tensor(uint8)": "uint8",
-    "tensor(int16)": "int16",
-    "tensor(uint16)": "uint16",
-    "tensor(int32)": "int32",
-    "tensor(uint32)": "uint32",
-    "tensor(int64)": "int64",
-    "tensor(uint64)": "uint64",
-    "tensor(bool)": "bool",
+    f"tensor({name})": name
+    for name in ("float16", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool")
 }
+_DTYPES.update({"tensor(float)": "float32", "tensor(double)": "float64"})
 
 _OPT_LEVELS = ("disable", "basic", "extended", "all")
 
 # ARM "CPU part" ids seen on the supported boards, for a readable CPU model when /proc/cpuinfo has no name.
 _ARM_PARTS = {
-    "0xd03": "Cortex-A53",
-    "0xd04": "Cortex-A35",
-    "0xd05": "Cortex-A55",
-    "0xd07": "Cortex-A57",
-    "0xd08": "Cortex-A72",
-    "0xd09": "Cortex-A73",
-    "0xd0a": "Cortex-A75",
-    "0xd0b": "Cortex-A76",
-    "0xd0c": "Neoverse-N1",
-    "0xd41": "Cortex-A78",
-    "0xd42": "Cortex-A78AE",
-    "0x004": "Carmel",
-}
+    "0xd03": "Cortex-A53", "0xd04": "Cortex-A35", "0xd05": "Cortex-A55", "0xd07": "Cortex-A57",
+    "0xd08": "Cortex-A72", "0xd09": "Cortex-A73", "0xd0a": "Cortex-A75", "0xd0b": "Cortex-A76",
+    "0xd0c": "Neoverse-N1", "0xd41": "Cortex-A78", "0xd42": "Cortex-A78AE", "0x004": "Carmel",
+}  # fmt: skip
 
 
 class AgentError(Exception):
@@ -265,42 +247,19 @@ def make_inputs(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Input tensors from the model's metadata (free dims from --shape, else 1) or from .npy files."""
     rng = np.random.default_rng(0)
+    known = {meta.name for meta in session.get_inputs()}
+    unknown = [name for name in [*shapes, *files] if name not in known]
+    if unknown:
+        raise AgentError(
+            "inputs", f"the model has no input {unknown[0]!r} (inputs: {', '.join(sorted(known))})"
+        )
     feeds: dict[str, Any] = {}
     described: list[dict[str, Any]] = []
-    known = {meta.name for meta in session.get_inputs()}
-    for name in list(shapes) + list(files):
-        if name not in known:
-            raise AgentError(
-                "inputs", f"the model has no input {name!r} (inputs: {', '.join(sorted(known))})"
-            )
     for meta in session.get_inputs():
-        dtype = _DTYPES.get(meta.type)
         if meta.name in files:
-            array = np.load(files[meta.name])
-            source = "npy"
+            array, source = np.load(files[meta.name]), "npy"
         else:
-            if dtype is None:
-                raise AgentError(
-                    "inputs", f"input {meta.name!r} has type {meta.type}; give it as --input NAME=file.npy"
-                )
-            if meta.name in shapes:
-                shape = shapes[meta.name]
-                if len(shape) != len(meta.shape):
-                    raise AgentError(
-                        "inputs",
-                        f"--shape {meta.name}: {len(shape)} dims given, the model has {len(meta.shape)}",
-                    )
-                source = "shape-option"
-            else:
-                # Free (symbolic) dimensions default to 1: batch 1 is the on-device case.
-                shape = [dim if isinstance(dim, int) and dim > 0 else 1 for dim in meta.shape]
-                source = "model-metadata"
-            if dtype.startswith("float"):
-                array = rng.standard_normal(shape).astype(dtype)
-            elif dtype == "bool":
-                array = rng.integers(0, 2, size=shape).astype(bool)
-            else:
-                array = rng.integers(0, 8, size=shape).astype(dtype)
+            array, source = _generated_input(rng, meta, shapes.get(meta.name))
         feeds[meta.name] = array
         described.append(
             {
@@ -313,6 +272,28 @@ def make_inputs(
             }
         )
     return feeds, described
+
+
+def _generated_input(rng: Any, meta: Any, shape: list[int] | None) -> tuple[Any, str]:
+    """Random values of an input's type, of the --shape given, else of the model's shape; and which."""
+    dtype = _DTYPES.get(meta.type)
+    if dtype is None:
+        raise AgentError(
+            "inputs", f"input {meta.name!r} has type {meta.type}; give it as --input NAME=file.npy"
+        )
+    source = "model-metadata" if shape is None else "shape-option"
+    if shape is None:
+        # Free (symbolic) dimensions default to 1: batch 1 is the on-device case.
+        shape = [dim if isinstance(dim, int) and dim > 0 else 1 for dim in meta.shape]
+    elif len(shape) != len(meta.shape):
+        raise AgentError(
+            "inputs", f"--shape {meta.name}: {len(shape)} dims given, the model has {len(meta.shape)}"
+        )
+    if dtype.startswith("float"):
+        return rng.standard_normal(shape).astype(dtype), source
+    if dtype == "bool":
+        return rng.integers(0, 2, size=shape).astype(bool), source
+    return rng.integers(0, 8, size=shape).astype(dtype), source
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -346,11 +327,9 @@ def pin_main_thread(cpu: int) -> None:
 
 
 _EP_ALIASES = {
-    "cpu": "CPUExecutionProvider",
-    "xnnpack": "XnnpackExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-}
+    "cpu": "CPUExecutionProvider", "xnnpack": "XnnpackExecutionProvider",
+    "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -425,9 +404,39 @@ def since_launch_ms() -> float | None:
 def measure(
     args: argparse.Namespace, document: dict[str, Any], launch_to_main_ms: float | None = None
 ) -> None:
+    """Import, load the model, make the session, time the runs: each step fills its part of ``document``."""
+    np, ort = _import_runtime(document, launch_to_main_ms)
+    model = Path(args.model)
+    if not model.is_file():
+        raise AgentError("model", f"model file not found: {model}")
+    document["model"] = {
+        "path": str(model),
+        "name": model.name,
+        "size": model.stat().st_size,
+        "sha256": sha256_of(model),
+    }
+    session = _session(ort, args, model, document)
+    feeds, described = make_inputs(np, session, parse_shapes(args.shape), parse_npy_inputs(args.input))
+    document["model"]["inputs"] = described
+    document["model"]["outputs"] = [
+        {
+            "name": meta.name,
+            "type": meta.type,
+            "shape": [d if isinstance(d, int) else str(d) for d in meta.shape],
+        }
+        for meta in session.get_outputs()
+    ]
+    latencies, duration = _timed_runs(session, feeds, args, document["timing"])
+    document["timing"].update({"runs": len(latencies), "duration_s": duration, "latencies_ms": latencies})
+    document["stats"] = percentile_stats(np, latencies, duration)
+
+
+def _import_runtime(document: dict[str, Any], launch_to_main_ms: float | None) -> tuple[Any, Any]:
+    """numpy and onnxruntime, imported here and timed: in the measured process, after the agent host
+    forked it (see agent_host.py)."""
     started = time.perf_counter()
     try:
-        import numpy as np
+        import numpy as np  # noqa: PLC0415 -- the import is part of what is timed, after the fork
         import onnxruntime as ort
     except ImportError as error:
         raise AgentError(
@@ -447,17 +456,11 @@ def measure(
         "available_providers": ort.get_available_providers(),
         "numpy": np.__version__,
     }
+    return np, ort
 
-    model = Path(args.model)
-    if not model.is_file():
-        raise AgentError("model", f"model file not found: {model}")
-    document["model"] = {
-        "path": str(model),
-        "name": model.name,
-        "size": model.stat().st_size,
-        "sha256": sha256_of(model),
-    }
 
+def _session(ort: Any, args: argparse.Namespace, model: Path, document: dict[str, Any]) -> Any:
+    """The inference session of ``args``, timed, and what it really was made with."""
     plan = session_plan(
         args.ep,
         args.intra_op_threads,
@@ -486,17 +489,14 @@ def measure(
         "main_cpu": args.main_cpu,
         "execution_mode": str(used.execution_mode).rsplit(".", 1)[-1],
     }
+    return session
 
-    feeds, described = make_inputs(np, session, parse_shapes(args.shape), parse_npy_inputs(args.input))
-    document["model"]["inputs"] = described
-    document["model"]["outputs"] = [
-        {
-            "name": meta.name,
-            "type": meta.type,
-            "shape": [d if isinstance(d, int) else str(d) for d in meta.shape],
-        }
-        for meta in session.get_outputs()
-    ]
+
+def _timed_runs(
+    session: Any, feeds: dict[str, Any], args: argparse.Namespace, timing: dict[str, Any]
+) -> tuple[list[float], float]:
+    """The first inference, the warm-up, then timed runs until BOTH --min-runs and --min-duration are
+    reached (--max-runs is a safety stop for very fast models): the latencies (ms) and their duration."""
 
     def once() -> float:
         begin = time.perf_counter()
@@ -504,26 +504,22 @@ def measure(
         return (time.perf_counter() - begin) * 1000.0
 
     try:
-        document["timing"]["first_inference_ms"] = once()
-        document["timing"]["launch_to_first_result_ms"] = since_launch_ms()
+        timing["first_inference_ms"] = once()
+        timing["launch_to_first_result_ms"] = since_launch_ms()
         warm_begin = time.perf_counter()
         for _ in range(args.warmup):
             once()
-        document["timing"]["warmup_runs"] = args.warmup
-        document["timing"]["warmup_s"] = time.perf_counter() - warm_begin
-
+        timing["warmup_runs"] = args.warmup
+        timing["warmup_s"] = time.perf_counter() - warm_begin
         latencies: list[float] = []
         timed_begin = time.perf_counter()
-        # Both limits must be reached; --max-runs is a safety stop for very fast models.
         while (
             len(latencies) < args.min_runs or time.perf_counter() - timed_begin < args.min_duration
         ) and len(latencies) < args.max_runs:
             latencies.append(once())
-        duration = time.perf_counter() - timed_begin
+        return latencies, time.perf_counter() - timed_begin
     except Exception as error:  # noqa: BLE001 - any inference failure ends the measurement
         raise AgentError("inference", f"inference failed: {error}") from None
-    document["timing"].update({"runs": len(latencies), "duration_s": duration, "latencies_ms": latencies})
-    document["stats"] = percentile_stats(np, latencies, duration)
 
 
 def build_parser() -> argparse.ArgumentParser:
