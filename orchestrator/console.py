@@ -191,9 +191,15 @@ def fit(table: Table, width: int, on: Console | None = None) -> bool:
             longest_word = min(longest_word, FOLD_MIN)
         ranges.append((longest_word, full))
     overhead = natural - sum(full for _, full in ranges)
-    room = width - overhead - sum(full for column, (_, full) in zip(table.columns, ranges) if column.no_wrap)
+    room = (
+        width
+        - overhead
+        - sum(full for column, (_, full) in zip(table.columns, ranges, strict=True) if column.no_wrap)
+    )
     flexible = {
-        i: low for i, (column, (low, _)) in enumerate(zip(table.columns, ranges)) if not column.no_wrap
+        i: low
+        for i, (column, (low, _)) in enumerate(zip(table.columns, ranges, strict=True))
+        if not column.no_wrap
     }
     spare = room - sum(flexible.values())
     if spare < 0:

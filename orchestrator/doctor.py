@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from orchestrator.adapters import process
+from orchestrator.adapters.engine import Engine
 from orchestrator.errors import OrchError
 from orchestrator.paths import orch_home
 
@@ -45,8 +46,8 @@ class BinfmtEntry:
 def parse_binfmt_entry(text: str) -> BinfmtEntry:
     """Parse ``/proc/sys/fs/binfmt_misc/<name>`` (lines ``enabled``, ``interpreter X``, ``flags: F``)."""
     enabled, interpreter, flags = False, "", ""
-    for line in text.splitlines():
-        line = line.strip()
+    for raw in text.splitlines():
+        line = raw.strip()
         if line == "enabled":
             enabled = True
         elif line.startswith("interpreter "):
@@ -66,8 +67,6 @@ def parse_qemu_version(text: str) -> tuple[int, ...] | None:
 
 def _engine_info() -> tuple[dict[str, object] | None, str | None]:
     try:
-        from orchestrator.adapters.engine import Engine
-
         engine = Engine()
         return {**engine.version(), "DockerRootDir": engine.info().get("DockerRootDir")}, None
     except OrchError as error:

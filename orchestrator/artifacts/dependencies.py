@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from orchestrator.adapters import process
+from orchestrator.adapters.process import ProcessResult
 from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.errors import DeployError
 from orchestrator.paths import orch_home
@@ -97,7 +98,7 @@ def _lock(key: str) -> threading.Lock:
         return _locks.setdefault(key, threading.Lock())
 
 
-def resolve_dependencies(
+def resolve_dependencies(  # noqa: PLR0913 -- the board's platform as its facts give it, keyword-only
     wheel: Path,
     *,
     wheel_sha256: str,
@@ -115,43 +116,47 @@ def resolve_dependencies(
     key = resolution_key(wheel_sha256, platforms, python_version, extra)
     index = cache / "resolutions" / f"{key}.json"
     with _lock(key):
-        if index.exists():
-            names = json.loads(index.read_text())["files"]
-            paths = [cache / name for name in names]
-            # A resolution always holds the extras (pip at least): an empty one is not an answer.
-            if paths and all(p.is_file() for p in paths):
-                return paths
+        cached = _cached_resolution(index, cache)
+        if cached is not None:
+            return cached
         requirements = [str(wheel.resolve()), *extra]
-        output = ""
-        for offline in (True, False):
-            result = process.run(
-                download_argv(
-                    requirements,
-                    dest=cache,
-                    platforms=platforms,
-                    python_version=python_version,
-                    offline=offline,
-                )
-            )
-            output = result.stdout + result.stderr
-            if result.ok:
-                break
-        else:
-            tail = result.tail(6)
+        result = _download(requirements, dest=cache, platforms=platforms, python_version=python_version)
+        if not result.ok:
             raise DeployError(
                 f"could not resolve the dependencies of {wheel.name} for {arch} glibc {glibc} Python"
-                f" {python_version}:\n{tail}",
+                f" {python_version}:\n{result.tail(6)}",
                 hint="the workstation needs the package index (or a --find-links mirror in pip's config) once;"
                 f" afterwards {cache} serves re-deploys offline",
             )
-        names = [n for n in dict.fromkeys(parse_saved(output)) if n != wheel.name]
+        names = [n for n in dict.fromkeys(parse_saved(result.stdout + result.stderr)) if n != wheel.name]
+        record = {"wheel": wheel.name, "platforms": platforms, "python": python_version, "files": names}
         index.parent.mkdir(parents=True, exist_ok=True)
         tmp = index.with_suffix(".tmp")
-        tmp.write_text(
-            json.dumps(
-                {"wheel": wheel.name, "platforms": platforms, "python": python_version, "files": names},
-                indent=2,
-            )
-        )
+        tmp.write_text(json.dumps(record, indent=2))
         tmp.replace(index)
         return [cache / name for name in names]
+
+
+def _cached_resolution(index: Path, cache: Path) -> list[Path] | None:
+    """The wheels an earlier resolution saved, when they are all still in the cache."""
+    if not index.exists():
+        return None
+    names = json.loads(index.read_text())["files"]
+    paths = [cache / name for name in names]
+    # A resolution always holds the extras (pip at least): an empty one is not an answer.
+    return paths if paths and all(p.is_file() for p in paths) else None
+
+
+def _download(
+    requirements: Sequence[str], *, dest: Path, platforms: Sequence[str], python_version: str
+) -> ProcessResult:
+    """pip download from the cache alone first, then from the index."""
+    for offline in (True, False):
+        result = process.run(
+            download_argv(
+                requirements, dest=dest, platforms=platforms, python_version=python_version, offline=offline
+            )
+        )
+        if result.ok:
+            break
+    return result

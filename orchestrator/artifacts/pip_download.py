@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
-def pip_download_argv(
+def pip_download_argv(  # noqa: PLR0913 -- pip download's own options, each keyword-only with a default
     requirements: Sequence[str],
     *,
     dest: Path,
