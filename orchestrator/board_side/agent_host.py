@@ -27,6 +27,7 @@ as when the agent ran as its own command. Standard library only; ends at end of 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -68,10 +69,8 @@ def _agent(module: types.ModuleType, agent: str, args: list[str], out: int, err:
         print(f"agent host: the agent failed to start: {type(error).__name__}: {error}", file=sys.stderr)
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):  # nothing else can be done in a dying child
                 stream.flush()
-            except Exception:  # noqa: BLE001, S110 - nothing else can be done in a dying child
-                pass
         os._exit(status)
 
 

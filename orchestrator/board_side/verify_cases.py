@@ -61,36 +61,35 @@ def compare_outputs(expected: list[Any], got: list[Any], rtol: float, atol: floa
     """None when ``got`` matches ``expected`` as ONNX's backend runner requires, else why not."""
     if len(got) != len(expected):
         return f"{len(got)} outputs, expected {len(expected)}"
-    for index, (want, have) in enumerate(zip(expected, got)):
-        have = np.asarray(have)
-        if have.shape != want.shape:
-            return f"output {index}: shape {list(have.shape)}, expected {list(want.shape)}"
-        if want.dtype.kind in "UO":
-            if not np.array_equal(have.astype(str), want.astype(str)):
-                return f"output {index}: strings differ"
-            continue
-        if have.dtype != want.dtype:
-            return f"output {index}: dtype {have.dtype}, expected {want.dtype}"
-        if want.dtype.kind == "b" or want.size == 0:
-            if not np.array_equal(have, want):
-                return f"output {index}: values differ"
-            continue
-        try:
-            np.testing.assert_allclose(have, want, rtol=rtol, atol=atol)
-        except AssertionError:
-            wide_have = have.astype(np.float64)
-            wide_want = want.astype(np.float64)
-            with np.errstate(invalid="ignore"):
-                diff = np.abs(wide_have - wide_want)
-            finite = diff[np.isfinite(diff)]
-            worst = float(finite.max()) if finite.size else float("nan")
-            bad = int(
-                np.count_nonzero(~np.isclose(wide_have, wide_want, rtol=rtol, atol=atol, equal_nan=True))
-            )
-            return (
-                f"output {index}: {bad} of {want.size} values outside rtol {rtol:g} atol {atol:g}"
-                f" (max abs diff {worst:.3g})"
-            )
+    for index, want in enumerate(expected):
+        problem = _output_problem(want, np.asarray(got[index]), rtol, atol)
+        if problem is not None:
+            return f"output {index}: {problem}"
+    return None
+
+
+def _output_problem(want: Any, have: Any, rtol: float, atol: float) -> str | None:
+    """Why one output differs from the expected one (None: it matches): strings and booleans exactly,
+    numbers within the tolerances."""
+    if have.shape != want.shape:
+        return f"shape {list(have.shape)}, expected {list(want.shape)}"
+    if want.dtype.kind in "UO":
+        return None if np.array_equal(have.astype(str), want.astype(str)) else "strings differ"
+    if have.dtype != want.dtype:
+        return f"dtype {have.dtype}, expected {want.dtype}"
+    if want.dtype.kind == "b" or want.size == 0:
+        return None if np.array_equal(have, want) else "values differ"
+    try:
+        np.testing.assert_allclose(have, want, rtol=rtol, atol=atol)
+    except AssertionError:
+        wide_have = have.astype(np.float64)
+        wide_want = want.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(wide_have - wide_want)
+        finite = diff[np.isfinite(diff)]
+        worst = float(finite.max()) if finite.size else float("nan")
+        bad = int(np.count_nonzero(~np.isclose(wide_have, wide_want, rtol=rtol, atol=atol, equal_nan=True)))
+        return f"{bad} of {want.size} values outside rtol {rtol:g} atol {atol:g} (max abs diff {worst:.3g})"
     return None
 
 
@@ -114,7 +113,7 @@ def run_case(ort: Any, bundle: str, case: dict[str, Any], options: Any) -> dict[
         }
         names = [item["name"] for item in case["outputs"]]
         got = session.run(names, feeds)
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:  # noqa: BLE001 - whatever onnxruntime raised is the case's result
         text = f"{type(error).__name__}: {error}"
         return {**out, "status": classify_error(text), "stage": "run", "detail": _short(text)}
     out["run_ms"] = round((time.perf_counter() - loaded) * 1000, 2)
@@ -144,12 +143,13 @@ def write_expected(ort: Any, bundle: str, case: dict[str, Any], options: Any) ->
         }
         names = [item.name for item in session.get_outputs()]
         got = session.run(names, feeds)
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:  # noqa: BLE001 - whatever it raised is the case's result
         text = f"{type(error).__name__}: {error}"
         return {**out, "status": classify_error(text), "stage": "reference", "detail": _short(text)}
     folder = os.path.dirname(case["model"])
     written = []
-    for index, (name, value) in enumerate(zip(names, got)):
+    for index, name in enumerate(names):
+        value = got[index]
         relative = f"{folder}/output_{index}.npy" if folder else f"output_{index}.npy"
         np.save(os.path.join(bundle, relative), np.asarray(value), allow_pickle=False)
         written.append({"name": name, "file": relative})

@@ -18,7 +18,7 @@ from orchestrator.bench.results import ResultStore
 pytestmark = pytest.mark.integration
 
 
-def test_tune_picks_optimisation_all_over_disable(deployed, tmp_path):  # noqa: F811
+def test_tune_picks_optimisation_all_over_disable(deployed, tmp_path):  # noqa: F811 -- the fixture imported above, by its name
     lab = deployed
     done = lab.orch(
         "tune",
