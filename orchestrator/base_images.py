@@ -36,7 +36,7 @@ def debian_arch(arch: str) -> str:
     except KeyError:
         raise ContainerError(
             f"no Debian architecture known for '{arch}' (known: {', '.join(sorted(_DEBIAN_ARCH))})"
-        )
+        ) from None
 
 
 def packages_hash(packages: Sequence[str]) -> str:
@@ -58,8 +58,8 @@ def registry_override(suite: str) -> str | None:
 
 def _one_line_sources(text: str) -> list[tuple[str, list[str]]]:
     entries = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
         if not line.startswith("deb "):
             continue
         # Drop "[arch=amd64 signed-by=...]" options.

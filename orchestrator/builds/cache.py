@@ -8,7 +8,8 @@ container on the engine host's network (``docker/build/cache_relay.py``) forward
 HOST:PORT and nowhere else. HOST is therefore resolved where the engine runs: ``127.0.0.1`` is
 the engine machine's own loopback.
 
-``parse_cache_url`` is pure (the plan and ``--dry-run`` use it); ``CacheRelay`` runs the relay.
+The address is parsed by ``endpoints.parse_cache_url`` (pure: the plan and ``--dry-run`` use it);
+``CacheRelay`` runs the relay.
 """
 
 from __future__ import annotations

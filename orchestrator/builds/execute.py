@@ -40,7 +40,7 @@ from orchestrator.builds.cache import CacheRelay
 from orchestrator.builds.container_paths import BUILD, CCACHE, OUT, REDUCED, SCRIPTS, SRC, TOOLCHAINS
 from orchestrator.builds.flags import flags_of, validate_or_raise
 from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
-from orchestrator.builds.native_runner.execute import add_runner, header_from_tree
+from orchestrator.builds.native_runner.execute import CompileIn, add_runner, header_from_tree
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.record import MadeWheel, build_record, finish_artifact
 from orchestrator.builds.sources.dependencies import (
@@ -356,14 +356,9 @@ class _BuildRun:
             preflight=self.options.preflight,
         )
         # The native runner of this release, for the wheel's C library (--build_shared_lib).
+        where = CompileIn(engine=self.engine, image_id=container.image_id, image_tag=plan.image.tag)
         return add_runner(
-            artifact,
-            plan.target,
-            self.engine,
-            header=header_from_tree(inputs.tree.path),
-            image_id=container.image_id,
-            image_tag=plan.image.tag,
-            log=self.log,
+            artifact, plan.target, where, header=header_from_tree(inputs.tree.path), log=self.log
         )
 
 

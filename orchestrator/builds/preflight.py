@@ -130,30 +130,12 @@ def run_preflight(
     The verdict's details keep the run (qemu_cpu, image, exit code, duration), the container's
     report and the comparison. A wheel that dies of SIGILL is named with the instruction; a run
     past ``timeout`` seconds is killed and fails the pre-flight."""
-
     started = time.monotonic()
     image = board_image(engine, profile)
-    try:
-        deps = resolve_dependencies(
-            wheel,
-            wheel_sha256=file_sha256(wheel),
-            arch=profile.arch,
-            glibc=profile.os.glibc,
-            python_version=profile.os.python,
-        )
-    except DeployError as error:
-        raise BuildError(f"pre-flight: {error.message}", hint=error.hint) from error
+    deps = _dependencies(wheel, profile)
     work = Path(tempfile.mkdtemp(prefix="orch-preflight-"))
     try:
-        wheels = work / "wheels"
-        wheels.mkdir()
-        for path in [wheel, *deps]:
-            shutil.copy2(path, wheels / path.name)
-        model = write_model(preflight_model(), work / "model.onnx")
-        inputs = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
-        np.save(work / "input.npy", inputs)
-        (work / "check.py").write_text(read_text("preflight_check.py"))
-        (work / "sigill_guard.py").write_text(read_text("sigill_guard.py"))
+        model, inputs = _stage(work, [wheel, *deps])
         lines: list[str] = []
         result: dict[str, Any] = {"qemu_cpu": profile.qemu_cpu, "image": image}
         try:
@@ -195,11 +177,43 @@ def run_preflight(
             f"pre-flight on {profile.qemu_cpu}: import {report['import_s']} s, max |diff| "
             f"{comparison.get('max_abs_diff')}"
         )
-        match = bool(comparison["match"])
-        return Preflight(
-            ok=match,
-            error=None if match else f"outputs differ from x86 onnxruntime: {comparison}",
-            details=result,
-        )
+        return _verdict(comparison, result)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _dependencies(wheel: Path, profile: TargetProfile) -> list[Path]:
+    """The wheels the board needs beside ``wheel`` (numpy, ...), for its Python and glibc."""
+    try:
+        return resolve_dependencies(
+            wheel,
+            wheel_sha256=file_sha256(wheel),
+            arch=profile.arch,
+            glibc=profile.os.glibc,
+            python_version=profile.os.python,
+        )
+    except DeployError as error:
+        raise BuildError(f"pre-flight: {error.message}", hint=error.hint) from error
+
+
+def _stage(work: Path, wheels: list[Path]) -> tuple[Path, np.ndarray]:
+    """What the container gets in /pf: the wheels, the model and its input, the check scripts."""
+    directory = work / "wheels"
+    directory.mkdir()
+    for path in wheels:
+        shutil.copy2(path, directory / path.name)
+    model = write_model(preflight_model(), work / "model.onnx")
+    inputs = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    np.save(work / "input.npy", inputs)
+    (work / "check.py").write_text(read_text("preflight_check.py"))
+    (work / "sigill_guard.py").write_text(read_text("sigill_guard.py"))
+    return model, inputs
+
+
+def _verdict(comparison: dict[str, Any], result: dict[str, Any]) -> Preflight:
+    match = bool(comparison["match"])
+    return Preflight(
+        ok=match,
+        error=None if match else f"outputs differ from x86 onnxruntime: {comparison}",
+        details=result,
+    )

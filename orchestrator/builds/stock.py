@@ -18,7 +18,7 @@ from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.artifacts.store import Artifact, BuildRecord, Source
 from orchestrator.builds.build_log import Log
 from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
-from orchestrator.builds.native_runner.execute import add_runner, stock_header
+from orchestrator.builds.native_runner.execute import CompileIn, add_runner, stock_header
 from orchestrator.builds.plan import BuildOptions, make_plan
 from orchestrator.builds.record import MadeWheel, finish_artifact
 from orchestrator.builds.sources.ort import DEBIAN_ORT_VERSIONS, DEFAULT_ORT_VERSION, parse_source
@@ -119,6 +119,5 @@ def _with_runner(engine: Engine, profile: TargetProfile, artifact: Artifact, log
     base = ensure_base_image_on(engine, plan, log) if offline else None
     header = stock_header(engine, profile, version, base, log)
     image_id = ensure_build_image(engine, plan, log) if not isinstance(header, str) else ""
-    return add_runner(
-        artifact, profile, engine, header=header, image_id=image_id, image_tag=plan.image.tag, log=log
-    )
+    where = CompileIn(engine=engine, image_id=image_id, image_tag=plan.image.tag)
+    return add_runner(artifact, profile, where, header=header, log=log)

@@ -16,11 +16,27 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.adapters.ssh import connect
+from orchestrator.artifacts.store import read_manifest
 from orchestrator.board import Board
+from orchestrator.builds.sysroots.contents import CHECKED_PREFIXES, LibraryVersions, check_wheel_against
+from orchestrator.builds.sysroots.pull import PullResult, pull
+from orchestrator.builds.sysroots.store import (
+    check_name,
+    find_sysroot,
+    list_sysroots,
+    now,
+    remove_sysroot,
+    store_directory,
+    store_root,
+    store_tarball,
+)
 from orchestrator.commands import options
 from orchestrator.commands.options import Selection, add_json_option, add_selection_options, selected_boards
 from orchestrator.console import console, emit_json
 from orchestrator.errors import BuildError, UsageError
+from orchestrator.fleet.board_facts import read_facts
+from orchestrator.fleet.parallel import print_failures, run_on_boards
 
 NAME = "sysroot"
 HELP = "pull sysroots from boards, add root file systems, check wheels against them"
@@ -148,19 +164,12 @@ def _stored_text(outcome: Any) -> str:
 
 
 def _pull_one(board: Board, compress: bool) -> Any:
-    from orchestrator.adapters.ssh import connect
-    from orchestrator.builds.sysroots.pull import pull
-    from orchestrator.fleet.board_facts import read_facts
-
     with connect(board) as session:
         facts = read_facts(session, board, board.workdir)
         return pull(session, facts, compress=compress)
 
 
 def _pull(args: argparse.Namespace) -> int:
-    from orchestrator.builds.sysroots.pull import PullResult
-    from orchestrator.fleet.parallel import print_failures, run_on_boards
-
     boards = selected_boards(Selection.from_args(args))
     started = time.monotonic()
     result = run_on_boards(
@@ -218,16 +227,14 @@ def _pull(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from orchestrator.builds.sysroots import store as sysroot_store
-
-    name = sysroot_store.check_name(args.name)
+    name = check_name(args.name)
     path = Path(args.path)
     started = time.monotonic()
     if path.is_dir():
-        outcome = sysroot_store.store_directory(name, path, source=str(path.resolve()))
+        outcome = store_directory(name, path, source=str(path.resolve()))
     elif path.is_file():
-        outcome = sysroot_store.store_tarball(
-            name, path, kind="rootfs", source=str(path.resolve()), extra={"added_at": sysroot_store.now()}
+        outcome = store_tarball(
+            name, path, kind="rootfs", source=str(path.resolve()), extra={"added_at": now()}
         )
     else:
         raise UsageError(f"{path}: no such file or directory", hint="give a rootfs tarball or directory")
@@ -258,9 +265,7 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from orchestrator.builds.sysroots import store as sysroot_store
-
-    stored = sysroot_store.list_sysroots()
+    stored = list_sysroots()
     if args.json:
         emit_json(
             [
@@ -271,11 +276,11 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     if not stored:
         console.print(
-            f"no sysroots in {escape(str(sysroot_store.store_root()))}: `orch sysroot pull --host NAME` or"
+            f"no sysroots in {escape(str(store_root()))}: `orch sysroot pull --host NAME` or"
             " `orch sysroot add PATH --name NAME`"
         )
         return 0
-    table = Table(title=f"sysroots in {escape(str(sysroot_store.store_root()))}", title_justify="left")
+    table = Table(title=f"sysroots in {escape(str(store_root()))}", title_justify="left")
     for column in ("name", "kind", "digest", "OS", "glibc", "Python", "triplet", "files", "size", "headers"):
         table.add_column(column, justify="right" if column in ("files", "size") else "left")
     for s in stored:
@@ -301,10 +306,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from orchestrator.builds.sysroots import store as sysroot_store
-
-    stored = sysroot_store.find_sysroot(args.name)
-    deleted = sysroot_store.remove_sysroot(args.name)
+    stored = find_sysroot(args.name)
+    deleted = remove_sysroot(args.name)
     if deleted:
         console.print(
             f"removed sysroot {escape(args.name)} and its files ({stored.digest[:12]}, {_size(int(stored.tree.get('size', 0)))})"
@@ -322,8 +325,6 @@ def _remove(args: argparse.Namespace) -> int:
 def _wheel_path(args: argparse.Namespace) -> Path:
     if args.wheel:
         return Path(args.wheel)
-    from orchestrator.artifacts.store import read_manifest
-
     directory = Path(args.artifact)
     manifest_path = directory / "manifest.json"
     if not manifest_path.is_file():
@@ -338,15 +339,10 @@ def _wheel_path(args: argparse.Namespace) -> Path:
 
 
 def _newest(versions: tuple[str, ...] | list[str], prefix: str) -> str | None:
-    from orchestrator.builds.sysroots.contents import LibraryVersions
-
     return LibraryVersions(name="", path="", machine="", versions=frozenset(versions)).highest(prefix)
 
 
 def _check(args: argparse.Namespace) -> int:
-    from orchestrator.builds.sysroots.contents import CHECKED_PREFIXES, check_wheel_against
-    from orchestrator.builds.sysroots.store import find_sysroot
-
     stored = find_sysroot(args.sysroot_from)
     wheel = _wheel_path(args)
     check = check_wheel_against(wheel, stored.sysroot)

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.adapters.engine import Engine
+from orchestrator.base_images import ensure_base_image
+from orchestrator.builds.image import ensure_build_image
 from orchestrator.builds.plan import BuildOptions, make_plan
 from orchestrator.builds.sources.ort import fetch_debian_tarball, parse_source
 from orchestrator.builds.variants import resolve_variant
@@ -25,8 +28,6 @@ CACHE = Path(os.environ.get("ORCH_TEST_CACHE") or "/var/tmp/orch-test-cache")
 
 @pytest.fixture(scope="session")
 def engine() -> Iterator[object]:
-    from orchestrator.adapters.engine import Engine
-
     engine = Engine()
     engine.ping()
     yield engine
@@ -35,8 +36,6 @@ def engine() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def ort_tarball(engine: object) -> Path:
     """Debian's onnxruntime 1.21.0 orig tarball, downloaded with apt inside a trixie container."""
-    from orchestrator.base_images import ensure_base_image
-
     base = ensure_base_image(engine, "trixie", "amd64")
     return fetch_debian_tarball(engine, base, "1.21.0", lambda line: None, dest=CACHE / "debian")
 
@@ -62,8 +61,6 @@ def ort_tree(ort_tarball: Path) -> Path:
 @pytest.fixture(scope="session")
 def build_image(engine: object) -> str:
     """The lab target's real build image (made once, shared with every build)."""
-    from orchestrator.builds.image import ensure_build_image
-
     plan = make_plan(
         resolve_target("lab"),
         resolve_variant("default"),

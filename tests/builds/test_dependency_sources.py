@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator.builds.plan import BuildOptions, make_plan
-from orchestrator.builds.sources import dependencies as dependency_sources
 from orchestrator.builds.sources.dependencies import describe, load_table
 from orchestrator.builds.sources.ort import parse_source
 from orchestrator.builds.variants import resolve_variant
@@ -78,7 +77,7 @@ def test_a_broken_table_names_the_file_and_the_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
 ) -> None:
     (tmp_path / "9.9.9.yaml").write_text(text)
-    monkeypatch.setattr(dependency_sources, "TABLES_DIR", tmp_path)
+    monkeypatch.setattr("orchestrator.builds.sources.dependencies.TABLES_DIR", tmp_path)
     with pytest.raises(BuildError, match=message) as caught:
         load_table("9.9.9")
     assert "9.9.9.yaml" in caught.value.message

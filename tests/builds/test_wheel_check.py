@@ -79,7 +79,11 @@ def make_wheel(
 
 def check(tmp_path: Path, engine, target: str, wheel: Path):
     made = MadeWheel(
-        profile=resolve_target(target), variant="tuned", ort_version="1.21.0", wheel=wheel, record=BuildRecord()
+        profile=resolve_target(target),
+        variant="tuned",
+        ort_version="1.21.0",
+        wheel=wheel,
+        record=BuildRecord(),
     )
     return finish_artifact(
         made,

@@ -22,17 +22,26 @@ from pathlib import Path
 import onnxruntime
 import pytest
 
-from orchestrator.builds.native_runner import plan as native_runner
+from orchestrator import board_side
+from orchestrator.adapters.engine import Engine
+from orchestrator.base_images import ensure_base_image
+from orchestrator.builds.native_runner.execute import header_from_tarball
+from orchestrator.builds.native_runner.plan import (
+    HEADER_IN_TREE,
+    HEADER_NAME,
+    RUNNER_NAME,
+    SONAME,
+    SOURCE_NAME,
+)
+from orchestrator.builds.sources.ort import fetch_debian_tarball
 
 CACHE = Path(os.environ.get("ORCH_TEST_CACHE") or "/var/tmp/orch-test-cache")
-SOURCE = Path(native_runner.__file__).resolve().parent.parent / "board_side" / native_runner.SOURCE_NAME
+SOURCE = Path(board_side.__file__).resolve().parent / SOURCE_NAME
 HOST_LIBRARY = Path(onnxruntime.__file__).parent / "capi" / f"libonnxruntime.so.{onnxruntime.__version__}"
 
 
 @pytest.fixture(scope="session")
 def engine() -> object:
-    from orchestrator.adapters.engine import Engine
-
     engine = Engine()
     engine.ping()
     return engine
@@ -41,22 +50,17 @@ def engine() -> object:
 @pytest.fixture(scope="session")
 def ort_tarball(engine: object) -> Path:
     """Debian's onnxruntime 1.21.0 orig tarball (shared with the build tests' cache)."""
-    from orchestrator.base_images import ensure_base_image
-    from orchestrator.builds.sources.ort import fetch_debian_tarball
-
     base = ensure_base_image(engine, "trixie", "amd64")
     return fetch_debian_tarball(engine, base, "1.21.0", lambda line: None, dest=CACHE / "debian")
 
 
 @pytest.fixture(scope="session")
 def c_api_header(ort_tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from orchestrator.builds.native_runner.execute import header_from_tarball
-
     header = header_from_tarball(ort_tarball)
-    assert header is not None, f"{ort_tarball} has no {native_runner.HEADER_IN_TREE}"
+    assert header is not None, f"{ort_tarball} has no {HEADER_IN_TREE}"
     include = tmp_path_factory.mktemp("c-api") / "include"
     include.mkdir()
-    (include / native_runner.HEADER_NAME).write_bytes(header)
+    (include / HEADER_NAME).write_bytes(header)
     return include
 
 
@@ -82,7 +86,7 @@ def compile_host_runner(include: Path, dest: Path, built_for: str) -> HostRunner
         pytest.fail("the native runner tests compile with gcc: apt-get install gcc", pytrace=False)
     assert HOST_LIBRARY.is_file(), f"the workstation's onnxruntime has no {HOST_LIBRARY.name}"
     (dest / "lib").mkdir(parents=True)
-    (dest / "lib" / native_runner.SONAME).symlink_to(HOST_LIBRARY)
+    (dest / "lib" / SONAME).symlink_to(HOST_LIBRARY)
     argv = [
         "gcc",
         "-std=c11",
@@ -94,14 +98,14 @@ def compile_host_runner(include: Path, dest: Path, built_for: str) -> HostRunner
         f"-I{include}",
         str(SOURCE),
         "-o",
-        str(dest / native_runner.RUNNER_NAME),
+        str(dest / RUNNER_NAME),
         "-ldl",
         "-lm",
         "-Wl,--disable-new-dtags,-rpath,$ORIGIN/lib",
     ]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    return HostRunner(path=dest / native_runner.RUNNER_NAME, built_for=built_for)
+    return HostRunner(path=dest / RUNNER_NAME, built_for=built_for)
 
 
 @pytest.fixture(scope="session")

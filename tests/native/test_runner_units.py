@@ -13,11 +13,15 @@ from pathlib import Path
 import numpy as np
 import onnxruntime
 import pytest
+from rich.console import Console
 
 from orchestrator.artifacts.store import Artifact, Manifest, NativeRunner
 from orchestrator.bench import native
 from orchestrator.bench.plan import AgentOptions, ReleaseRef
 from orchestrator.bench.plan_options import make_plan
+from orchestrator.bench.report.html import write_html
+from orchestrator.bench.report.native_tables import EMULATED_NOTE, cold_start_table, runner_ratio_table
+from orchestrator.bench.results import BOARD_SCHEMA, ResultStore, new_run_id
 from orchestrator.bench.steps import board_steps, check_runners
 from orchestrator.board import Board
 from orchestrator.builds.native_runner.plan import SONAME, runner_plan, wheel_library
@@ -216,7 +220,7 @@ def test_both_runners_interleave_and_each_warm_run_is_followed_by_its_cold_start
 def test_native_needs_a_release_with_a_runner() -> None:
     plan = make_plan([BOARD], runner="native")
     old = release("stock-1.32.0-bbbb0000", "stock", runner=False)
-    with pytest.raises(BenchError, match="stock-1.32.0-bbbb0000 has no native runner"):
+    with pytest.raises(BenchError, match=re.escape("stock-1.32.0-bbbb0000 has no native runner")):
         check_runners(plan, [old], BOARD.name)
     check_runners(make_plan([BOARD]), [old], BOARD.name)  # python: fine
 
@@ -280,10 +284,6 @@ def test_cold_starts_are_summarised_per_runner_with_their_footprint() -> None:
 
 
 def test_the_tables_show_counts_spread_and_the_ratio() -> None:
-    from rich.console import Console
-
-    from orchestrator.bench.report.native_tables import cold_start_table, runner_ratio_table
-
     found = native.cold_starts([board_document()])
     console = Console(width=200, record=True)
     console.print(cold_start_table(found))
@@ -298,8 +298,6 @@ def test_the_tables_show_counts_spread_and_the_ratio() -> None:
 
 def stored_run(env: dict[str, str], doc: dict) -> str:
     """``doc`` stored as one board's record of a finished run, where ``orch results`` looks."""
-    from orchestrator.bench.results import BOARD_SCHEMA, ResultStore, new_run_id
-
     store, run_id = ResultStore(Path(env["ORCH_RESULTS"])), new_run_id()
     store.begin_run(run_id, command="orch bench --runner both")
     store.write_board(run_id, {**doc, "schema": BOARD_SCHEMA, "run_id": run_id, "status": "ok"})
@@ -338,10 +336,6 @@ def test_results_show_prints_the_cold_starts_of_both_runners_with_their_n(orch_e
 
 
 def test_the_html_report_has_the_cold_start_section(orch_env, tmp_path: Path, monkeypatch) -> None:
-    from orchestrator.bench.report.html import write_html
-    from orchestrator.bench.report.native_tables import EMULATED_NOTE
-    from orchestrator.bench.results import ResultStore
-
     # The report's verify section reads the results directory: the test's, not the user's.
     monkeypatch.setenv("ORCH_RESULTS", orch_env["ORCH_RESULTS"])
     record = ResultStore().load(stored_run(orch_env, board_document()))

@@ -160,7 +160,7 @@ def test_a_sysroot_of_another_machine_is_refused(elves: Elves, tmp_path: Path) -
         info, shared_objects=tuple(replace(so, machine="aarch64") for so in info.shared_objects)
     )
     root = make_sysroot(tmp_path / "root", {"libc.so.6": _libc(elves, ("GLIBC_2.17",))})
-    with pytest.raises(SysrootError, match="is for x86_64 .* holds aarch64 code"):
+    with pytest.raises(SysrootError, match=r"is for x86_64 .* holds aarch64 code"):
         check_wheel_against(aarch64, Sysroot(root, "pc"))
 
 

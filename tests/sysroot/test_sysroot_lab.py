@@ -5,6 +5,7 @@ rootfs added from the bookworm base image, and the real stock onnxruntime wheel 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import zipfile
@@ -13,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from orchestrator.adapters.engine import Engine
+from orchestrator.base_images import ensure_base_image
 from orchestrator.builds.sysroots.contents import Sysroot
 
 # What orch's other lab tests give a bookworm board: the same package list makes the same image.
@@ -20,8 +23,6 @@ BOOKWORM_PACKAGES = ("ca-certificates", "openssh-server", "python3", "python3-ve
 
 
 def _closed_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -124,9 +125,6 @@ def _wheel_of(directory: Path, members: dict[str, Path]) -> Path:
 def test_debian_12_rootfs_refuses_what_debian_13_libraries_need(
     world: dict[str, Any], pulled: tuple[subprocess.CompletedProcess[str], dict[str, Any]], stock_wheel: Path
 ) -> None:
-    from orchestrator.adapters.engine import Engine
-    from orchestrator.base_images import ensure_base_image
-
     image = ensure_base_image(Engine(), "bookworm", "aarch64", BOOKWORM_PACKAGES)
     tarball = world["root"] / "bookworm-rootfs.tar"
     container = subprocess.run(

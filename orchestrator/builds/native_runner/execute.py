@@ -18,13 +18,23 @@ import tarfile
 import tempfile
 import zipfile
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.artifacts.store import Artifact, NativeRunner, write_manifest
 from orchestrator.board_side import read_text
-from orchestrator.builds.native_runner import plan as native_runner
+from orchestrator.builds.native_runner.plan import (
+    HEADER_IN_TREE,
+    HEADER_NAME,
+    OUT,
+    RUNNER_NAME,
+    SOURCE_NAME,
+    WORK,
+    RunnerPlan,
+    runner_plan,
+    wheel_library,
+)
 from orchestrator.builds.sources.ort import DEBIAN_ORT_VERSIONS, fetch_debian_tarball
 from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError
@@ -39,9 +49,9 @@ COMPILE_TIMEOUT = 600
 
 
 def header_from_tree(tree: Path) -> bytes:
-    path = tree / native_runner.HEADER_IN_TREE
+    path = tree / HEADER_IN_TREE
     if not path.is_file():
-        raise BuildError(f"{tree} has no {native_runner.HEADER_IN_TREE}: not an ONNX Runtime source tree")
+        raise BuildError(f"{tree} has no {HEADER_IN_TREE}: not an ONNX Runtime source tree")
     return path.read_bytes()
 
 
@@ -49,7 +59,7 @@ def header_from_tarball(tarball: Path) -> bytes | None:
     """The C API header out of a source tarball (``<top>/include/...``), or None when it has none."""
     with tarfile.open(tarball) as archive:
         for member in archive:
-            if member.isfile() and member.name.endswith("/" + native_runner.HEADER_IN_TREE):
+            if member.isfile() and member.name.endswith("/" + HEADER_IN_TREE):
                 handle = archive.extractfile(member)
                 if handle is not None:
                     return handle.read()
@@ -70,7 +80,7 @@ def stock_header(
         )
     tarball = fetch_debian_tarball(engine, base_image, version, log)
     header = header_from_tarball(tarball)
-    return header if header is not None else f"{tarball.name} has no {native_runner.HEADER_IN_TREE}"
+    return header if header is not None else f"{tarball.name} has no {HEADER_IN_TREE}"
 
 
 def _library_sha256(wheel: Path, member: str) -> str:
@@ -82,22 +92,24 @@ def _library_sha256(wheel: Path, member: str) -> str:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True, kw_only=True)
+class CompileIn:
+    """Where the runner is compiled: the target's build image (it has the cross compiler) on an engine."""
+
+    engine: Engine
+    image_id: str
+    image_tag: str
+
+
 def add_runner(
-    artifact: Artifact,
-    profile: TargetProfile,
-    engine: Engine,
-    *,
-    header: bytes | str,
-    image_id: str,
-    image_tag: str,
-    log: Log,
+    artifact: Artifact, profile: TargetProfile, where: CompileIn, *, header: bytes | str, log: Log
 ) -> Artifact:
     """Compile the runner for ``artifact`` and record it in its manifest (rewritten in place).
 
     ``header`` is the C API header, or (a string) why there is none; the manifest then says so."""
     version = artifact.ort_version
-    plan = native_runner.runner_plan(profile, version)
-    found = native_runner.wheel_library(artifact.wheel_path, version)
+    plan = runner_plan(profile, version)
+    found = wheel_library(artifact.wheel_path, version)
     if found is None:
         return _record(
             artifact,
@@ -115,36 +127,10 @@ def add_runner(
             log,
         )
     log(f"compiling the native runner for ONNX Runtime {version} ({plan.compiler})")
-    with tempfile.TemporaryDirectory(prefix="orch-runner-") as tmp:
-        stage = Path(tmp) / "runner"
-        (stage / "include").mkdir(parents=True)
-        (stage / "include" / native_runner.HEADER_NAME).write_bytes(header)
-        (stage / native_runner.SOURCE_NAME).write_text(read_text("native_runner.c"))
-        library_sha256 = _library_sha256(artifact.wheel_path, member)
-        lines: list[str] = []
-        code = engine.run(
-            image_id,
-            ["sh", "-c", f'mkdir -p {native_runner.OUT} && exec "$@"', "sh", *plan.argv],
-            network="none",
-            labels={"orch.role": "build", "orch.target": profile.name},
-            on_log=lines.append,
-            copy_in=[(stage, native_runner.WORK)],
-            copy_out=[(native_runner.OUT, Path(tmp))],
-            timeout=COMPILE_TIMEOUT,
-        )
-        built = Path(tmp) / "out" / native_runner.RUNNER_NAME
-        if code != 0 or not built.is_file():
-            raise BuildError(
-                f"compiling the native runner failed (exit {code}):\n" + "\n".join(lines[-20:]),
-                hint="the wheel itself is built and kept: orch deploy works without the runner",
-            )
-        for line in lines:
-            log(line)
-        target = artifact.directory / native_runner.RUNNER_NAME
-        shutil.copy2(built, target)
-        target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    library_sha256 = _library_sha256(artifact.wheel_path, member)
+    target = _compile(where, plan, header, artifact, log)
     record = NativeRunner(
-        file=native_runner.RUNNER_NAME,
+        file=RUNNER_NAME,
         sha256=file_sha256(target),
         size=target.stat().st_size,
         ort_version=version,
@@ -152,9 +138,41 @@ def add_runner(
         library_size=library_size,
         library_sha256=library_sha256,
         compile_argv=plan.argv,
-        image=image_tag,
+        image=where.image_tag,
     )
     return _record(artifact, record, log)
+
+
+def _compile(where: CompileIn, plan: RunnerPlan, header: bytes, artifact: Artifact, log: Log) -> Path:
+    """The runner compiled with no network and put, executable, beside the artifact's wheel."""
+    with tempfile.TemporaryDirectory(prefix="orch-runner-") as tmp:
+        stage = Path(tmp) / "runner"
+        (stage / "include").mkdir(parents=True)
+        (stage / "include" / HEADER_NAME).write_bytes(header)
+        (stage / SOURCE_NAME).write_text(read_text("native_runner.c"))
+        lines: list[str] = []
+        code = where.engine.run(
+            where.image_id,
+            ["sh", "-c", f'mkdir -p {OUT} && exec "$@"', "sh", *plan.argv],
+            network="none",
+            labels={"orch.role": "build", "orch.target": artifact.target},
+            on_log=lines.append,
+            copy_in=[(stage, WORK)],
+            copy_out=[(OUT, Path(tmp))],
+            timeout=COMPILE_TIMEOUT,
+        )
+        built = Path(tmp) / "out" / RUNNER_NAME
+        if code != 0 or not built.is_file():
+            raise BuildError(
+                f"compiling the native runner failed (exit {code}):\n" + "\n".join(lines[-20:]),
+                hint="the wheel itself is built and kept: orch deploy works without the runner",
+            )
+        for line in lines:
+            log(line)
+        target = artifact.directory / RUNNER_NAME
+        shutil.copy2(built, target)
+        target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return target
 
 
 def _record(artifact: Artifact, runner: NativeRunner, log: Log) -> Artifact:

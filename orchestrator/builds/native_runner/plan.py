@@ -24,7 +24,7 @@ from typing import Any
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile
 
-SOURCE_NAME = "native_runner.c"  # in orchestrator/board_side (orchestrator.board_side.path_of)
+SOURCE_NAME = "native_runner.c"  # in orchestrator/board_side (orchestrator.board_side.read_text)
 RUNNER_NAME = "orch-runner"
 # Where the C API header sits in an ORT source tree (the same path in every release since 1.0).
 HEADER_IN_TREE = "include/onnxruntime/core/session/onnxruntime_c_api.h"

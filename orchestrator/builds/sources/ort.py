@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from orchestrator.adapters import process
 from orchestrator.digests import file_sha256
@@ -49,11 +49,14 @@ _FETCH_SCRIPT = DOCKER_DIR / "build" / "fetch_debian_source.sh"
 _FETCH_IN_CONTAINER = "/opt/orch/fetch_debian_source.sh"
 
 
+SourceKind = Literal["debian", "git", "dir", "tarball"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class SourceSpec:
     """What the user asked for, parsed (pure)."""
 
-    kind: str  # "debian" | "git" | "dir" | "tarball"
+    kind: SourceKind
     location: str  # suite for debian, URL, path
     ref: str | None
     version: str
@@ -90,25 +93,33 @@ def parse_source(text: str | None, *, version: str | None, suite: str | None) ->
             return SourceSpec(kind="debian", location=chosen, ref=None, version=wanted)
         text = UPSTREAM_GIT
     if text == "debian" or text.startswith("debian:"):
-        debian_suite = text.partition(":")[2] or suite or "trixie"
-        carried = DEBIAN_ORT_VERSIONS.get(debian_suite)
-        if carried is None:
-            raise UsageError(
-                f"no ORT source package known for Debian '{debian_suite}'",
-                hint=f"known: {', '.join(f'{s} ({v})' for s, v in DEBIAN_ORT_VERSIONS.items())}",
-            )
-        if version and version != carried:
-            raise UsageError(
-                f"Debian {debian_suite} carries ORT {carried}, not {version}",
-                hint="drop --ort-version or use a git URL / tarball for other versions",
-            )
-        return SourceSpec(kind="debian", location=debian_suite, ref=None, version=carried)
+        return _debian_source(text.partition(":")[2] or suite or "trixie", version)
     if re.match(r"^(https?|ssh|git)://", text) or text.startswith("git@") or text.endswith(".git"):
         url, _, ref = text.partition("@") if not text.startswith("git@") else (text, "", "")
         if text.startswith("git@") and text.count("@") > 1:
             head, _, ref = text.rpartition("@")
             url = head
         return SourceSpec(kind="git", location=url, ref=ref or f"v{wanted}", version=wanted)
+    return _local_source(text, version, wanted)
+
+
+def _debian_source(debian_suite: str, version: str | None) -> SourceSpec:
+    carried = DEBIAN_ORT_VERSIONS.get(debian_suite)
+    if carried is None:
+        raise UsageError(
+            f"no ORT source package known for Debian '{debian_suite}'",
+            hint=f"known: {', '.join(f'{s} ({v})' for s, v in DEBIAN_ORT_VERSIONS.items())}",
+        )
+    if version and version != carried:
+        raise UsageError(
+            f"Debian {debian_suite} carries ORT {carried}, not {version}",
+            hint="drop --ort-version or use a git URL / tarball for other versions",
+        )
+    return SourceSpec(kind="debian", location=debian_suite, ref=None, version=carried)
+
+
+def _local_source(text: str, version: str | None, wanted: str) -> SourceSpec:
+    """A local checkout (its own version) or a source tarball."""
     path = Path(text).expanduser()
     try:
         path.stat()
@@ -169,7 +180,7 @@ def sources_root() -> Path:
 # -- fetching ----------------------------------------------------------------------------------------
 
 
-def fetch_debian_tarball(
+def fetch_debian_tarball(  # noqa: PLR0913 -- where it runs (engine, image), what, the log; suite and dest are options
     engine: Engine,
     base_image: str,
     version: str,
@@ -233,27 +244,18 @@ def prepare_source(
     """Fetch/extract/copy the tree, apply the version's patches once; reused on the next build."""
     patches = patch_series(spec.version)
     records = patch_records(spec.version)
-    patch_key = hashlib.sha256(json.dumps(records).encode()).hexdigest()[:8]
-    if spec.kind == "dir":
+    if spec.kind == "dir" and not patches:
         origin = Path(spec.location)
-        source_hash = _dir_identity(origin)
-        if not patches:
-            return SourceTree(
-                path=origin, version=spec.version, spec=spec, source_sha256=source_hash, patches=()
-            )
-    elif spec.kind in ("debian", "tarball"):
-        if spec.kind == "debian":
-            if engine is None or base_image is None:
-                raise BuildError("the Debian source route needs a container engine and a base image")
-            tarball = fetch_debian_tarball(engine, base_image, spec.version, log, suite=spec.location)
-        else:
-            tarball = Path(spec.location)
-        source_hash = file_sha256(tarball)
-    else:
-        source_hash = ""
+        return SourceTree(
+            path=origin, version=spec.version, spec=spec, source_sha256=_dir_identity(origin), patches=()
+        )
+    tarball = _tarball(spec, engine, base_image, log)
+    source_hash = (
+        _dir_identity(Path(spec.location)) if spec.kind == "dir" else file_sha256(tarball) if tarball else ""
+    )
+    patch_key = hashlib.sha256(json.dumps(records).encode()).hexdigest()[:8]
     key = f"{spec.kind}-{spec.version}-{(source_hash or spec.location + str(spec.ref))[:12]}-{patch_key}"
-    key = re.sub(r"[^A-Za-z0-9._-]", "_", key)
-    work = sources_root() / key
+    work = sources_root() / re.sub(r"[^A-Za-z0-9._-]", "_", key)
     done = work / "orch-source.json"
     if done.is_file():
         info = json.loads(done.read_text())
@@ -267,10 +269,33 @@ def prepare_source(
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    if spec.kind in ("debian", "tarball"):
+    tree, source_hash = _materialise(spec, work, tarball, source_hash, log)
+    _apply_patches(tree, patches, log)
+    done.write_text(json.dumps({"path": str(tree), "source_sha256": source_hash}))
+    return SourceTree(path=tree, version=spec.version, spec=spec, source_sha256=source_hash, patches=records)
+
+
+def _tarball(
+    spec: SourceSpec, engine: Engine | None, base_image: str | None, log: Callable[[str], None]
+) -> Path | None:
+    """The source tarball of a Debian or tarball source (the Debian one fetched); None for the others."""
+    if spec.kind == "tarball":
+        return Path(spec.location)
+    if spec.kind != "debian":
+        return None
+    if engine is None or base_image is None:
+        raise BuildError("the Debian source route needs a container engine and a base image")
+    return fetch_debian_tarball(engine, base_image, spec.version, log, suite=spec.location)
+
+
+def _materialise(
+    spec: SourceSpec, work: Path, tarball: Path | None, source_hash: str, log: Callable[[str], None]
+) -> tuple[Path, str]:
+    """The tree under ``work`` (extracted, cloned or copied) and its source hash (a clone's commit)."""
+    if tarball is not None:
         log(f"extracting {tarball.name}")
-        tree = _extract(tarball, work / "tree")
-    elif spec.kind == "git":
+        return _extract(tarball, work / "tree"), source_hash
+    if spec.kind == "git":
         tree = work / "onnxruntime"
         log(f"cloning {spec.location} @ {spec.ref} with submodules")
         result = process.run(
@@ -291,14 +316,11 @@ def prepare_source(
                 f"git clone of {spec.location} @ {spec.ref} failed: {result.tail()}",
                 hint="offline? use --ort-source debian, a local checkout or a tarball",
             )
-        source_hash = process.run(["git", "rev-parse", "HEAD"], cwd=tree).stdout.strip()
-    else:
-        tree = work / "tree"
-        log(f"copying {spec.location} (patches are applied to a copy, never to your checkout)")
-        shutil.copytree(spec.location, tree, symlinks=True, ignore=shutil.ignore_patterns(".git", "build"))
-    _apply_patches(tree, patches, log)
-    done.write_text(json.dumps({"path": str(tree), "source_sha256": source_hash}))
-    return SourceTree(path=tree, version=spec.version, spec=spec, source_sha256=source_hash, patches=records)
+        return tree, process.run(["git", "rev-parse", "HEAD"], cwd=tree).stdout.strip()
+    tree = work / "tree"
+    log(f"copying {spec.location} (patches are applied to a copy, never to your checkout)")
+    shutil.copytree(spec.location, tree, symlinks=True, ignore=shutil.ignore_patterns(".git", "build"))
+    return tree, source_hash
 
 
 def _dir_identity(path: Path) -> str:

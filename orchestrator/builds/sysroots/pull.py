@@ -3,8 +3,9 @@
 The board runs ``board_side/sysroot_pack.sh`` (values only as quoted positional arguments), which
 writes one tarball of its headers and libraries into orch's working directory there; the
 workstation fetches it over the same SSH session, removes it from the board and hands it to
-``sysroot_store``. The board's facts (read by the caller with ``deploy.board_facts``) are
-recorded with it: a sysroot pulled from a board is the truth about that board.
+the sysroot store (``sysroots.store``). The board's facts (read by the caller with
+``fleet.board_facts``) are recorded with it: a sysroot pulled from a board is the truth about that
+board.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.adapters.session import BoardSession
 from orchestrator.board_side import read_text
-from orchestrator.builds.sysroots import store as sysroot_store
+from orchestrator.builds.sysroots.store import StoreOutcome, now, store_tarball
 from orchestrator.errors import OrchError, RemoteError
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ PACK_TIMEOUT = 1800.0
 
 @dataclass(frozen=True, kw_only=True)
 class PullResult:
-    outcome: sysroot_store.StoreOutcome
+    outcome: StoreOutcome
     facts: BoardFacts
     tarball_bytes: int
     pack_seconds: float
@@ -77,12 +78,12 @@ def pull(session: BoardSession, facts: BoardFacts, *, compress: bool = True) -> 
             session.get(remote, local)
             fetch_seconds = time.monotonic() - start
             start = time.monotonic()
-            outcome = sysroot_store.store_tarball(
+            outcome = store_tarball(
                 board.name,
                 local,
                 kind="board",
                 source=f"{board.name} ({board.address})",
-                extra={"board": board.name, "pulled_at": sysroot_store.now(), "board_facts": facts.as_dict()},
+                extra={"board": board.name, "pulled_at": now(), "board_facts": facts.as_dict()},
             )
             store_seconds = time.monotonic() - start
             size = local.stat().st_size

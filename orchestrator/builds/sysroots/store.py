@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from orchestrator.builds.sysroots.contents import Sysroot, SysrootError
 from orchestrator.errors import UsageError
@@ -41,6 +41,8 @@ from orchestrator.paths import orch_home
 _TRIPLET = re.compile(r"^[a-z0-9_]+-linux-gnu[a-z0-9_]*$")
 _PYTHON_LIB = re.compile(r"^python\d+\.\d+$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# What a path of a root file system is, as a sysroot keeps it.
+EntryKind = Literal["file", "link", "dir"]
 _TOP_LINKS = frozenset({"lib", "lib64", "lib32", "libx32", "usr/lib64"})
 _LOADER_DIRS = frozenset({"lib", "usr/lib", "lib64", "usr/lib64"})
 _OS_FILES = frozenset(
@@ -71,41 +73,55 @@ def _library_file(name: str) -> bool:
     return name.endswith((".so", ".a", ".o")) or ".so." in name
 
 
-def wanted(path: PurePosixPath, *, kind: str) -> bool:
-    """Is ``path`` (relative to ``/``) part of a sysroot? ``kind``: "file", "link" or "dir".
+def wanted(path: PurePosixPath, *, kind: EntryKind) -> bool:
+    """Is ``path`` (relative to ``/``) part of a sysroot?
 
     Directories are created as the files in them are; only ``usr/lib/python3.X`` is kept as an
     empty directory, since it says which Python the board runs.
     """
     parts = path.parts
-    text = path.as_posix()
     if not parts:
         return False
     if kind == "dir":
         return len(parts) == 3 and parts[:2] == ("usr", "lib") and bool(_PYTHON_LIB.match(parts[2]))
-    if parts[:2] == ("usr", "include") and len(parts) > 2:
-        return True
-    if text in _TOP_LINKS:
-        return kind == "link"
-    if text in _OS_FILES:
-        return True
-    if str(path.parent) in _LOADER_DIRS and path.name.startswith("ld-linux"):
-        return True
-    if len(parts) == 4 and parts[:2] == ("usr", "lib") and _PYTHON_LIB.match(parts[2]):
-        return parts[3].startswith("_sysconfigdata") and parts[3].endswith(".py")
-    rest: tuple[str, ...] | None = None
-    if len(parts) >= 2 and parts[0] == "lib" and _TRIPLET.match(parts[1]):
-        rest = parts[2:]
-    elif len(parts) >= 3 and parts[:2] == ("usr", "lib") and _TRIPLET.match(parts[2]):
-        rest = parts[3:]
-    elif len(parts) >= 5 and parts[:3] == ("usr", "lib", "gcc") and _TRIPLET.match(parts[3]):
-        rest = parts[5:]
+    known = _known_entry(path, kind)
+    if known is not None:
+        return known
+    rest = _under_triplet(parts)
     if rest is None:
         return False
     if not rest:  # the triplet directory itself, when it is a link
         return kind == "link"
     name = rest[-1]
     return _library_file(name) or ("pkgconfig" in rest[:-1] and name.endswith(".pc"))
+
+
+def _known_entry(path: PurePosixPath, kind: EntryKind) -> bool | None:
+    """Headers, the top-level links, the OS's identity files, the loader and Python's sysconfig data
+    are decided by their place; None for every other path."""
+    parts = path.parts
+    text = path.as_posix()
+    if parts[:2] == ("usr", "include") and len(parts) > 2:
+        return True
+    if text in _TOP_LINKS:
+        return kind == "link"
+    if text in _OS_FILES or (str(path.parent) in _LOADER_DIRS and path.name.startswith("ld-linux")):
+        return True
+    if len(parts) == 4 and parts[:2] == ("usr", "lib") and _PYTHON_LIB.match(parts[2]):
+        return parts[3].startswith("_sysconfigdata") and parts[3].endswith(".py")
+    return None
+
+
+def _under_triplet(parts: tuple[str, ...]) -> tuple[str, ...] | None:
+    """What follows a multiarch directory (lib/<triplet>, usr/lib/<triplet>, usr/lib/gcc/<triplet>/<v>),
+    or None when ``parts`` is not under one."""
+    if len(parts) >= 2 and parts[0] == "lib" and _TRIPLET.match(parts[1]):
+        return parts[2:]
+    if len(parts) >= 3 and parts[:2] == ("usr", "lib") and _TRIPLET.match(parts[2]):
+        return parts[3:]
+    if len(parts) >= 5 and parts[:3] == ("usr", "lib", "gcc") and _TRIPLET.match(parts[3]):
+        return parts[5:]
+    return None
 
 
 # -- staging a tree -----------------------------------------------------------------------------------
@@ -212,29 +228,39 @@ def _stage_tarball(tarball: Path, tree: _Tree) -> None:
     try:
         with tarfile.open(tarball, mode="r|*") as archive:
             for member in archive:
-                rel = _member_path(member.name)
-                if rel is None:
-                    continue
-                if member.isdir():
-                    if wanted(rel, kind="dir"):
-                        tree.add_dir(rel)
-                elif member.issym():
-                    if wanted(rel, kind="link"):
-                        tree.add_link(rel, member.linkname)
-                elif member.isfile() and wanted(rel, kind="file"):
-                    source = archive.extractfile(member)
-                    if source is not None:
-                        tree.add_file(rel, source, member.mode)
-                elif member.islnk() and wanted(rel, kind="file"):
-                    existing = _member_path(member.linkname)
-                    if existing is not None and not tree.hardlink(rel, existing):
-                        missed_links.append((rel, existing))
+                missed = _stage_member(archive, member, tree)
+                if missed is not None:
+                    missed_links.append(missed)
         if missed_links:
             _stage_missed_links(tarball, tree, missed_links)
     except (tarfile.TarError, EOFError, OSError) as error:
         if isinstance(error, OSError) and error.filename:
             raise
         raise UsageError(f"{tarball}: not a readable tarball: {error}") from error
+
+
+def _stage_member(
+    archive: tarfile.TarFile, member: tarfile.TarInfo, tree: _Tree
+) -> tuple[PurePosixPath, PurePosixPath] | None:
+    """Keep one member if wanted; a hard link to a member not kept yet is returned (link, target)."""
+    rel = _member_path(member.name)
+    if rel is None:
+        return None
+    if member.isdir():
+        if wanted(rel, kind="dir"):
+            tree.add_dir(rel)
+    elif member.issym():
+        if wanted(rel, kind="link"):
+            tree.add_link(rel, member.linkname)
+    elif member.isfile() and wanted(rel, kind="file"):
+        source = archive.extractfile(member)
+        if source is not None:
+            tree.add_file(rel, source, member.mode)
+    elif member.islnk() and wanted(rel, kind="file"):
+        existing = _member_path(member.linkname)
+        if existing is not None and not tree.hardlink(rel, existing):
+            return rel, existing
+    return None
 
 
 def _stage_missed_links(tarball: Path, tree: _Tree, links: list[tuple[PurePosixPath, PurePosixPath]]) -> None:
@@ -386,11 +412,10 @@ def store(
     kind: str,
     source: str,
     extra: dict[str, Any] | None = None,
-    root: Path | None = None,
 ) -> StoreOutcome:
     """Stage a tree with ``stage``, store it under its digest (unless already there), point ``name`` at it."""
     check_name(name)
-    base = root or store_root()
+    base = store_root()
     base.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=base))
     try:
@@ -418,16 +443,7 @@ def store(
             "size": tree.size,
             "digest": digest,
         }
-        new = False
-        if not (target / "sysroot.json").is_file():
-            (staging / "sysroot.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-            try:
-                staging.rename(target)
-                new = True
-            except OSError:
-                # The same tree was stored meanwhile (two identical boards pulled in parallel).
-                if not (target / "sysroot.json").is_file():
-                    raise
+        new = _move_in(staging, target, record)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -440,6 +456,21 @@ def store(
         index["sysroots"][name] = entry
     stored = StoredSysroot(name=name, digest=digest, directory=target, tree=_read_record(target), entry=entry)
     return StoreOutcome(stored=stored, new=new, previous_digest=previous)
+
+
+def _move_in(staging: Path, target: Path, record: dict[str, Any]) -> bool:
+    """The staged tree renamed to its digest's directory; False when that tree is stored already."""
+    if (target / "sysroot.json").is_file():
+        return False
+    (staging / "sysroot.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    try:
+        staging.rename(target)
+    except OSError:
+        # The same tree was stored meanwhile (two identical boards pulled in parallel).
+        if not (target / "sysroot.json").is_file():
+            raise
+        return False
+    return True
 
 
 def store_tarball(
