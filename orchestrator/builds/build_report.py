@@ -11,7 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from orchestrator.builds.build_log import NINJA_PROGRESS
 from orchestrator.builds.plan import BuildPlan
@@ -88,6 +88,15 @@ class IncrementalBuild:
         return {"configure": self.configure, "ninja_steps": self.ninja_steps}
 
 
+class SourceReadback(TypedDict, total=False):
+    """What compile_commands.json says of one key source (the manifest's ``compile_commands_readback``)."""
+
+    file: str  # the source, relative to the ORT tree
+    found: bool  # False: the source was not compiled at all
+    flags: dict[str, bool]  # each expected flag: did the compiler get it
+    march_override: list[str]  # -march= options the source's own CMake added
+
+
 @dataclass(frozen=True, kw_only=True)
 class PackageReport:
     """What package_wheel.py reported: the wheel's file name and the system libraries it bundled."""
@@ -154,13 +163,13 @@ def read_incremental(report: Path, lines: list[str]) -> IncrementalBuild:
     return IncrementalBuild(configure=configure, ninja_steps=steps)
 
 
-def readback_flags(compile_commands: Path, expected: list[str]) -> dict[str, Any]:
+def readback_flags(compile_commands: Path, expected: list[str]) -> dict[str, SourceReadback]:
     """Which of the expected flags each key source really got, from compile_commands.json."""
     try:
         entries = json.loads(compile_commands.read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise BuildError(f"cannot read {compile_commands}: {error}") from error
-    found: dict[str, Any] = {}
+    found: dict[str, SourceReadback] = {}
     for key, suffix in READBACK_SOURCES.items():
         entry = next((e for e in entries if e.get("file", "").endswith(suffix)), None)
         if entry is None:
@@ -184,7 +193,7 @@ def expected_flags(plan: BuildPlan) -> list[str]:
     return flags
 
 
-def require_flags(readback: dict[str, Any], log_path: Path) -> None:
+def require_flags(readback: dict[str, SourceReadback], log_path: Path) -> None:
     """Refuse a build whose key sources did not get every flag of the variant."""
     missing = [
         f"{key} ({info['file']}): {', '.join(f for f, ok in info.get('flags', {}).items() if not ok)}"

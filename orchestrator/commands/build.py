@@ -9,7 +9,7 @@ orch build clean [--target T] [--ccache] [--sources] [--dry-run]   # free the en
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +100,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="--variant reduced: keep only the kernels this ONNX model needs (repeatable)",
     )
+    _add_engine_options(parser)
+    parser.add_argument("--ccache", action="store_true", help="clean: also the compiler cache volumes")
+    parser.add_argument("--sources", action="store_true", help="clean: also the ORT source volumes")
+    parser.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)
+    add_dry_run_option(parser)
+    add_json_option(parser)
+
+
+def _add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """Where and how the build runs: engines, the shared compiler cache, the board's OS, the jobs."""
     parser.add_argument(
         "--docker-host",
         action="append",
@@ -139,18 +149,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["wheel", "mlas-test"],
         help="wheel (default) or only MLAS + onnxruntime_mlas_test",
     )
-    parser.add_argument("--ccache", action="store_true", help="clean: also the compiler cache volumes")
-    parser.add_argument("--sources", action="store_true", help="clean: also the ORT source volumes")
-    parser.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)
-    add_dry_run_option(parser)
-    add_json_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "list":
-        return _list(args)
+        return _list(as_json=args.json)
     if args.action == "clean":
-        return _clean(args)
+        return _clean(
+            CleanRequest(
+                target=args.target,
+                docker_hosts=tuple(args.docker_host or ()),
+                ccache=args.ccache,
+                sources=args.sources,
+                dry_run=args.dry_run,
+                json=args.json,
+            )
+        )
     request = read_build_request(args)
     if request.is_batch:
         if request.sysroot_from:
@@ -329,22 +343,34 @@ def _stock(request: BuildRequest, profile: TargetProfile) -> int:
     return 0
 
 
-def _clean(args: argparse.Namespace) -> int:
+@dataclass(frozen=True, kw_only=True)
+class CleanRequest:
+    """``orch build clean``: which build volumes to remove, on which engine."""
+
+    target: str | None
+    docker_hosts: tuple[str, ...]
+    ccache: bool  # also the compiler cache volumes
+    sources: bool  # also the ORT source volumes
+    dry_run: bool
+    json: bool
+
+
+def _clean(request: CleanRequest) -> int:
     from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
-    target = resolve_target(args.target).name if args.target else None
-    hosts = args.docker_host or []
+    target = resolve_target(request.target).name if request.target else None
+    hosts = request.docker_hosts
     if len(hosts) > 1:
         raise UsageError("orch build clean cleans one engine at a time: give one --docker-host")
     engine = Engine(check_docker_host(hosts[0]) if hosts and hosts[0] != LOCAL else None)
-    names = volumes_to_clean(engine, target=target, ccache=args.ccache, sources=args.sources)
-    if not args.dry_run:
+    names = volumes_to_clean(engine, target=target, ccache=request.ccache, sources=request.sources)
+    if not request.dry_run:
         for name in names:
             engine.remove_volume(name)
-    if args.json:
-        emit_json({"engine": engine.label, "dry_run": args.dry_run, "volumes": names})
+    if request.json:
+        emit_json({"engine": engine.label, "dry_run": request.dry_run, "volumes": names})
         return 0
-    verb = "would remove" if args.dry_run else "removed"
+    verb = "would remove" if request.dry_run else "removed"
     if not names:
         console.print(f"nothing to remove on {engine.label}")
     for name in names:
@@ -352,9 +378,9 @@ def _clean(args: argparse.Namespace) -> int:
     return 0
 
 
-def _list(args: argparse.Namespace) -> int:
+def _list(*, as_json: bool) -> int:
     artifacts = list_artifacts()
-    if args.json:
+    if as_json:
         emit_json([{"directory": str(a.directory), **a.manifest.to_json()} for a in artifacts])
         return 0
     if not artifacts:

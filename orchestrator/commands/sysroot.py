@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +110,51 @@ def run(args: argparse.Namespace) -> int:
             "say what to do: `orch sysroot pull --host NAME`, `orch sysroot add PATH --name NAME`,"
             " `orch sysroot list`, `orch sysroot check --sysroot-from NAME --wheel PATH`, `orch sysroot remove NAME`"
         )
-    handlers = {"pull": _pull, "add": _add, "list": _list, "check": _check, "remove": _remove}
-    return handlers[str(action)](args)
+    if action == "pull":
+        return _pull(
+            PullRequest(
+                selection=Selection.from_args(args),
+                parallel=args.parallel,
+                timeout=args.timeout,
+                compress=not args.no_compress,
+                json=args.json,
+            )
+        )
+    if action == "add":
+        return _add(AddRequest(name=args.name, path=Path(args.path), json=args.json))
+    if action == "list":
+        return _list(as_json=args.json)
+    if action == "check":
+        return _check(
+            CheckRequest(
+                sysroot_from=args.sysroot_from, wheel=args.wheel, artifact=args.artifact, json=args.json
+            )
+        )
+    return _remove(args.name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PullRequest:
+    selection: Selection
+    parallel: int  # boards at once
+    timeout: float | None  # seconds per board
+    compress: bool
+    json: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class AddRequest:
+    name: str
+    path: Path  # a rootfs tarball or directory
+    json: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckRequest:
+    sysroot_from: str
+    wheel: Path | None  # the wheel, or
+    artifact: Path | None  # the artifact directory that holds it
+    json: bool
 
 
 # -- shared output -------------------------------------------------------------------------------------
@@ -169,19 +213,19 @@ def _pull_one(board: Board, compress: bool) -> Any:
         return pull(session, facts, compress=compress)
 
 
-def _pull(args: argparse.Namespace) -> int:
-    boards = selected_boards(Selection.from_args(args))
+def _pull(request: PullRequest) -> int:
+    boards = selected_boards(request.selection)
     started = time.monotonic()
     result = run_on_boards(
         boards,
-        lambda board: _pull_one(board, not args.no_compress),
-        parallel=args.parallel,
-        timeout=args.timeout,
+        lambda board: _pull_one(board, request.compress),
+        parallel=request.parallel,
+        timeout=request.timeout,
         label="sysroot pull",
-        progress=None if not args.json else False,
+        progress=None if not request.json else False,
     )
     pulled: dict[str, PullResult] = result.values()
-    if args.json:
+    if request.json:
         document: dict[str, Any] = {}
         for name, outcome in result.outcomes.items():
             if outcome.ok and name in pulled:
@@ -226,9 +270,9 @@ def _pull(args: argparse.Namespace) -> int:
 # -- add -------------------------------------------------------------------------------------------------
 
 
-def _add(args: argparse.Namespace) -> int:
-    name = check_name(args.name)
-    path = Path(args.path)
+def _add(request: AddRequest) -> int:
+    name = check_name(request.name)
+    path = request.path
     started = time.monotonic()
     if path.is_dir():
         outcome = store_directory(name, path, source=str(path.resolve()))
@@ -239,7 +283,7 @@ def _add(args: argparse.Namespace) -> int:
     else:
         raise UsageError(f"{path}: no such file or directory", hint="give a rootfs tarball or directory")
     stored = outcome.stored
-    if args.json:
+    if request.json:
         emit_json(
             {
                 "name": name,
@@ -264,9 +308,9 @@ def _add(args: argparse.Namespace) -> int:
 # -- list ------------------------------------------------------------------------------------------------
 
 
-def _list(args: argparse.Namespace) -> int:
+def _list(*, as_json: bool) -> int:
     stored = list_sysroots()
-    if args.json:
+    if as_json:
         emit_json(
             [
                 {"name": s.name, "digest": s.digest, "path": str(s.directory), "record": s.record}
@@ -305,16 +349,16 @@ def _list(args: argparse.Namespace) -> int:
 # -- remove ----------------------------------------------------------------------------------------------
 
 
-def _remove(args: argparse.Namespace) -> int:
-    stored = find_sysroot(args.name)
-    deleted = remove_sysroot(args.name)
+def _remove(name: str) -> int:
+    stored = find_sysroot(name)
+    deleted = remove_sysroot(name)
     if deleted:
         console.print(
-            f"removed sysroot {escape(args.name)} and its files ({stored.digest[:12]}, {_size(int(stored.tree.get('size', 0)))})"
+            f"removed sysroot {escape(name)} and its files ({stored.digest[:12]}, {_size(int(stored.tree.get('size', 0)))})"
         )
     else:
         console.print(
-            f"removed the name {escape(args.name)}; its files ({stored.digest[:12]}) stay: another name uses them"
+            f"removed the name {escape(name)}; its files ({stored.digest[:12]}) stay: another name uses them"
         )
     return 0
 
@@ -322,10 +366,11 @@ def _remove(args: argparse.Namespace) -> int:
 # -- check -----------------------------------------------------------------------------------------------
 
 
-def _wheel_path(args: argparse.Namespace) -> Path:
-    if args.wheel:
-        return Path(args.wheel)
-    directory = Path(args.artifact)
+def _wheel_path(request: CheckRequest) -> Path:
+    if request.wheel is not None:
+        return request.wheel
+    directory = request.artifact
+    assert directory is not None, "argparse requires --wheel or --artifact"
     manifest_path = directory / "manifest.json"
     if not manifest_path.is_file():
         raise UsageError(
@@ -342,11 +387,11 @@ def _newest(versions: tuple[str, ...] | list[str], prefix: str) -> str | None:
     return LibraryVersions(name="", path="", machine="", versions=frozenset(versions)).highest(prefix)
 
 
-def _check(args: argparse.Namespace) -> int:
-    stored = find_sysroot(args.sysroot_from)
-    wheel = _wheel_path(args)
+def _check(request: CheckRequest) -> int:
+    stored = find_sysroot(request.sysroot_from)
+    wheel = _wheel_path(request)
     check = check_wheel_against(wheel, stored.sysroot)
-    if args.json:
+    if request.json:
         emit_json({**check.as_dict(), "digest": stored.digest})
         return 0 if check.ok else BuildError.exit_code
     sysroot = stored.sysroot
