@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
@@ -27,7 +28,7 @@ from orchestrator.console import compact_table, console, emit_json, print_whole
 from orchestrator.deploy.artifact_choice import artifact_label, load_artifact_dir, select_artifact
 from orchestrator.deploy.execute import DeployRequest, run_deploy
 from orchestrator.deploy.plan import BoardPlan, RollbackPlan
-from orchestrator.deploy.release_files import agent_files, default_model_paths, model_files
+from orchestrator.deploy.release_files import LocalFile, agent_files, default_model_paths, model_files
 from orchestrator.deploy.report import BoardReport
 from orchestrator.errors import UsageError
 from orchestrator.fleet.parallel import FleetResult, Outcome, print_failures
@@ -107,21 +108,68 @@ def _size(n: float) -> str:
     return f"{n:.1f} GB"
 
 
+@dataclass(frozen=True, kw_only=True)
+class DeployOptions:
+    """`orch deploy`'s options as parsed."""
+
+    selection: Selection
+    variant: str | None
+    ort_version: str | None
+    artifact: Path | None
+    models: tuple[Path, ...]
+    parallel: int
+    keep: int
+    rollback: bool
+    verify: bool
+    timeout: float
+    dry_run: bool
+    json: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DeployOptions:
+        return cls(
+            selection=Selection.from_args(args),
+            variant=args.variant,
+            ort_version=args.ort_version,
+            artifact=args.artifact,
+            models=tuple(args.model),
+            parallel=args.parallel,
+            keep=args.keep,
+            rollback=args.rollback,
+            verify=args.verify,
+            timeout=args.timeout,
+            dry_run=args.dry_run,
+            json=args.json,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    _check_options(args)
-    artifact = _artifact(args)
-    boards = selected_boards(Selection.from_args(args))
-    request = _request(args, artifact)  # the local files first: a missing model is the first error
-    request = dataclasses.replace(request, by_target=_chosen(args, artifact, boards))
-    if not args.rollback and not request.models:
+    options = DeployOptions.from_args(args)
+    _check_options(options)
+    artifact = _artifact(options)
+    boards = selected_boards(options.selection)
+    files = _release_files(options)  # the local files first: a missing model is the first error
+    request = DeployRequest(
+        artifact=artifact,
+        ort_version=options.ort_version,
+        variant=options.variant,
+        models=files.models,
+        agent=files.agent,
+        keep=options.keep,
+        dry_run=options.dry_run,
+        rollback=options.rollback,
+        verify=options.verify,
+        by_target=_chosen(options, artifact, boards),
+    )
+    if not options.rollback and not request.models:
         console.print(
             "[yellow]no models to deploy (none given, ./models/*.onnx is empty): deploying the wheel alone[/]"
         )
-    result = run_deploy(boards, request, parallel=args.parallel, timeout=args.timeout)
-    if args.json:
-        emit_json(_json_document(args, result, request.by_target))
-    print_whole(_table(args, result))
-    if args.dry_run and not args.json:
+    result = run_deploy(boards, request, parallel=options.parallel, timeout=options.timeout)
+    if options.json:
+        emit_json(_json_document(options, result, request.by_target))
+    print_whole(_table(result, dry_run=options.dry_run, rollback=options.rollback))
+    if options.dry_run and not options.json:
         for outcome in result.succeeded.values():
             if outcome.value is not None and outcome.value.plan is not None:
                 _print_plan(outcome.board.name, outcome.value.plan)
@@ -130,38 +178,42 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _check_options(args: argparse.Namespace) -> None:
-    if args.parallel < 1:
-        raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")
-    if args.keep < 1:
-        raise UsageError(f"--keep must be at least 1 (got {args.keep})")
-    if not 0 < args.timeout < math.inf:  # NaN and infinity too
-        raise UsageError(f"--timeout must be positive (got {args.timeout:g})")
-    if args.rollback and (args.artifact or args.model or args.variant or args.ort_version):
+def _check_options(options: DeployOptions) -> None:
+    if options.parallel < 1:
+        raise UsageError(f"--parallel must be at least 1 (got {options.parallel})")
+    if options.keep < 1:
+        raise UsageError(f"--keep must be at least 1 (got {options.keep})")
+    if not 0 < options.timeout < math.inf:  # NaN and infinity too
+        raise UsageError(f"--timeout must be positive (got {options.timeout:g})")
+    if options.rollback and (options.artifact or options.models or options.variant or options.ort_version):
         raise UsageError(
             "--rollback switches to the previous release; it takes no --artifact/--model/--variant/--ort-version"
         )
-    check_ort_version(args.ort_version)
+    check_ort_version(options.ort_version)
 
 
-def _artifact(args: argparse.Namespace) -> Artifact | None:
+def _artifact(options: DeployOptions) -> Artifact | None:
     """The --artifact directory's artifact (None: each board's newest good one is looked up)."""
-    if not args.artifact:
+    if not options.artifact:
         return None
-    artifact = load_artifact_dir(args.artifact)
-    if args.variant and artifact.variant != args.variant:
-        raise UsageError(f"--artifact {args.artifact} is variant '{artifact.variant}', not '{args.variant}'")
-    if args.ort_version and artifact.ort_version != args.ort_version:
-        raise UsageError(f"--artifact {args.artifact} is ORT {artifact.ort_version}, not {args.ort_version}")
+    artifact = load_artifact_dir(options.artifact)
+    if options.variant and artifact.variant != options.variant:
+        raise UsageError(
+            f"--artifact {options.artifact} is variant '{artifact.variant}', not '{options.variant}'"
+        )
+    if options.ort_version and artifact.ort_version != options.ort_version:
+        raise UsageError(
+            f"--artifact {options.artifact} is ORT {artifact.ort_version}, not {options.ort_version}"
+        )
     return artifact
 
 
 def _chosen(
-    args: argparse.Namespace, artifact: Artifact | None, boards: Sequence[Board]
+    options: DeployOptions, artifact: Artifact | None, boards: Sequence[Board]
 ) -> dict[str, Artifact]:
     """The one artifact each target of the selected boards gets, chosen (or refused, when several
     match) before any board is touched, and named: variant, ORT release, route, directory."""
-    if args.rollback:
+    if options.rollback:
         return {}
     targets = list(dict.fromkeys(board.target for board in boards if board.target))
     if artifact is not None:
@@ -172,8 +224,8 @@ def _chosen(
             target: select_artifact(
                 artifacts,
                 target=target,
-                variant=args.variant,
-                ort_version=args.ort_version,
+                variant=options.variant,
+                ort_version=options.ort_version,
                 where=str(artifacts_dir()),
             )
             for target in targets
@@ -185,23 +237,23 @@ def _chosen(
     return chosen
 
 
-def _request(args: argparse.Namespace, artifact: Artifact | None) -> DeployRequest:
-    deploying = not args.rollback
-    return DeployRequest(
-        artifact=artifact,
-        ort_version=args.ort_version,
-        variant=args.variant,
-        models=tuple(model_files(args.model or default_model_paths())) if deploying else (),
-        agent=tuple(agent_files()) if deploying else (),
-        keep=args.keep,
-        dry_run=args.dry_run,
-        rollback=args.rollback,
-        verify=args.verify,
+@dataclass(frozen=True, kw_only=True)
+class _LocalFiles:
+    models: tuple[LocalFile, ...]
+    agent: tuple[LocalFile, ...]
+
+
+def _release_files(options: DeployOptions) -> _LocalFiles:
+    """The models and agent files a deploy sends (none for a rollback)."""
+    if options.rollback:
+        return _LocalFiles(models=(), agent=())
+    return _LocalFiles(
+        models=tuple(model_files(options.models or default_model_paths())), agent=tuple(agent_files())
     )
 
 
 def _json_document(
-    args: argparse.Namespace, result: FleetResult[BoardReport], chosen: Mapping[str, Artifact]
+    options: DeployOptions, result: FleetResult[BoardReport], chosen: Mapping[str, Artifact]
 ) -> dict[str, Any]:
     return {
         "command": "deploy",
@@ -214,8 +266,8 @@ def _json_document(
             }
             for target, a in chosen.items()
         },
-        "rollback": args.rollback,
-        "dry_run": args.dry_run,
+        "rollback": options.rollback,
+        "dry_run": options.dry_run,
         "exit_code": result.exit_code,
         "boards": {name: _board_json(outcome) for name, outcome in result.outcomes.items()},
     }
@@ -232,8 +284,8 @@ def _board_json(outcome: Outcome[BoardReport]) -> dict[str, Any]:
     }
 
 
-def _table(args: argparse.Namespace, result: FleetResult[BoardReport]) -> Table:
-    table = compact_table(title="deploy" + (" (dry run)" if args.dry_run else ""), title_justify="left")
+def _table(result: FleetResult[BoardReport], *, dry_run: bool, rollback: bool) -> Table:
+    table = compact_table(title="deploy" + (" (dry run)" if dry_run else ""), title_justify="left")
     for column in ("board", "result", "release", "sent", "rate", "verified", "time"):
         # The release id (variant-version-hash) and figures stay whole; names and sentences wrap.
         table.add_column(column, no_wrap=column in ("release", "rate", "time"), overflow="fold")
@@ -244,7 +296,7 @@ def _table(args: argparse.Namespace, result: FleetResult[BoardReport]) -> Table:
                 escape(name),
                 f"[green]{report.action}[/]",
                 escape(report.release_id),
-                _sent(report, rollback=args.rollback),
+                _sent(report, rollback=rollback),
                 f"{_size(report.rate)}/s" if report.bytes_sent else "-",
                 _verified(report),
                 f"{report.seconds:.1f}s",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from rich.markup import escape
 from rich.table import Table
@@ -18,10 +19,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
+@dataclass(frozen=True, kw_only=True)
+class DoctorRequest:
+    """`orch doctor`'s options as parsed."""
+
+    json: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DoctorRequest:
+        return cls(json=args.json)
+
+
 def run(args: argparse.Namespace) -> int:
+    request = DoctorRequest.from_args(args)
     checks = run_checks()
     ok = all(check.ok for check in checks)
-    if args.json:
+    if request.json:
         emit_json({"ok": ok, "checks": [check.as_dict() for check in checks]})
     table = Table(title="orch doctor")
     for column in ("check", "", "detail", "fix"):

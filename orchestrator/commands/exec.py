@@ -57,17 +57,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Request:
+class ExecRequest:
+    """`orch exec`'s options as parsed: which boards, the command, how many at once, the timeouts."""
+
+    selection: Selection
     argv: tuple[str, ...]
+    parallel: int
     timeout: float | None
     connect_timeout: float
+    json: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ExecRequest:
+        argv = tuple(args.command)
+        if not argv or not argv[0].strip():
+            raise UsageError(
+                "`orch exec` needs a command after --",
+                hint="e.g. orch exec --group lab -- uname -m",
+            )
+        return cls(
+            selection=Selection.from_args(args),
+            argv=argv,
+            parallel=args.parallel,
+            timeout=args.timeout,
+            connect_timeout=args.connect_timeout,
+            json=args.json,
+        )
 
     @property
     def display(self) -> str:
         return self.argv[0] if len(self.argv) == 1 else " ".join(self.argv)
 
 
-def _run_on(board: Board, request: _Request) -> CommandResult:
+def _run_on(board: Board, request: ExecRequest) -> CommandResult:
     start = time.monotonic()
     connect_timeout = request.connect_timeout
     if request.timeout is not None:
@@ -189,23 +211,17 @@ def _summary(result: FleetResult[CommandResult]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    argv = tuple(args.command)
-    if not argv or not argv[0].strip():
-        raise UsageError(
-            "`orch exec` needs a command after --",
-            hint="e.g. orch exec --group lab -- uname -m",
-        )
-    boards = selected_boards(Selection.from_args(args))
-    request = _Request(argv=argv, timeout=args.timeout, connect_timeout=args.connect_timeout)
+    request = ExecRequest.from_args(args)
+    boards = selected_boards(request.selection)
     result = run_on_boards(
         boards,
         lambda board: _run_on(board, request),
-        parallel=args.parallel,
-        timeout=None if args.timeout is None else args.timeout + _GRACE,
+        parallel=request.parallel,
+        timeout=None if request.timeout is None else request.timeout + _GRACE,
         label=f"exec: {request.display}",
-        progress=None if not args.json else False,
+        progress=None if not request.json else False,
     )
-    if args.json:
+    if request.json:
         emit_json(_document(result))
     else:
         for name, outcome in result.outcomes.items():

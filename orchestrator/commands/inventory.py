@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
 
 from rich.markup import escape
 
 from orchestrator.board import Board
 from orchestrator.commands.options import (
+    Selection,
     add_inventory_option,
     add_json_option,
     add_selection_options,
 )
 from orchestrator.console import console, emit_json, print_table
 from orchestrator.fleet.inventory import load_inventory
-from orchestrator.paths import default_inventory_path
 
 NAME = "inventory"
 HELP = "list the boards of the inventory or show one board's resolved variables"
@@ -55,16 +57,48 @@ def board_document(board: Board) -> dict[str, Any]:
     return document
 
 
-def _list(args: argparse.Namespace) -> int:
+InventoryAction = Literal["list", "show"]
 
-    inventory = load_inventory(args.inventory or default_inventory_path())
-    hosts, groups, limit = getattr(args, "host", []), getattr(args, "group", []), getattr(args, "limit", None)
-    all_devices = getattr(args, "all_devices", False)
-    if hosts or groups or all_devices or limit is not None:
-        boards = inventory.select(hosts=hosts, groups=groups, all_devices=all_devices, limit=limit)
+
+@dataclass(frozen=True, kw_only=True)
+class InventoryRequest:
+    """`orch inventory ACTION` as parsed. `orch inventory` alone lists every board of the default
+    inventory."""
+
+    action: InventoryAction
+    selection: Selection  # the inventory file, and for `list` the boards asked for
+    name: str | None = None  # `show`'s board
+    json: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> InventoryRequest:
+        action: InventoryAction | None = getattr(args, "inventory_action", None)
+        if action == "show":
+            return cls(
+                action="show", selection=Selection(inventory=args.inventory), name=args.name, json=args.json
+            )
+        if action is None:
+            return cls(action="list", selection=Selection())
+        return cls(action="list", selection=Selection.from_args(args), json=args.json)
+
+    @property
+    def inventory_path(self) -> Path:
+        return self.selection.inventory_path
+
+
+def _list(request: InventoryRequest) -> int:
+    inventory = load_inventory(request.inventory_path)
+    selection = request.selection
+    if selection.hosts or selection.groups or selection.all_devices or selection.limit is not None:
+        boards = inventory.select(
+            hosts=selection.hosts,
+            groups=selection.groups,
+            all_devices=selection.all_devices,
+            limit=selection.limit,
+        )
     else:
         boards = list(inventory.boards.values())
-    if getattr(args, "json", False):
+    if request.json:
         emit_json(
             {
                 "inventory": str(inventory.path),
@@ -97,9 +131,8 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(args: argparse.Namespace) -> int:
-
-    board = load_inventory(args.inventory or default_inventory_path()).board(args.name)
+def _show(request: InventoryRequest, name: str) -> int:
+    board = load_inventory(request.inventory_path).board(name)
     document = board_document(board)
     variables = {
         key: {"value": document[key], "source": board.sources.get(key, "default")}
@@ -117,7 +150,7 @@ def _show(args: argparse.Namespace) -> int:
     }
     for key, value in board.extra.items():
         variables[f"vars.{key}"] = {"value": value, "source": board.sources.get(f"vars.{key}", "inventory")}
-    if args.json:
+    if request.json:
         emit_json({"name": board.name, "groups": list(board.groups), "variables": variables})
         return 0
     rows = []
@@ -140,8 +173,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if getattr(args, "inventory_action", None) == "show":
-        return _show(args)
-    if getattr(args, "inventory_action", None) is None:
-        args.inventory = None  # `orch inventory` alone lists every board of the default inventory
-    return _list(args)
+    request = InventoryRequest.from_args(args)
+    if request.action == "show" and request.name is not None:
+        return _show(request, request.name)
+    return _list(request)

@@ -4,7 +4,6 @@ default release: the one the build plan builds for the target."""
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import socket
@@ -191,9 +190,9 @@ def test_the_deploy_table_keeps_release_ids_and_versions_whole(width: int) -> No
         )
         outcomes[name] = Outcome(board=Board(name=name, hostname="192.0.2.1"), value=report, duration=312.4)
     buffer = io.StringIO()
-    args = argparse.Namespace(dry_run=False, rollback=False)
     print_whole(
-        _table(args, FleetResult(outcomes=outcomes)), Console(width=width, file=buffer, color_system=None)
+        _table(FleetResult(outcomes=outcomes), dry_run=False, rollback=False),
+        Console(width=width, file=buffer, color_system=None),
     )
     text = buffer.getvalue()
     assert "\u2026" not in text and max(len(line) for line in text.splitlines()) <= width, text
