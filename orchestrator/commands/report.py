@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.markup import escape
@@ -43,21 +44,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the written paths as one JSON document")
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReportRequest:
+    """`orch report`'s options, as parsed."""
+
+    run: str
+    html: Path
+    threshold: float
+    json: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ReportRequest:
+        return cls(run=args.run, html=args.html, threshold=args.threshold, json=args.json)
+
+
 def run(args: argparse.Namespace) -> int:
+    request = ReportRequest.from_args(args)
     store = ResultStore()
-    record = store.load(args.run)
-    pairings = pairings_within(record.series(), threshold=args.threshold)
+    record = store.load(request.run)
+    pairings = pairings_within(record.series(), threshold=request.threshold)
     try:
-        written = write_html(record, pairings, args.html)
+        written = write_html(record, pairings, request.html)
     except OSError as error:
-        where = f" ({error.filename})" if error.filename and str(error.filename) != str(args.html) else ""
+        where = f" ({error.filename})" if error.filename and str(error.filename) != str(request.html) else ""
         raise UsageError(
-            f"--html {args.html}: cannot write the report{where}: {error.strerror or error}",
+            f"--html {request.html}: cannot write the report{where}: {error.strerror or error}",
             hint="give a path in an existing, writable directory (plots go to <name>_files/ beside it)",
         ) from error
-    if args.json:
+    if request.json:
         emit_json({"run_id": record.run_id, **{key: str(path) for key, path in written.items()}})
     console.print(
-        f"report for run [bold]{record.run_id}[/] written to [bold]{escape(str(args.html.resolve()))}[/]"
+        f"report for run [bold]{record.run_id}[/] written to [bold]{escape(str(request.html.resolve()))}[/]"
     )
     return report_damaged(store)

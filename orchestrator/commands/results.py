@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.bench.plan import checked
+from orchestrator.bench.report import tuning
 from orchestrator.bench.report.export import export_rows, to_csv
 from orchestrator.bench.report.native_tables import after_run_tables, cold_start_rows
 from orchestrator.bench.report.tables import (
@@ -18,8 +23,6 @@ from orchestrator.bench.report.tables import (
     comparison_warnings,
     run_tables,
 )
-from orchestrator.bench.report.tuning import commands as tuned_commands
-from orchestrator.bench.report.tuning import tuning_tables
 from orchestrator.bench.results import ResultStore, flatten_series
 from orchestrator.bench.series import Pairing, pairings_between, pairings_within
 from orchestrator.commands import options
@@ -96,95 +99,133 @@ def write_output(path: Path, text: str) -> None:
         ) from error
 
 
+Action = Literal["list", "show", "compare", "export"]
+ACTIONS: tuple[Action, ...] = ("list", "show", "compare", "export")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultsRequest:
+    """`orch results`' options, as parsed: the action and what its sub-parser defined."""
+
+    action: Action
+    json: bool = False
+    run: str = ""  # show
+    run_a: str = ""  # compare
+    run_b: str = ""
+    threshold: float = 0.05  # show, compare
+    runs: tuple[str, ...] = ()  # export (empty: every run)
+    csv: bool = False
+    samples: bool = False
+    output: Path | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ResultsRequest:
+        # Each action's sub-parser defines its own options; the others keep their defaults.
+        return cls(
+            action=checked(args.action, ACTIONS, "action"),
+            json=args.json,
+            run=getattr(args, "run", ""),
+            run_a=getattr(args, "run_a", ""),
+            run_b=getattr(args, "run_b", ""),
+            threshold=getattr(args, "threshold", 0.05),
+            runs=tuple(getattr(args, "runs", ())),
+            csv=getattr(args, "csv", False),
+            samples=getattr(args, "samples", False),
+            output=getattr(args, "output", None),
+        )
+
+
 def run(args: argparse.Namespace) -> int:
+    request = ResultsRequest.from_args(args)
     store = ResultStore()
-    code = _run(args, store)
+    action = {"list": _list, "show": _show, "compare": _compare, "export": _export}[request.action]
+    code = action(request, store)
     return code or report_damaged(store)
 
 
-def _run(args: argparse.Namespace, store: ResultStore) -> int:
-    if args.action == "list":
-        runs = store.list_runs()
-        if args.json:
-            emit_json(runs)
-            return 0
-        if not runs:
-            console.print(f"no benchmark runs in {escape(str(store.root))} yet: run `orch bench`")
-            return 0
-        table = Table(title=f"Benchmark runs in {store.root}", title_justify="left")
-        table.add_column("run", no_wrap=True)
-        table.add_column("created (UTC)", no_wrap=True)
-        table.add_column("boards", no_wrap=True)
-        table.add_column("series", justify="right")
-        table.add_column("command (orch bench ...)")
-        for run_ in runs:
-            boards = f"{run_['boards_ok']} ok"
-            if run_["boards_failed"]:
-                boards += f", [red]{run_['boards_failed']} failed[/]"
-            elif run_["status"] not in ("ok", "failed"):
-                boards = run_["status"]
-            created = (run_["created"] or "").replace("T", " ").removesuffix("Z")[:16]
-            command = (run_["command"] or "").removeprefix("orch bench").strip()
-            table.add_row(run_["run_id"], created, boards, str(run_["series"]), escape(command))
-        console.print(table)
+def _list(request: ResultsRequest, store: ResultStore) -> int:
+    runs = store.list_runs()
+    if request.json:
+        emit_json(runs)
         return 0
-    if args.action == "show":
-        record = store.load(args.run)
-        series = record.series()
-        pairings = pairings_within(series, threshold=args.threshold)
-        if args.json:
-            emit_json(
-                {
-                    "run_id": record.run_id,
-                    "meta": record.meta,
-                    "series": flatten_series([record]),
-                    "comparisons": [p.as_dict() for p in pairings],
-                    "failed": record.failed,
-                    "cold_starts": cold_start_rows(record.boards),
-                }
-            )
-            return 0
-        console.print(f"run [bold]{record.run_id}[/]: {escape(str(record.meta.get('command', '')))}")
-        print_whole(board_state_table(record))
-        for table in run_tables(series, pairings, record.failed):
-            print_whole(table)
-        for table in tuning_tables(record):
-            print_whole(table)
-        for board, line in tuned_commands(record).items():
-            console.print(f"{escape(board)}: the comparison again: {escape(line)}", soft_wrap=True)
-        print_warnings(pairings)
-        for table in after_run_tables(record.boards, series):
-            print_whole(table)
+    if not runs:
+        console.print(f"no benchmark runs in {escape(str(store.root))} yet: run `orch bench`")
         return 0
-    if args.action == "compare":
-        a, b = store.load(args.run_a), store.load(args.run_b)
-        pairings = pairings_between(a.series(), b.series(), threshold=args.threshold)
-        if args.json:
-            emit_json({"run_a": a.run_id, "run_b": b.run_id, "comparisons": [p.as_dict() for p in pairings]})
-            return 0
-        if not pairings:
-            raise UsageError(f"{a.run_id} and {b.run_id} have no board and measurement in common")
-        print_whole(comparison_table(pairings, title=f"{b.run_id} (B) vs {a.run_id} (A)"))
-        print_warnings(pairings)
-        return 0
-    # export
-    refs = args.runs or [run_["run_id"] for run_ in store.list_runs()]
-    records = [store.load(ref) for ref in refs]
-    rows = export_rows(records, samples=args.samples)
-    if args.csv:
-        text = to_csv(rows)
-    else:
-        import json
+    table = Table(title=f"Benchmark runs in {store.root}", title_justify="left")
+    table.add_column("run", no_wrap=True)
+    table.add_column("created (UTC)", no_wrap=True)
+    table.add_column("boards", no_wrap=True)
+    table.add_column("series", justify="right")
+    table.add_column("command (orch bench ...)")
+    for run_ in runs:
+        boards = f"{run_['boards_ok']} ok"
+        if run_["boards_failed"]:
+            boards += f", [red]{run_['boards_failed']} failed[/]"
+        elif run_["status"] not in ("ok", "failed"):
+            boards = run_["status"]
+        created = (run_["created"] or "").replace("T", " ").removesuffix("Z")[:16]
+        command = (run_["command"] or "").removeprefix("orch bench").strip()
+        table.add_row(run_["run_id"], created, boards, str(run_["series"]), escape(command))
+    console.print(table)
+    return 0
 
-        text = json.dumps(rows, indent=1, default=str) + "\n"
-    if args.output:
-        write_output(args.output, text)
-        console.print(f"{len(rows)} rows written to {escape(str(args.output))}")
-    else:
-        try:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            quiet_stdout()
-            raise
+
+def _show(request: ResultsRequest, store: ResultStore) -> int:
+    record = store.load(request.run)
+    series = record.series()
+    pairings = pairings_within(series, threshold=request.threshold)
+    if request.json:
+        emit_json(
+            {
+                "run_id": record.run_id,
+                "meta": record.meta,
+                "series": flatten_series([record]),
+                "comparisons": [p.as_dict() for p in pairings],
+                "failed": record.failed,
+                "cold_starts": cold_start_rows(record.boards),
+            }
+        )
+        return 0
+    console.print(f"run [bold]{record.run_id}[/]: {escape(str(record.meta.get('command', '')))}")
+    print_whole(board_state_table(record))
+    for table in run_tables(series, pairings, record.failed):
+        print_whole(table)
+    for table in tuning.tuning_tables(record):
+        print_whole(table)
+    for board, line in tuning.commands(record).items():
+        console.print(f"{escape(board)}: the comparison again: {escape(line)}", soft_wrap=True)
+    print_warnings(pairings)
+    for table in after_run_tables(record.boards, series):
+        print_whole(table)
+    return 0
+
+
+def _compare(request: ResultsRequest, store: ResultStore) -> int:
+    a, b = store.load(request.run_a), store.load(request.run_b)
+    pairings = pairings_between(a.series(), b.series(), threshold=request.threshold)
+    if request.json:
+        emit_json({"run_a": a.run_id, "run_b": b.run_id, "comparisons": [p.as_dict() for p in pairings]})
+        return 0
+    if not pairings:
+        raise UsageError(f"{a.run_id} and {b.run_id} have no board and measurement in common")
+    print_whole(comparison_table(pairings, title=f"{b.run_id} (B) vs {a.run_id} (A)"))
+    print_warnings(pairings)
+    return 0
+
+
+def _export(request: ResultsRequest, store: ResultStore) -> int:
+    refs = request.runs or [run_["run_id"] for run_ in store.list_runs()]
+    records = [store.load(ref) for ref in refs]
+    rows = export_rows(records, samples=request.samples)
+    text = to_csv(rows) if request.csv else json.dumps(rows, indent=1, default=str) + "\n"
+    if request.output:
+        write_output(request.output, text)
+        console.print(f"{len(rows)} rows written to {escape(str(request.output))}")
+        return 0
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        quiet_stdout()
+        raise
     return 0

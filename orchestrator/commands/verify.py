@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ from orchestrator.console import console, emit_json, print_whole
 from orchestrator.errors import PartialFailure, VerifyError
 from orchestrator.fleet.parallel import print_failures
 from orchestrator.paths import results_dir
-from orchestrator.verify import plan as verify_plan
 from orchestrator.verify.execute import VERIFY_PREFIX, BoardVerify, VerifyRun, run_verify
+from orchestrator.verify.plan import VerifyPlan, make_plan
 
 NAME = "verify"
 HELP = "run ONNX's conformance cases and your deployed models on the boards, against stock onnxruntime"
@@ -69,15 +70,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_dry_run_option(parser)
 
 
-def plan_from_args(args: argparse.Namespace) -> verify_plan.VerifyPlan:
-    return verify_plan.make_plan(
-        options.selected_boards(options.Selection.from_args(args)),
-        variants=[item for value in args.variant for item in split_list(value)],
-        ort_version=args.ort_version,
-        subset=args.subset,
-        models=not args.no_models,
-        parallel=args.parallel,
-        timeout_s=args.timeout,
+@dataclass(frozen=True, kw_only=True)
+class VerifyRequest:
+    """`orch verify`'s options, as parsed."""
+
+    selection: options.Selection
+    variants: tuple[str, ...]  # as given: comma-separated, repeated
+    ort_version: str | None
+    subset: int | None
+    no_models: bool
+    parallel: int
+    timeout: float
+    json: bool = False
+    dry_run: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> VerifyRequest:
+        return cls(
+            selection=options.Selection.from_args(args),
+            variants=tuple(args.variant),
+            ort_version=args.ort_version,
+            subset=args.subset,
+            no_models=args.no_models,
+            parallel=args.parallel,
+            timeout=args.timeout,
+            json=args.json,
+            dry_run=args.dry_run,
+        )
+
+
+def make_verify_plan(request: VerifyRequest) -> VerifyPlan:
+    return make_plan(
+        options.selected_boards(request.selection),
+        variants=[item for value in request.variants for item in split_list(value)],
+        ort_version=request.ort_version,
+        subset=request.subset,
+        models=not request.no_models,
+        parallel=request.parallel,
+        timeout_s=request.timeout,
     )
 
 
@@ -85,7 +115,7 @@ def _progress(board: str, message: str) -> None:
     console.print(f"[bold]{escape(board)}[/] {escape(message)}", soft_wrap=True)
 
 
-def document(done: VerifyRun, plan: verify_plan.VerifyPlan, run_id: str) -> dict[str, Any]:
+def document(done: VerifyRun, plan: VerifyPlan, run_id: str) -> dict[str, Any]:
     boards: dict[str, Any] = {}
     for name, board_outcome in done.outcome.outcomes.items():
         if board_outcome.ok and isinstance(board_outcome.value, BoardVerify):
@@ -192,9 +222,10 @@ def _store(doc: dict[str, Any]) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = plan_from_args(args)
-    if args.dry_run:
-        if args.json:
+    request = VerifyRequest.from_args(args)
+    plan = make_verify_plan(request)
+    if request.dry_run:
+        if request.json:
             emit_json(plan.as_dict())
         else:
             console.print_json(data=plan.as_dict())
@@ -203,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     done = run_verify(plan, _progress)
     doc = document(done, plan, run_id)
     path = _store(doc)
-    if args.json:
+    if request.json:
         emit_json(doc)
     print_whole(_summary_table(doc))
     _print_differences(doc)

@@ -98,21 +98,23 @@ def plain_array(value: Any) -> np.ndarray | None:
     if not isinstance(value, np.ndarray):
         return None
     if value.dtype.kind == "O":
-        items = value.ravel().tolist()
-        try:
-            texts = [item.decode("utf-8") if isinstance(item, bytes) else item for item in items]
-        except UnicodeDecodeError:
-            return None
-        if not all(isinstance(item, str) for item in texts):
-            return None
-        strings: np.ndarray = np.array(texts, dtype=str).reshape(value.shape)
-        return strings
-    if value.dtype.kind not in _PLAIN_KINDS or value.dtype.names is not None:
-        return None
+        return _string_array(value)
+    plain = value.dtype.kind in _PLAIN_KINDS and value.dtype.names is None
     # ml_dtypes types claim kind "V" or "f" with a custom name; only numpy's own names are kept.
-    if value.dtype.type.__module__ != "numpy":
+    return value if plain and value.dtype.type.__module__ == "numpy" else None
+
+
+def _string_array(value: np.ndarray) -> np.ndarray | None:
+    """An object array of text (str, or UTF-8 bytes) as a numpy string array, or None."""
+    items = value.ravel().tolist()
+    try:
+        texts = [item.decode("utf-8") if isinstance(item, bytes) else item for item in items]
+    except UnicodeDecodeError:
         return None
-    return value
+    if not all(isinstance(item, str) for item in texts):
+        return None
+    strings: np.ndarray = np.array(texts, dtype=str).reshape(value.shape)
+    return strings
 
 
 def _tensor_only(values: Sequence[Any]) -> list[np.ndarray] | None:

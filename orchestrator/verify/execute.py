@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.adapters import ssh as remote
+from orchestrator.adapters import ssh
 from orchestrator.adapters.session import BoardSession
 from orchestrator.bench.plan import INT8_SUFFIX
 from orchestrator.board import Board
@@ -29,10 +29,10 @@ from orchestrator.board_side import read_text
 from orchestrator.deploy import releases
 from orchestrator.deploy.releases import ReleaseInfo
 from orchestrator.errors import VerifyError
-from orchestrator.fleet import parallel as fleet
+from orchestrator.fleet.parallel import FleetResult, run_on_boards
 from orchestrator.paths import orch_home
-from orchestrator.verify import cases as case_files
 from orchestrator.verify import outcome
+from orchestrator.verify.cases import CASES_FILE, node_cases, subset, tree_digest
 from orchestrator.verify.models import ModelBundle, model_bundle
 from orchestrator.verify.outcome import BuildVerdict, CaseResult
 from orchestrator.verify.plan import VerifyPlan, pick_releases
@@ -77,15 +77,15 @@ class Bundle:
 
 def node_bundle(plan: VerifyPlan) -> tuple[Bundle, dict[str, int]]:
     """ONNX's node cases (all, or the subset), with the runner beside them."""
-    generated = case_files.node_cases(cache_root())
+    generated = node_cases(cache_root())
     runner = read_text(RUNNER)
     path = generated.directory / RUNNER
     if not path.exists() or path.read_text(encoding="utf-8") != runner:
         path.write_text(runner, encoding="utf-8")
-    chosen = case_files.subset(generated.cases, plan.subset)
+    chosen = subset(generated.cases, plan.subset)
     if not chosen:
         raise VerifyError(f"onnx {generated.onnx_version} gave no node case that can be written as .npy")
-    digest = case_files.tree_digest(generated.directory)
+    digest = tree_digest(generated.directory)
     return Bundle(directory=generated.directory, digest=digest, names=tuple(c.name for c in chosen)), dict(
         generated.skipped
     )
@@ -146,7 +146,7 @@ def push_bundle(session: BoardSession, python: str, workdir_abs: str, bundle: Bu
     never leaves a half bundle that looks complete."""
     base = posixpath.join(workdir_abs, "verify")
     target = posixpath.join(base, bundle.remote_name)
-    if session.stat(posixpath.join(target, case_files.CASES_FILE)) is not None:
+    if session.stat(posixpath.join(target, CASES_FILE)) is not None:
         return target, 0
     archive = bundle.archive()
     session.mkdir_p(base)
@@ -155,7 +155,7 @@ def push_bundle(session: BoardSession, python: str, workdir_abs: str, bundle: Bu
     try:
         # The release's own Python unpacks it: a board needs no tar of a particular flavour.
         session.run([python, "-m", "tarfile", "-e", temporary + ".tar.gz", temporary], timeout=900)
-        if session.stat(posixpath.join(target, case_files.CASES_FILE)) is None:
+        if session.stat(posixpath.join(target, CASES_FILE)) is None:
             session.rename(temporary, target)
     finally:
         session.run(["rm", "-rf", temporary, temporary + ".tar.gz"], timeout=300, check=False)
@@ -226,61 +226,89 @@ def _fetch_models(session: BoardSession, release: ReleaseInfo) -> dict[str, Path
 
 def verify_board(board: Board, plan: VerifyPlan, references: References, progress: Progress) -> BoardVerify:
     progress(board.name, "connecting")
-    with remote.connect(board) as session:
+    with ssh.connect(board) as session:
         listing = releases.read_listing(session, releases.layout_for(board))
         chosen = pick_releases(plan, listing.releases, board.name)
-        sent = 0
-        notes: list[str] = []
-        verdicts = []
-        for release in chosen:
-            reference, node_reference = references.node_results(release.ort_version)
-            progress(board.name, f"{release.id}: reference {reference.describe()}")
-            node_dir, count = push_bundle(session, release.python, listing.workdir_abs, references.node)
-            sent += count
-            bundles, names = [node_dir], list(references.node.names)
-            expected = dict(node_reference)
-            if plan.models and release.models:
-                models = references.models(reference, _fetch_models(session, release))
-                for name, why in sorted(models.refused.items()):
-                    notes.append(f"{release.id}: {name} left out: the reference cannot run it: {why}")
-                if models.cases:
-                    digest = case_files.tree_digest(models.directory)
-                    bundle = Bundle(
-                        directory=models.directory, digest=digest, names=tuple(c.name for c in models.cases)
-                    )
-                    model_dir, count = push_bundle(session, release.python, listing.workdir_abs, bundle)
-                    sent += count
-                    bundles.append(model_dir)
-                    names += bundle.names
-                    # By construction the reference's own outputs are the expected ones.
-                    expected.update({n: CaseResult(case=n, status="pass") for n in bundle.names})
-            progress(board.name, f"{release.id}: running {len(names)} cases in one process")
-            results, hello, processes, wall = run_build(session, release, bundles, names, plan)
-            verdict = BuildVerdict(
-                board=board.name,
-                release=release.id,
-                variant=release.variant,
-                ort_version=release.ort_version,
-                results=results,
-                reference=expected,
-                hello={**hello, "reference": reference.as_dict()},
-                wall_s=wall,
-                processes=processes,
-            )
-            counted = verdict.counts
-            progress(
-                board.name,
-                f"{release.id}: {counted['pass']} pass, {counted['fail']} fail, "
-                f"{counted['unsupported']} not supported in {wall:.0f} s "
-                f"({len(verdict.regressions)} fail where stock passes)",
-            )
-            verdicts.append(verdict)
-        return BoardVerify(board=board.name, verdicts=tuple(verdicts), sent_bytes=sent, notes=tuple(notes))
+        verifier = _BoardVerifier(
+            session=session, plan=plan, references=references, progress=progress, workdir=listing.workdir_abs
+        )
+        verdicts = tuple(verifier.build(release) for release in chosen)
+        return BoardVerify(
+            board=board.name, verdicts=verdicts, sent_bytes=verifier.sent, notes=tuple(verifier.notes)
+        )
+
+
+@dataclass(kw_only=True)
+class _BoardVerifier:
+    """The builds of one board, one after the other; counts the bytes sent and notes what was left out."""
+
+    session: BoardSession
+    plan: VerifyPlan
+    references: References
+    progress: Progress
+    workdir: str  # the board's work directory, absolute
+    sent: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def say(self, message: str) -> None:
+        self.progress(self.session.board.name, message)
+
+    def build(self, release: ReleaseInfo) -> BuildVerdict:
+        """Every case (node cases, and the release's models) on one build, judged against the reference."""
+        reference, node_reference = self.references.node_results(release.ort_version)
+        self.say(f"{release.id}: reference {reference.describe()}")
+        bundles, names = [self._push(release, self.references.node)], list(self.references.node.names)
+        expected = dict(node_reference)
+        if self.plan.models and release.models:
+            models = self._model_bundle(release, reference)
+            if models is not None:
+                bundles.append(self._push(release, models))
+                names += models.names
+                # By construction the reference's own outputs are the expected ones.
+                expected.update({n: CaseResult(case=n, status="pass") for n in models.names})
+        self.say(f"{release.id}: running {len(names)} cases in one process")
+        results, hello, processes, wall = run_build(self.session, release, bundles, names, self.plan)
+        verdict = BuildVerdict(
+            board=self.session.board.name,
+            release=release.id,
+            variant=release.variant,
+            ort_version=release.ort_version,
+            results=results,
+            reference=expected,
+            hello={**hello, "reference": reference.as_dict()},
+            wall_s=wall,
+            processes=processes,
+        )
+        counted = verdict.counts
+        self.say(
+            f"{release.id}: {counted['pass']} pass, {counted['fail']} fail, "
+            f"{counted['unsupported']} not supported in {wall:.0f} s "
+            f"({len(verdict.regressions)} fail where stock passes)"
+        )
+        return verdict
+
+    def _push(self, release: ReleaseInfo, bundle: Bundle) -> str:
+        directory, count = push_bundle(self.session, release.python, self.workdir, bundle)
+        self.sent += count
+        return directory
+
+    def _model_bundle(self, release: ReleaseInfo, reference: Reference) -> Bundle | None:
+        """The release's models as cases with the reference's outputs (None: none the reference runs)."""
+        models = self.references.models(reference, _fetch_models(self.session, release))
+        for name, why in sorted(models.refused.items()):
+            self.notes.append(f"{release.id}: {name} left out: the reference cannot run it: {why}")
+        if not models.cases:
+            return None
+        return Bundle(
+            directory=models.directory,
+            digest=tree_digest(models.directory),
+            names=tuple(c.name for c in models.cases),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
 class VerifyRun:
-    outcome: fleet.FleetResult[BoardVerify]
+    outcome: FleetResult[BoardVerify]
     node_cases: int
     skipped: dict[str, int]
     onnx_version: str
@@ -293,7 +321,7 @@ def run_verify(plan: VerifyPlan, progress: Progress) -> VerifyRun:
     started = time.monotonic()
     node, skipped = node_bundle(plan)
     references = References(node)
-    result = fleet.run_on_boards(
+    result = run_on_boards(
         plan.boards,
         lambda board: verify_board(board, plan, references, progress),
         parallel=plan.parallel,

@@ -19,7 +19,7 @@ import numpy as np
 
 from orchestrator.board_side import read_text
 from orchestrator.errors import VerifyError
-from orchestrator.verify import cases as case_files
+from orchestrator.verify.cases import GENERATOR, Case, read_cases_file, write_cases_file
 from orchestrator.verify.outcome import parse_run
 from orchestrator.verify.plan import MODEL_ATOL, MODEL_RTOL
 from orchestrator.verify.reference import Reference, run_reference
@@ -75,7 +75,7 @@ def model_inputs(path: Path, seed: int = 0) -> list[tuple[str, np.ndarray]]:
 @dataclass(frozen=True, kw_only=True)
 class ModelBundle:
     directory: Path
-    cases: tuple[case_files.Case, ...]
+    cases: tuple[Case, ...]
     refused: dict[str, str] = field(default_factory=dict)  # model -> why the reference could not run it
 
 
@@ -83,8 +83,14 @@ def model_bundle(cache: Path, reference: Reference, models: Mapping[str, Path]) 
     """Cases for ``models`` (deployed name -> local copy) with the reference's outputs as expected."""
     digest = hashlib.sha256(
         json.dumps(
-            [reference.version, reference.wheel_sha256, case_files.GENERATOR]
-            + sorted((name, hashlib.sha256(path.read_bytes()).hexdigest()) for name, path in models.items())
+            [
+                reference.version,
+                reference.wheel_sha256,
+                GENERATOR,
+                *sorted(
+                    (name, hashlib.sha256(path.read_bytes()).hexdigest()) for name, path in models.items()
+                ),
+            ]
         ).encode()
         + read_text("verify_cases.py").encode()
     ).hexdigest()[:16]
@@ -93,14 +99,14 @@ def model_bundle(cache: Path, reference: Reference, models: Mapping[str, Path]) 
     if marker.exists():
         return ModelBundle(
             directory=directory,
-            cases=case_files.read_cases_file(directory),
+            cases=read_cases_file(directory),
             refused=json.loads(marker.read_text(encoding="utf-8")),
         )
     partial = directory.with_name(directory.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     (partial / "verify_cases.py").write_text(read_text("verify_cases.py"), encoding="utf-8")
-    pending: list[case_files.Case] = []
+    pending: list[Case] = []
     for name, path in sorted(models.items()):
         folder = name.removesuffix(".onnx")
         (partial / folder).mkdir()
@@ -110,7 +116,7 @@ def model_bundle(cache: Path, reference: Reference, models: Mapping[str, Path]) 
             np.save(partial / folder / f"input_{index}.npy", array, allow_pickle=False)
             inputs.append((input_name, f"{folder}/input_{index}.npy"))
         pending.append(
-            case_files.Case(
+            Case(
                 name=MODEL_PREFIX + name,
                 kind="model",
                 model=f"{folder}/model.onnx",
@@ -120,7 +126,7 @@ def model_bundle(cache: Path, reference: Reference, models: Mapping[str, Path]) 
                 atol=MODEL_ATOL,
             )
         )
-    case_files.write_cases_file(partial, pending)
+    write_cases_file(partial, pending)
     result = run_reference(reference, partial, [case.name for case in pending], write_expected=True)
     run = parse_run(result.stdout)
     if run.hello is None:
@@ -134,8 +140,8 @@ def model_bundle(cache: Path, reference: Reference, models: Mapping[str, Path]) 
         if line is None or line.status != "pass":
             refused[case.name] = line.detail if line else "the reference runner stopped"
             continue
-        written.append(case_files.Case(**{**case.__dict__, "outputs": line.outputs}))
-    case_files.write_cases_file(partial, written)
+        written.append(Case(**{**case.__dict__, "outputs": line.outputs}))
+    write_cases_file(partial, written)
     (partial / "refused.json").write_text(json.dumps(refused, sort_keys=True) + "\n", encoding="utf-8")
     shutil.rmtree(directory, ignore_errors=True)
     partial.rename(directory)

@@ -15,16 +15,23 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-STATUSES = ("pass", "fail", "unsupported")
+Status = Literal["pass", "fail", "unsupported"]
+STATUSES: tuple[Status, ...] = ("pass", "fail", "unsupported")
+DifferenceKind = Literal["regression", "gap"]
+
+
+def _status(value: object) -> Status | None:
+    """A runner's status as one of STATUSES, or None."""
+    return next((status for status in STATUSES if status == value), None)
 
 
 @dataclass(frozen=True, kw_only=True)
 class CaseResult:
     case: str
-    status: str  # one of STATUSES
-    stage: str = ""  # load | run | compare | crash | bundle ("" for a pass)
+    status: Status
+    stage: str = ""  # the runner's: load | run | compare | crash | bundle | reference ("" for a pass)
     detail: str = ""
     load_ms: float | None = None
     run_ms: float | None = None
@@ -58,37 +65,45 @@ def parse_run(stdout: str) -> RunOutput:
     results: list[CaseResult] = []
     done = False
     for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
+        document = _json_object(line.strip())
+        if document is None:
             continue
-        try:
-            document = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(document, dict):
-            continue
+        status = _status(document.get("status"))
         if "hello" in document:
             hello = document["hello"] if isinstance(document["hello"], dict) else None
             error = str(document.get("error") or "")
-        elif "case" in document and document.get("status") in STATUSES:
-            results.append(
-                CaseResult(
-                    case=str(document["case"]),
-                    status=str(document["status"]),
-                    stage=str(document.get("stage") or ""),
-                    detail=str(document.get("detail") or ""),
-                    load_ms=document.get("load_ms"),
-                    run_ms=document.get("run_ms"),
-                    outputs=tuple(
-                        (str(item["name"]), str(item["file"]))
-                        for item in document.get("outputs") or ()
-                        if isinstance(item, dict) and "name" in item and "file" in item
-                    ),
-                )
-            )
+        elif "case" in document and status is not None:
+            results.append(_case_result(document, status))
         elif document.get("done") is True:
             done = True
     return RunOutput(hello=hello, results=tuple(results), done=done, error=error)
+
+
+def _json_object(line: str) -> dict[str, Any] | None:
+    """A line's JSON object, or None when the line is not one."""
+    if not line.startswith("{"):
+        return None
+    try:
+        document = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _case_result(document: dict[str, Any], status: Status) -> CaseResult:
+    return CaseResult(
+        case=str(document["case"]),
+        status=status,
+        stage=str(document.get("stage") or ""),
+        detail=str(document.get("detail") or ""),
+        load_ms=document.get("load_ms"),
+        run_ms=document.get("run_ms"),
+        outputs=tuple(
+            (str(item["name"]), str(item["file"]))
+            for item in document.get("outputs") or ()
+            if isinstance(item, dict) and "name" in item and "file" in item
+        ),
+    )
 
 
 def remaining(wanted: Sequence[str], finished: Iterable[CaseResult]) -> list[str]:
@@ -122,7 +137,7 @@ class Difference:
     reference: CaseResult
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> DifferenceKind:
         return "regression" if self.build.status == "fail" else "gap"
 
     def as_dict(self) -> dict[str, Any]:

@@ -54,7 +54,7 @@ class VerifyPlan:
         }
 
 
-def make_plan(
+def make_plan(  # noqa: PLR0913 -- one keyword per option of `orch verify`, each checked here
     boards: Sequence[Board],
     *,
     variants: Sequence[str] = (),
