@@ -65,15 +65,34 @@ def parse_qemu_version(text: str) -> tuple[int, ...] | None:
     return tuple(int(part) for part in match.groups() if part is not None)
 
 
-def _engine_info() -> tuple[dict[str, object] | None, str | None]:
+@dataclass(frozen=True, kw_only=True)
+class EngineInfo:
+    """What the Docker engine says of itself (None: it did not say)."""
+
+    version: object = None
+    api_version: object = None
+    os: object = None
+    arch: object = None
+    root_dir: object = None  # where it keeps its data (the disk check looks there)
+
+
+def _engine_info() -> tuple[EngineInfo | None, str | None]:
     try:
         engine = Engine()
-        return {**engine.version(), "DockerRootDir": engine.info().get("DockerRootDir")}, None
+        version = engine.version()
+        info = EngineInfo(
+            version=version.get("Version"),
+            api_version=version.get("ApiVersion"),
+            os=version.get("Os"),
+            arch=version.get("Arch"),
+            root_dir=engine.info().get("DockerRootDir"),
+        )
     except OrchError as error:
         return None, error.message
+    return info, None
 
 
-def check_docker(info: dict[str, object] | None, problem: str | None) -> Check:
+def check_docker(info: EngineInfo | None, problem: str | None) -> Check:
     if info is None:
         return Check(
             name="docker engine",
@@ -84,7 +103,7 @@ def check_docker(info: dict[str, object] | None, problem: str | None) -> Check:
     return Check(
         name="docker engine",
         ok=True,
-        detail=f"Docker {info.get('Version')} (API {info.get('ApiVersion')}, {info.get('Os')}/{info.get('Arch')})",
+        detail=f"Docker {info.version} (API {info.api_version}, {info.os}/{info.arch})",
     )
 
 
@@ -244,9 +263,7 @@ def check_debootstrap() -> Check:
 def run_checks() -> list[Check]:
     info, problem = _engine_info()
     entry = aarch64_entry()
-    docker_root = (
-        Path(str(info.get("DockerRootDir") or "/var/lib/docker")) if info else Path("/var/lib/docker")
-    )
+    docker_root = Path(str(info.root_dir or "/var/lib/docker")) if info else Path("/var/lib/docker")
     checks: list[Callable[[], Check]] = [
         lambda: check_docker(info, problem),
         check_binfmt,

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar, cast
+from typing import Generic, Literal, TypeVar, cast
 
 from rich.console import Group
 from rich.live import Live
@@ -28,6 +28,8 @@ from orchestrator.console import console
 from orchestrator.errors import OrchError, PartialFailure, RemoteError, UsageError
 
 T = TypeVar("T")
+# A board's line in the live view.
+LiveStatus = Literal["waiting", "running", "ok", "failed", "timed out"]
 
 
 class BoardTimeout(RemoteError):
@@ -110,13 +112,13 @@ class _LiveView:
 
     def __init__(self, boards: list[Board], label: str) -> None:
         self.label = label
-        self.state: dict[str, tuple[str, float, float | None]] = {
+        self.state: dict[str, tuple[LiveStatus, float, float | None]] = {
             b.name: ("waiting", 0.0, None) for b in boards
         }
         self.lock = threading.Lock()
 
     def set(
-        self, name: str, status: str, *, started: float | None = None, ended: float | None = None
+        self, name: str, status: LiveStatus, *, started: float | None = None, ended: float | None = None
     ) -> None:
         with self.lock:
             _, old_start, _ = self.state[name]
@@ -125,7 +127,13 @@ class _LiveView:
     def __rich__(self) -> Group:
         table = Table.grid(padding=(0, 2))
         now = time.monotonic()
-        styles = {"waiting": "dim", "running": "cyan", "ok": "green", "failed": "red", "timed out": "red"}
+        styles: dict[LiveStatus, str] = {
+            "waiting": "dim",
+            "running": "cyan",
+            "ok": "green",
+            "failed": "red",
+            "timed out": "red",
+        }
         with self.lock:
             for name, (status, start, end) in self.state.items():
                 elapsed = "" if status == "waiting" else f"{(end or now) - start:6.1f}s"
@@ -202,7 +210,7 @@ class _FleetRun(Generic[T]):
         name = outcome.board.name
         self.running.pop(name, None)
         self.outcomes[name] = outcome
-        status = "ok" if outcome.ok else ("timed out" if outcome.timed_out else "failed")
+        status: LiveStatus = "ok" if outcome.ok else ("timed out" if outcome.timed_out else "failed")
         self.view.set(name, status, ended=time.monotonic())
 
     def start_up_to(self, parallel: int) -> None:
