@@ -1,7 +1,7 @@
 """A board of the fleet, fully resolved: what every adapter needs to reach and use it.
 
-Produced by ``inventory`` (YAML + group/all variables + ``~/.ssh/config`` + the lab),
-consumed by ``remote`` (connection), ``deploy`` and ``bench``. Pure data.
+Produced by ``orchestrator.fleet.inventory`` (YAML + group/all variables + ``~/.ssh/config`` + the
+lab), consumed by ``orchestrator.adapters.ssh`` (connection), deploy and bench. Pure data.
 """
 
 from __future__ import annotations

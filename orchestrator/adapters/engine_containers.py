@@ -122,9 +122,7 @@ def copy_out_of(target: Container, path: str, dest_dir: Path) -> Path:
     return dest_dir / (names[0].split("/")[0] if names else Path(path).name)
 
 
-def run_streamed(
-    container: Container, image: str, *, on_log: LogSink | None, timeout: float | None
-) -> int:
+def run_streamed(container: Container, image: str, *, on_log: LogSink | None, timeout: float | None) -> int:
     """Start the created container, pass its output lines to ``on_log`` until it exits, and return
     its exit code; past ``timeout`` it is killed and ``ContainerTimeout`` raised."""
     expired = threading.Event()

@@ -108,7 +108,7 @@ def parse_facts(text: str, *, board: str, python: str = "python3") -> BoardFacts
 
 
 def read_facts(session: BoardSession, board: Board, workdir: str) -> BoardFacts:
-    """Run board_facts.sh through a ``remote`` session and parse it."""
+    """Run board_facts.sh through a board session (``BoardSession``) and parse it."""
     result = session.run_script(read_text("board_facts.sh"), (board.python, workdir), timeout=120)
     return parse_facts(result.stdout, board=board.name, python=board.python)
 
