@@ -114,15 +114,13 @@ def samples(spec: CalibrationSpec, inputs: Sequence[InputMeta], model: str) -> l
     if spec.generated:
         return _generated(inputs)
     by_name: dict[str, Path] = {}
-    for name, path in spec.files:
-        if not name:
-            if len(inputs) != 1:
-                raise UsageError(
-                    f"--calibration {path}: {model} has {len(inputs)} inputs "
-                    f"({', '.join(i.name for i in inputs)}): give NAME=FILE.npy for each"
-                )
-            name = inputs[0].name
-        by_name[name] = path
+    for given, path in spec.files:
+        if not given and len(inputs) != 1:
+            raise UsageError(
+                f"--calibration {path}: {model} has {len(inputs)} inputs "
+                f"({', '.join(i.name for i in inputs)}): give NAME=FILE.npy for each"
+            )
+        by_name[given or inputs[0].name] = path  # no name: the model's only input
     missing = [meta.name for meta in inputs if meta.name not in by_name]
     unknown = [name for name in by_name if name not in {meta.name for meta in inputs}]
     if unknown or missing:
@@ -155,7 +153,7 @@ def _split(meta: InputMeta, path: Path) -> list[np.ndarray]:
             hint="stack samples along a first axis: [samples, *input shape], or along the batch axis",
         )
     for piece in pieces:
-        fixed = [(want, got) for want, got in zip(meta.shape, piece.shape) if want is not None]
+        fixed = [(want, got) for want, got in zip(meta.shape, piece.shape, strict=False) if want is not None]
         if piece.ndim != rank or any(want != got for want, got in fixed):
             raise UsageError(
                 f"--calibration {path}: a sample of shape {list(piece.shape)} does not fit input "

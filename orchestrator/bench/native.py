@@ -13,7 +13,7 @@ same three moments (main, session created, first result), so the two runners com
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,24 +72,25 @@ _WHEN_OK = (
 _WHEN_FAILED = (("error", "text"), ("stage", "text"))
 
 
+# What each kind of value must be.
+_KINDS: dict[str, Callable[[object], bool]] = {
+    "text": lambda value: isinstance(value, str),
+    "flag": lambda value: isinstance(value, bool),
+    "integer": lambda value: isinstance(value, int) and not isinstance(value, bool),
+    "number": _number,
+    "list": lambda value: isinstance(value, list),
+    "texts": lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
+    "numbers": lambda value: isinstance(value, list) and all(_number(item) for item in value),
+}
+
+
 def _fits(value: object, kind: str) -> bool:
     if kind.endswith("?"):
         return value is None or _fits(value, kind[:-1])
-    if kind == "text":
-        return isinstance(value, str)
-    if kind == "flag":
-        return isinstance(value, bool)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return _number(value)
-    if kind == "list":
-        return isinstance(value, list)
-    if kind == "texts":
-        return isinstance(value, list) and all(isinstance(item, str) for item in value)
-    if kind == "numbers":
-        return isinstance(value, list) and all(_number(item) for item in value)
-    raise ValueError(kind)
+    check = _KINDS.get(kind)
+    if check is None:
+        raise ValueError(kind)
+    return check(value)
 
 
 def runner_problems(document: object) -> list[str]:

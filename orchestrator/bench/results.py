@@ -453,14 +453,19 @@ def _read_json(path: Path) -> tuple[Any, str | None]:
     except UnicodeDecodeError as error:
         return None, f"not UTF-8 text (byte {error.start})"
     except json.JSONDecodeError as error:
-        text = error.doc.rstrip()
-        if not text:
-            return None, "empty file"
-        if text[:1] in "{[" and text[-1:] not in "}]":
-            return None, f"truncated JSON (it breaks off at line {text.count(chr(10)) + 1})"
-        return None, f"not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+        return None, _json_problem(error)
     except RecursionError:
         return None, "JSON nested too deeply"
+
+
+def _json_problem(error: json.JSONDecodeError) -> str:
+    """What is wrong with a file's JSON: empty, cut off, or not JSON at all."""
+    text = error.doc.rstrip()
+    if not text:
+        return "empty file"
+    if text[:1] in "{[" and text[-1:] not in "}]":
+        return f"truncated JSON (it breaks off at line {text.count(chr(10)) + 1})"
+    return f"not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
 
 
 def _board_problem(document: Any) -> str | None:

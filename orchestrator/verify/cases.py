@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -37,12 +37,16 @@ GENERATOR = 1
 _PLAIN_KINDS = frozenset("biufcU")
 
 
+# An ONNX node case, or a deployed model made into one (orchestrator.verify.models).
+CaseKind = Literal["node", "model"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Case:
     """One conformance case as written in ``cases.json`` (paths relative to the bundle)."""
 
     name: str
-    kind: str  # "node" | "model"
+    kind: CaseKind
     model: str
     inputs: tuple[tuple[str, str], ...]  # (input name, .npy file)
     outputs: tuple[tuple[str, str], ...]  # (output name, .npy file)

@@ -20,17 +20,21 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from orchestrator.adapters import process
 from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.errors import VerifyError
 from orchestrator.paths import orch_home
 
+# Where the reference onnxruntime comes from: the workstation's own, or a stock wheel downloaded for it.
+ReferenceSource = Literal["workstation", "downloaded"]
+
 
 @dataclass(frozen=True, kw_only=True)
 class Reference:
     version: str
-    source: str  # "workstation" | "downloaded"
+    source: ReferenceSource
     site: Path | None  # None: the workstation's own onnxruntime
     wheel: str = ""
     wheel_sha256: str = ""

@@ -45,7 +45,7 @@ def plot_distribution(series: Sequence[Series], path: Path) -> Path:
     positions = list(range(1, len(series) + 1))
     if any(len(values) > 1 for values in data):
         ax.violinplot(data, positions=positions, showmedians=True, widths=0.8)
-    for position, values in zip(positions, data):
+    for position, values in zip(positions, data, strict=True):
         ax.scatter([position] * len(values), values, s=6, alpha=0.4, color="black")
     ax.set_xticks(positions, [_short(s, many) for s in series], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("latency per inference (ms)")
@@ -67,7 +67,7 @@ def plot_p50_ci(series: Sequence[Series], path: Path) -> Path:
         highs.append(high - median)
     positions = list(range(len(series)))
     ax.bar(positions, medians, yerr=[lows, highs], capsize=6, color="#4c72b0", alpha=0.8)
-    for position, item, median in zip(positions, series, medians):
+    for position, item, median in zip(positions, series, medians, strict=True):
         ax.annotate(
             f"{median:.3g} ms\n{len(item.runs)} runs, n={len(item.latencies_ms)}",
             (position, median),
