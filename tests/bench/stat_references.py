@@ -30,7 +30,7 @@ def exact_bootstrap_median(sample: list[float]) -> dict[float, float]:
     for v in values:
         p = sum(1 for x in sample if x <= v) / n
         cdf.append(sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(need, n + 1)))
-    return {v: c - (cdf[i - 1] if i else 0.0) for i, (v, c) in enumerate(zip(values, cdf))}
+    return {v: c - (cdf[i - 1] if i else 0.0) for i, (v, c) in enumerate(zip(values, cdf, strict=True))}
 
 
 def exact_bootstrap_ratio(a: list[float], b: list[float]) -> dict[float, float]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -176,7 +177,7 @@ def test_native_and_cold_start_steps_are_commands(runner, probe) -> None:
 
 def test_a_run_slower_than_its_timeout_is_a_timeout_naming_the_board(runner, probe) -> None:
     agent_runner, _, warnings = runner
-    with pytest.raises(CommandTimeout, match="workstation: timed out after 0.5s"):
+    with pytest.raises(CommandTimeout, match=re.escape("workstation: timed out after 0.5s")):
         agent_runner.run(step(probe, "sleep"), timeout=0.5)
     assert not warnings
 

@@ -20,8 +20,10 @@ import pytest
 from bench_models import conv_model
 from stock_baseline import StockBuild
 
-from orchestrator.adapters import ssh as remote
+from orchestrator.adapters import ssh
+from orchestrator.adapters.engine import Engine
 from orchestrator.bench.results import ResultStore
+from orchestrator.deploy.releases import list_releases
 
 QUICK = ("--quick", "--min-runs", "6")
 FAKE_SYSFS = "/tmp/orch-fake-sysfs"
@@ -105,10 +107,8 @@ def deployed(lab, stock_build: StockBuild):
         "deploy", "--all-devices", "--artifact", str(artifact), "--model", str(model), timeout=1500
     )
     assert done.returncode == 0, f"orch deploy failed:\n{done.stdout}\n{done.stderr}"
-    from orchestrator.deploy.releases import list_releases
-
     board = lab.board("lab1")
-    with remote.connect(board) as session:
+    with ssh.connect(board) as session:
         # The lab is the session's: another module (test_tune_lab) may have made the copy already.
         releases = list_releases(session, board)
         [stock] = [release for release in releases if release.current]  # the one just deployed
@@ -126,7 +126,7 @@ def bench(lab, *args: str, timeout: float = 1200) -> tuple[subprocess.CompletedP
 
 
 def read_governors(board) -> list[str]:
-    with remote.connect(board) as session:
+    with ssh.connect(board) as session:
         out = session.run(
             ["sh", "-c", f"cat {FAKE_SYSFS}/devices/system/cpu/cpu*/cpufreq/scaling_governor"]
         ).stdout
@@ -264,9 +264,7 @@ PY
 def test_an_ab_across_ort_releases_is_refused_without_the_flag(deployed):
     lab = deployed
     board = lab.board("lab2")
-    from orchestrator.deploy.releases import list_releases
-
-    with remote.connect(board) as session:
+    with ssh.connect(board) as session:
         [stock] = [r for r in list_releases(session, board) if r.variant == "stock"]
         other = f"default-1.21.0-{stock.id.rsplit('-', 1)[1]}"
         session.run_script(RELABEL_RELEASE, (board.workdir, stock.id, other, "1.21.0"), timeout=300)
@@ -296,7 +294,7 @@ def test_an_ab_across_ort_releases_is_refused_without_the_flag(deployed):
         assert record.meta["plan"]["allow_version_mismatch"] is True
         assert [r["ort_version"] for r in record.boards["lab2"]["releases"]] == [stock.ort_version, "1.21.0"]
     finally:
-        with remote.connect(board) as session:
+        with ssh.connect(board) as session:
             session.run(["rm", "-rf", "--", f"{board.workdir}/releases/{other}"], timeout=120)
 
 
@@ -318,7 +316,7 @@ def test_quantize_dynamic_measures_an_int8_model_pushed_to_the_board(deployed, t
     assert int8_path.endswith("/models/fold.int8.onnx"), int8_path
     # The model the agent timed, fetched back from the board and read with onnx.
     local = tmp_path / "fold.int8.onnx"
-    with remote.connect(lab.board("lab2")) as session:
+    with ssh.connect(lab.board("lab2")) as session:
         session.get(int8_path, local)
     assert hashlib.sha256(local.read_bytes()).hexdigest() == models["int8"]["sha256"]
     model = onnx.load(str(local))
@@ -346,8 +344,6 @@ def test_quantize_dynamic_measures_an_int8_model_pushed_to_the_board(deployed, t
 
 def test_a_board_stopped_mid_run_is_named_and_the_other_is_kept(deployed):
     lab = deployed
-    from orchestrator.adapters.engine import Engine
-
     victim = next(record for record in _lab_records(lab) if record["name"] == "lab2")
     process = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "bench", "--all-devices", *QUICK, "--rounds", "3", "--json"],

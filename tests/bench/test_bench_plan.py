@@ -112,7 +112,7 @@ def test_agent_options_reach_the_argv():
         warmup=1, min_runs=5, min_duration=0.0, shapes=("input=1x3x8x8",), sysfs_root="/tmp/s y"
     )
     argv = agent_argv(STOCK_NEW, "/m.onnx", Setting(opt_level="disable", intra_threads=2), options)
-    pairs = dict(zip(argv[2::2], argv[3::2]))
+    pairs = dict(zip(argv[2::2], argv[3::2], strict=True))
     assert pairs["--warmup"] == "1" and pairs["--min-runs"] == "5" and pairs["--min-duration"] == "0"
     assert pairs["--shape"] == "input=1x3x8x8" and pairs["--sysfs-root"] == "/tmp/s y"
 
@@ -202,7 +202,7 @@ def test_ort_version_chooses_among_releases_of_a_variant_and_several_are_never_g
     # The current release, when no variant is named, must be the version asked for.
     current = make_plan([BOARD], ort_versions=(("", "1.21.0"),))
     with pytest.raises(
-        BenchError, match="the current release stock-1.32.0-bbbb0000 is ORT 1.32.0, not 1.21.0"
+        BenchError, match=re.escape("the current release stock-1.32.0-bbbb0000 is ORT 1.32.0, not 1.21.0")
     ):
         pick_releases(current, deployed, BOARD.name)
 

@@ -12,7 +12,7 @@ import onnx
 import pytest
 from stock_baseline import StockBuild
 
-from orchestrator.adapters import ssh as remote
+from orchestrator.adapters import ssh
 from orchestrator.lab.sample_models import tiny_convnet, write_model
 
 # The board, wheel and model tests/verify/test_verify_lab.py deploys too: the second deploy of the
@@ -78,7 +78,7 @@ def test_static_int8_is_int8_and_its_agreement_is_shown_beside_its_speed(
 
     # What the board ran is int8: the int8 file on the board has int8 activations and weights.
     board = lab.board(BOARD)
-    with remote.connect(board) as session:
+    with ssh.connect(board) as session:
         local = tmp_path / "on-board.int8.onnx"
         session.get(f"{board.workdir}/current/models/{info['int8_file']}", local)
     int8 = onnx.load(str(local))

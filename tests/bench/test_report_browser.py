@@ -29,7 +29,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,10 @@ import pytest
 from bench_models import agent_doc, conv_model
 
 from orchestrator.bench import results
-from orchestrator.bench import series as series_module
-from orchestrator.bench.report import html as report_html
 from orchestrator.bench.report import plots
+from orchestrator.bench.report.html import write_html
 from orchestrator.bench.results import ResultStore, RunRecord
+from orchestrator.bench.series import pairings_within
 
 pytestmark = pytest.mark.integration
 
@@ -298,10 +299,8 @@ class DevTools:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
 
     def close(self) -> None:
-        try:
+        with suppress(OSError):
             os.write(self._commands, json.dumps({"id": 0, "method": "Browser.close"}).encode() + b"\0")
-        except OSError:
-            pass
         os.close(self._commands)
         try:
             self.process.wait(timeout=10)
@@ -417,11 +416,30 @@ def test_the_report_in_a_headless_browser_loads_every_plot_and_fits_the_window(
     monkeypatch.setenv("ORCH_RESULTS", str(tmp_path / "results"))  # where the report finds verify results
     record = stored_run(tmp_path)
     page = tmp_path / "report" / "report.html"
-    written = report_html.write_html(record, series_module.pairings_within(record.series()), page)
+    written = write_html(record, pairings_within(record.series()), page)
     html_text = written["html"].read_text()
     for heading in ("Failed boards", "Comparisons", "fp32 vs int8", "Conformance", "Latency over the run"):
         assert heading in html_text, f"the run should give the report's {heading!r} section"
+    visit = visited(page, tmp_path)
+    check_screenshots(visit, tmp_path)
+    check_plots(visit.layout)
+    check_fits_the_window(visit.layout)
+    check_requests(visit)
 
+
+@dataclass(frozen=True)
+class Visit:
+    """What the browser saw of the report: its layout, what it fetched, its screenshots."""
+
+    base: str  # the served folder's URL
+    layout: dict[str, Any]
+    fetched: list[Any]  # every data link: (href, status, size)
+    loading: list[dict[str, Any]]  # the page's own events up to its load event
+    shot: bytes  # the window
+    full: bytes  # the whole page
+
+
+def visited(page: Path, tmp_path: Path) -> Visit:
     width, height = WINDOW
     with served(page.parent) as base, browser(tmp_path) as devtools:
         target = devtools.call("Target.createTarget", url="about:blank")["targetId"]
@@ -448,12 +466,24 @@ def test_the_report_in_a_headless_browser_loads_every_plot_and_fits_the_window(
         full = devtools.call(
             "Page.captureScreenshot", session, format="png", captureBeyondViewport=True, clip=whole
         )
+    return Visit(
+        base=base,
+        layout=layout,
+        fetched=fetched,
+        loading=loading,
+        shot=shot,
+        full=base64.b64decode(full["data"]),
+    )
 
-    # The artifacts: the window as a reader first sees it, and the whole page.
+
+def check_screenshots(visit: Visit, tmp_path: Path) -> None:
+    """The artifacts: the window as a reader first sees it, and the whole page."""
+    width, height = WINDOW
+    layout, shot = visit.layout, visit.shot
     screenshot = tmp_path / f"report-{width}x{height}.png"
     screenshot.write_bytes(shot)
     full_page = tmp_path / f"report-{width}-whole-page.png"
-    full_page.write_bytes(base64.b64decode(full["data"]))
+    full_page.write_bytes(visit.full)
     print(f"screenshots of the report: {screenshot} (the window), {full_page} (the whole page)")
     assert (layout["width"], layout["height"]) == WINDOW, layout
     assert png_size(shot) == WINDOW and len(shot) > 50_000, (
@@ -461,7 +491,9 @@ def test_the_report_in_a_headless_browser_loads_every_plot_and_fits_the_window(
     )
     assert png_size(full_page.read_bytes()) == (width, layout["page_height"])
 
-    # Every plot loaded, at the size it was drawn, and is shown in its own proportions.
+
+def check_plots(layout: dict[str, Any]) -> None:
+    """Every plot loaded, at the size it was drawn, and is shown in its own proportions."""
     images = layout["images"]
     broken = [i["src"] for i in images if not (i["complete"] and i["natural"][0] > 0)]
     assert not broken, f"images that did not load in the browser: {broken}"
@@ -474,7 +506,9 @@ def test_the_report_in_a_headless_browser_loads_every_plot_and_fits_the_window(
         drawn = plots.PLOT_PIXELS[0] / plots.PLOT_PIXELS[1]
         assert abs(shown_width / shown_height - drawn) < 0.01, f"{image['src']} is shown distorted: {image}"
 
-    # Nothing is wider than the window (less its scroll bar): no table, no cell, no plot, not the page.
+
+def check_fits_the_window(layout: dict[str, Any]) -> None:
+    """Nothing is wider than the window (less its scroll bar): no table, no cell, no plot, not the page."""
     usable = layout["client_width"]
     assert len(layout["tables"]) == 5, layout["tables"]
     for table in layout["tables"]:
@@ -489,8 +523,12 @@ def test_the_report_in_a_headless_browser_loads_every_plot_and_fits_the_window(
     assert not too_wide, f"parts of the report reach outside the window's 0..{usable} px:\n{too_wide}"
     assert layout["page_width"] <= usable, f"the page scrolls sideways: {layout['page_width']} px wide"
 
-    # Everything the page asked for came from the report's own folder, and came: the page and its
-    # three plots (the browser may ask for /favicon.ico by itself; the report names no icon).
+
+def check_requests(visit: Visit) -> None:
+    """Everything the page asked for came from the report's own folder, and came: the page and its
+    three plots (the browser may ask for /favicon.ico by itself; the report names no icon); and every
+    data link answers with its file."""
+    base, loading, fetched = visit.base, visit.loading, visit.fetched
     icon = f"{base}favicon.ico"
     sent = {e["params"]["requestId"]: e["params"]["request"]["url"] for e in loading
             if e["method"] == "Network.requestWillBeSent"}  # fmt: skip
@@ -505,7 +543,5 @@ def test_the_report_in_a_headless_browser_loads_every_plot_and_fits_the_window(
         f"asked {sent}, answered {answers}"
     )
     assert all(status == 200 for status in answers.values()), answers
-
-    # Every data link answers with its file.
-    assert [href for href, _, _ in fetched] == layout["links"] and len(fetched) == 3, fetched
+    assert [href for href, _, _ in fetched] == visit.layout["links"] and len(fetched) == 3, fetched
     assert all(status == 200 and size > 0 for _, status, size in fetched), fetched

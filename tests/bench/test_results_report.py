@@ -16,10 +16,10 @@ import pytest
 from bench_models import agent_doc, conv_model
 
 from orchestrator.bench import results, stats
-from orchestrator.bench import series as series_module
-from orchestrator.bench.report import html as report_html
 from orchestrator.bench.report import plots
+from orchestrator.bench.report.html import write_html
 from orchestrator.bench.results import ResultStore
+from orchestrator.bench.series import Series, SeriesKey, pairings_between, pairings_within
 from orchestrator.errors import UsageError
 
 
@@ -103,7 +103,7 @@ def test_series_comparisons_and_index(stored):
         ("labB", "disable", 120, 6),
         ("labB", "all", 120, 6),
     ]
-    pairings = series_module.pairings_within(series)
+    pairings = pairings_within(series)
     assert [(p.board, p.dimension, p.a.key.opt_level, p.b.key.opt_level) for p in pairings] == [
         ("labA", "opt_level", "disable", "all"),
         ("labB", "opt_level", "disable", "all"),
@@ -145,7 +145,7 @@ def test_results_are_never_overwritten_and_the_index_can_be_rebuilt(stored):
 def test_compare_two_runs_matches_boards_and_settings(stored):
     store, _ = stored
     series = store.load("latest").series()
-    pairs = series_module.pairings_between(series, series)
+    pairs = pairings_between(series, series)
     assert len(pairs) == 4
     assert all(
         p.comparison.ratio == pytest.approx(1.0) and p.comparison.verdict == stats.NO_CHANGE for p in pairs
@@ -161,9 +161,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_html_report_with_plots_of_the_expected_size(stored, tmp_path):
     store, run_id = stored
     record = store.load(run_id)
-    written = report_html.write_html(
-        record, series_module.pairings_within(record.series()), tmp_path / "out" / "report.html"
-    )
+    written = write_html(record, pairings_within(record.series()), tmp_path / "out" / "report.html")
     page = written["html"].read_text()
     assert f"Benchmark run {run_id}" in page and "labC: connection refused" in page
     # The verdict cells, one per board ("faster" alone is in the style sheet and the caption of any page).
@@ -177,14 +175,14 @@ def test_html_report_with_plots_of_the_expected_size(stored, tmp_path):
     assert len(samples) == 480 and {"board", "opt_level", "round", "latency_ms"} <= set(samples[0])
 
 
-def _long_named_series() -> list[series_module.Series]:
+def _long_named_series() -> list[Series]:
     """Eight series with names as long as real runs give them (board, variant, model, int8), 5 runs each."""
     rng = random.Random(3)
     found = []
     for board in ("rpi4-shelf", "rpi5-desk"):
         for variant in ("stock", "tuned"):
             for quant in ("fp32", "int8-static"):
-                key = series_module.SeriesKey(
+                key = SeriesKey(
                     variant=variant,
                     release=f"{variant}-1.32.0-3f9c2a1b",
                     model="mobilenetv2-12.onnx",
@@ -194,9 +192,7 @@ def _long_named_series() -> list[series_module.Series]:
                     (r, tuple(rng.lognormvariate(1.5, 0.05) for _ in range(20))) for r in range(1, 6)
                 )
                 latencies = tuple(v for _, values in rounds for v in values)
-                found.append(
-                    series_module.Series(board=board, key=key, latencies_ms=latencies, rounds=rounds)
-                )
+                found.append(Series(board=board, key=key, latencies_ms=latencies, rounds=rounds))
     return found
 
 
@@ -324,7 +320,7 @@ def test_tables_cut_no_number_or_version_at_80_columns_or_in_a_pipe(
         assert "\u2026" not in text, text  # rich's mark of a cut cell
         assert max(len(line) for line in text.splitlines()) <= 80, text
         # The figures the table must show, as `results show --json` gives them (computed here in-process).
-        comparisons = [p.as_dict() for p in series_module.pairings_within(store.load(run).series())]
+        comparisons = [p.as_dict() for p in pairings_within(store.load(run).series())]
         assert comparisons
         if run == unchanged:
             assert {c["verdict"] for c in comparisons} == {stats.NO_CHANGE}, comparisons

@@ -51,9 +51,9 @@ def test_a_case_reads_back_identical_without_pickles(
         case = written[name]
         original = onnx_cases[name]
         inputs, outputs = original.data_sets[0]  # type: ignore[attr-defined]
-        for (_, file), want in zip(case.inputs, inputs):
+        for (_, file), want in zip(case.inputs, inputs, strict=True):
             np.testing.assert_array_equal(np.load(generated.directory / file, allow_pickle=False), want)
-        for (_, file), want in zip(case.outputs, outputs):
+        for (_, file), want in zip(case.outputs, outputs, strict=True):
             got = np.load(generated.directory / file, allow_pickle=False)
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got, want)

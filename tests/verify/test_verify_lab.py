@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from stock_baseline import StockBuild
 
-from orchestrator.adapters import ssh as remote
+from orchestrator.adapters import ssh
 from orchestrator.deploy.releases import list_releases
 from orchestrator.lab.sample_models import tiny_convnet, write_model
 
@@ -121,7 +121,7 @@ def test_a_build_that_computes_wrong_fails_verify_naming_the_cases(
     lab, stock_build: StockBuild, tmp_path: Path
 ) -> None:
     board = lab.board(BOARD)
-    with remote.connect(board) as session:
+    with ssh.connect(board) as session:
         mine = [r for r in list_releases(session, board) if r.variant == "stock"]
         if not mine:
             deploy(lab, stock_build.artifact.directory, write_model(tiny_convnet(), tmp_path / "tiny.onnx"))
