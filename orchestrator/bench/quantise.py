@@ -123,11 +123,8 @@ def quantized_copy(
     cache.mkdir(parents=True, exist_ok=True)
     if mode == "dynamic" and session.stat(remote_int8):
         return Quantised(int8_file=int8, mode=mode)
-    download = cache / f"download-{threading.get_ident()}-{model_file}"
-    session.get(release.model_path(model_file), download)
-    digest = hashlib.sha256(download.read_bytes()).hexdigest()
-    fp32 = cache / f"{digest}.onnx"
-    download.replace(fp32)
+    fp32 = _fetch_fp32(session, release.model_path(model_file), cache, model_file)
+    digest = fp32.stem
     stem = f"{digest}.dynamic" if mode == "dynamic" else f"{digest}.static-{spec.id}"
     quantized = cache / f"{stem}-int8.onnx"
     warnings: list[str] = []
@@ -136,24 +133,7 @@ def quantized_copy(
         feeds = calibration.samples(spec, calibration.model_inputs(fp32), model_file)
         if spec.generated:
             warnings.append(calibration.GENERATED_WARNING)
-    with _quantize_lock:  # one model quantised once, however many boards ask at the same time
-        if not quantized.exists():
-            partial = quantized.with_suffix(".partial.onnx")
-            level = _quiet_root_logger()
-            try:
-                if mode == "static":
-                    quantise_static(fp32, partial, feeds)
-                else:
-                    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-                    quantize_dynamic(str(fp32), str(partial), weight_type=QuantType.QUInt8)
-            except BenchError:
-                raise
-            except Exception as error:
-                raise BenchError(f"cannot quantise {model_file} ({mode}): {error}") from error
-            finally:
-                logging.getLogger().setLevel(level)
-            partial.replace(quantized)
+    _quantise_once(fp32, quantized, mode, feeds, model_file)
     if not session.stat(remote_int8):
         temporary = remote_int8 + ".partial"
         session.put(quantized, temporary)
@@ -171,6 +151,42 @@ def quantized_copy(
         agreement=agreement,
         warnings=tuple(warnings),
     )
+
+
+def _fetch_fp32(session: BoardSession, remote: str, cache: Path, model_file: str) -> Path:
+    """The board's fp32 model, in the cache as ``<sha256>.onnx``."""
+    download = cache / f"download-{threading.get_ident()}-{model_file}"
+    session.get(remote, download)
+    digest = hashlib.sha256(download.read_bytes()).hexdigest()
+    fp32 = cache / f"{digest}.onnx"
+    download.replace(fp32)
+    return fp32
+
+
+def _quantise_once(
+    fp32: Path, quantized: Path, mode: QuantizeMode, feeds: Sequence[dict[str, np.ndarray]], model_file: str
+) -> None:
+    """Quantise ``fp32`` into ``quantized`` unless it is there: one model quantised once, however many
+    boards ask at the same time."""
+    with _quantize_lock:
+        if quantized.exists():
+            return
+        partial = quantized.with_suffix(".partial.onnx")
+        level = _quiet_root_logger()
+        try:
+            if mode == "static":
+                quantise_static(fp32, partial, feeds)
+            else:
+                from onnxruntime.quantization import QuantType, quantize_dynamic
+
+                quantize_dynamic(str(fp32), str(partial), weight_type=QuantType.QUInt8)
+        except BenchError:
+            raise
+        except Exception as error:
+            raise BenchError(f"cannot quantise {model_file} ({mode}): {error}") from error
+        finally:
+            logging.getLogger().setLevel(level)
+        partial.replace(quantized)
 
 
 def _samples_file(local: Path, feeds: Sequence[dict[str, np.ndarray]]) -> Path:

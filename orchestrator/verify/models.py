@@ -106,26 +106,7 @@ def model_bundle(cache: Path, reference: Reference, models: Mapping[str, Path]) 
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     (partial / "verify_cases.py").write_text(read_text("verify_cases.py"), encoding="utf-8")
-    pending: list[Case] = []
-    for name, path in sorted(models.items()):
-        folder = name.removesuffix(".onnx")
-        (partial / folder).mkdir()
-        shutil.copyfile(path, partial / folder / "model.onnx")
-        inputs = []
-        for index, (input_name, array) in enumerate(model_inputs(path)):
-            np.save(partial / folder / f"input_{index}.npy", array, allow_pickle=False)
-            inputs.append((input_name, f"{folder}/input_{index}.npy"))
-        pending.append(
-            Case(
-                name=MODEL_PREFIX + name,
-                kind="model",
-                model=f"{folder}/model.onnx",
-                inputs=tuple(inputs),
-                outputs=(),
-                rtol=MODEL_RTOL,
-                atol=MODEL_ATOL,
-            )
-        )
+    pending = [_model_case(partial, name, path) for name, path in sorted(models.items())]
     write_cases_file(partial, pending)
     result = run_reference(reference, partial, [case.name for case in pending], write_expected=True)
     run = parse_run(result.stdout)
@@ -146,3 +127,24 @@ def model_bundle(cache: Path, reference: Reference, models: Mapping[str, Path]) 
     shutil.rmtree(directory, ignore_errors=True)
     partial.rename(directory)
     return ModelBundle(directory=directory, cases=tuple(written), refused=refused)
+
+
+def _model_case(bundle: Path, name: str, path: Path) -> Case:
+    """A deployed model copied into the bundle with its generated inputs, as a case without outputs
+    yet (the reference's are added once it has run)."""
+    folder = name.removesuffix(".onnx")
+    (bundle / folder).mkdir()
+    shutil.copyfile(path, bundle / folder / "model.onnx")
+    inputs = []
+    for index, (input_name, array) in enumerate(model_inputs(path)):
+        np.save(bundle / folder / f"input_{index}.npy", array, allow_pickle=False)
+        inputs.append((input_name, f"{folder}/input_{index}.npy"))
+    return Case(
+        name=MODEL_PREFIX + name,
+        kind="model",
+        model=f"{folder}/model.onnx",
+        inputs=tuple(inputs),
+        outputs=(),
+        rtol=MODEL_RTOL,
+        atol=MODEL_ATOL,
+    )
