@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.board_side import read_text
-from orchestrator.builds.sources import ort as sources
+from orchestrator.builds.sources import ort
 from orchestrator.deploy.release_files import AGENT_DIR, AGENT_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,12 +111,12 @@ def test_every_board_side_file_is_used_or_shipped() -> None:
 
 
 def test_the_build_side_script_ships_in_docker_build() -> None:
-    assert sources._FETCH_SCRIPT.is_file()
-    assert sources._FETCH_SCRIPT.parent.name == "build"
+    assert ort._FETCH_SCRIPT.is_file()
+    assert ort._FETCH_SCRIPT.parent.name == "build"
 
 
 def shell_files() -> list[Path]:
-    return sorted([*BOARD_SIDE.glob("*.sh"), sources._FETCH_SCRIPT])
+    return sorted([*BOARD_SIDE.glob("*.sh"), ort._FETCH_SCRIPT])
 
 
 @pytest.mark.parametrize("path", shell_files(), ids=lambda p: p.name)
