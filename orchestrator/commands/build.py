@@ -185,8 +185,9 @@ def _build_one(request: BuildRequest) -> int:
     variant = resolve_variant(request.variants[0])
     if not variant.build:
         return _stock(request, profile)
-    engines = request.engines
-    docker_host = engines[0] if engines and engines[0] != LOCAL else request.docker_host
+    # One engine at most here: the one given or configured, unless it is this machine's.
+    engine_url = request.engines[0] if request.engines else LOCAL
+    docker_host = None if engine_url == LOCAL else engine_url
     context = PlanContext(docker_host=docker_host, cache=remote_cache(request), sysroot=sysroot)
     from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
@@ -197,7 +198,7 @@ def _build_one(request: BuildRequest) -> int:
     if request.dry_run:
         show_plan(plan, force_flags=request.force_flags, as_json=request.json)
         return 0
-    return _execute(request, plan, engine or Engine(), remote=docker_host is not None)
+    return _execute(request, plan, engine or Engine(), remote=bool(docker_host))
 
 
 def _execute(request: BuildRequest, plan: BuildPlan, engine: Engine, *, remote: bool) -> int:

@@ -11,7 +11,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 from orchestrator.board_side import read_text
-from orchestrator.builds.sysroots.store import wanted
+from orchestrator.builds.sysroots.staging import wanted
 
 T = "aarch64-linux-gnu"
 FILES = [

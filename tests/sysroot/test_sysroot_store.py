@@ -18,7 +18,7 @@ from subprocess import CompletedProcess
 import pytest
 from sysroot_elves import TRIPLET, Elves, make_wheel
 
-from orchestrator.builds.sysroots.store import wanted
+from orchestrator.builds.sysroots.staging import wanted
 
 BANNER = "GNU C Library (Test GLIBC 2.41-1) stable release version 2.41."
 
