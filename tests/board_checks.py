@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from orchestrator.adapters import ssh as remote
+from orchestrator.adapters import ssh
 from orchestrator.board import Board
 from orchestrator.builds.preflight import board_image
 from orchestrator.targets import resolve_target
@@ -23,7 +23,7 @@ _INFER = (
 
 def infer_on_board(board: Board, model_name: str, inputs: np.ndarray) -> tuple[str, np.ndarray]:
     """(onnxruntime version, output) of the board's current release on ``models/<model_name>``."""
-    with remote.connect(board) as session:
+    with ssh.connect(board) as session:
         out = session.run(
             [
                 f"{board.workdir}/current/venv/bin/python",
