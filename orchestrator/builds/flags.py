@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from orchestrator.errors import UsageError
 
@@ -99,9 +100,13 @@ def suggest(name: str, choices: Iterable[str]) -> str | None:
     return lowered[close[0]] if close else None
 
 
+# A CMake -D name, or one of build.py's own flags.
+NameKind = Literal["define", "flag"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class FlagProblem:
-    kind: str  # "define" | "flag"
+    kind: NameKind
     name: str
     suggestion: str | None
     explanation: str | None

@@ -47,7 +47,7 @@ class QueuedBuild:
 
 @dataclass(kw_only=True)
 class BuildOutcome:
-    request: QueuedBuild
+    build: QueuedBuild
     engine: str | None = None  # the engine that ran it (None: no engine was left to run it)
     result: BuildResult | None = None
     error: str | None = None
@@ -85,8 +85,8 @@ class BatchResult:
             "duration_s": round(self.duration_s, 1),
             "builds": [
                 {
-                    "target": o.request.target,
-                    "variant": o.request.variant,
+                    "target": o.build.target,
+                    "variant": o.build.variant,
                     "engine": o.engine,
                     "ok": o.ok,
                     "error": o.error,
@@ -132,7 +132,7 @@ def run_batch(
     started = time.monotonic()
     queue: deque[QueuedBuild] = deque(builds)
     lock = threading.Lock()
-    outcomes = {build: BuildOutcome(request=build) for build in builds}
+    outcomes = {build: BuildOutcome(build=build) for build in builds}
     reports = [EngineReport(engine=url) for url in engines]
 
     def next_build() -> QueuedBuild | None:
@@ -192,7 +192,7 @@ class _EngineWorker:
 
     def build(self, outcome: BuildOutcome) -> bool:
         """One build on the engine, its outcome recorded; False when the engine stopped answering."""
-        engine, url, build = self.engine, self.report.engine, outcome.request
+        engine, url, build = self.engine, self.report.engine, outcome.build
         assert engine is not None, "connect() first"
         outcome.engine = url
         self.report.builds.append(build.name)
@@ -209,7 +209,7 @@ class _EngineWorker:
             if not _engine_alive(engine):
                 self.report.error = f"stopped answering during {build.name}: {error.message}"
                 return False
-        except Exception as error:  # noqa: BLE001 - one build's surprise must not lose the others'
+        except Exception as error:  # noqa: BLE001 -- one build's surprise must not lose the others'
             outcome.error = f"{type(error).__name__}: {error}"
             build_say(f"failed: {outcome.error}")
         finally:

@@ -162,7 +162,7 @@ def _report(request: BuildRequest, result: BatchResult) -> None:
                 outcome.result.artifact.directory if outcome.result.artifact else outcome.result.build_dir
             )
         table.add_row(
-            outcome.request.name,
+            outcome.build.name,
             engine_label(outcome.engine) if outcome.engine else "-",
             "[green]ok[/]" if outcome.ok else f"[red]failed[/]: {escape(outcome.error or '')}",
             f"{outcome.duration_s / 60:.1f} min" if outcome.engine else "",
@@ -176,7 +176,7 @@ def _report(request: BuildRequest, result: BatchResult) -> None:
                 f"[red]engine {escape(engine_label(report.engine))} failed:[/] {escape(report.error or '')}"
             )
     built = sum(1 for o in result.outcomes if o.ok)
-    failed = [o.request.name for o in result.outcomes if not o.ok]
+    failed = [o.build.name for o in result.outcomes if not o.ok]
     console.print(
         f"{len(result.outcomes)} builds: {built} ok"
         + (f", {len(failed)} failed ({', '.join(failed)})" if failed else "")
