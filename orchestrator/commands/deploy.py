@@ -25,13 +25,21 @@ from orchestrator.commands.options import (
     selected_boards,
 )
 from orchestrator.console import compact_table, console, emit_json, print_whole
-from orchestrator.deploy.artifact_choice import artifact_label, load_artifact_dir, select_artifact
-from orchestrator.deploy.execute import DeployRequest, run_deploy
+from orchestrator.deploy.artifact_choice import (
+    SKIP_PREFLIGHT_OPTION,
+    artifact_label,
+    check_preflight,
+    load_artifact_dir,
+    select_artifact,
+)
+from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT
+from orchestrator.deploy.execute import DeployRequest, DeployResult, run_deploy
 from orchestrator.deploy.plan import BoardPlan, RollbackPlan
 from orchestrator.deploy.release_files import LocalFile, agent_files, default_model_paths, model_files
 from orchestrator.deploy.report import BoardReport
+from orchestrator.deploy.switch_gate import KnownCurrent
 from orchestrator.errors import UsageError
-from orchestrator.fleet.parallel import FleetResult, Outcome, print_failures
+from orchestrator.fleet.parallel import Outcome, print_failures
 from orchestrator.ort_versions import check_ort_version
 from orchestrator.paths import artifacts_dir
 
@@ -96,6 +104,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help=f"per-board time limit in seconds (default {DEFAULT_TIMEOUT:g})",
     )
+    parser.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=DEFAULT_LOCK_TIMEOUT,
+        metavar="S",
+        help="how long to wait for a board another orch is deploying to (its lock) before refusing"
+        f" (default {DEFAULT_LOCK_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        SKIP_PREFLIGHT_OPTION,
+        action="store_true",
+        help="deploy an artifact whose pre-flight failed or never ran (said in the output)",
+    )
     add_dry_run_option(parser)
     add_json_option(parser)
 
@@ -122,6 +143,8 @@ class DeployOptions:
     rollback: bool
     verify: bool
     timeout: float
+    lock_timeout: float
+    skip_preflight_check: bool
     dry_run: bool
     json: bool
 
@@ -138,6 +161,8 @@ class DeployOptions:
             rollback=args.rollback,
             verify=args.verify,
             timeout=args.timeout,
+            lock_timeout=args.lock_timeout,
+            skip_preflight_check=args.skip_preflight_check,
             dry_run=args.dry_run,
             json=args.json,
         )
@@ -149,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
     artifact = _artifact(options)
     boards = selected_boards(options.selection)
     files = _release_files(options)  # the local files first: a missing model is the first error
+    by_target = _chosen(options, artifact, boards)
+    skipped = _preflight_skipped(options, by_target)
     request = DeployRequest(
         artifact=artifact,
         ort_version=options.ort_version,
@@ -159,23 +186,55 @@ def run(args: argparse.Namespace) -> int:
         dry_run=options.dry_run,
         rollback=options.rollback,
         verify=options.verify,
-        by_target=_chosen(options, artifact, boards),
+        by_target=by_target,
+        lock_timeout=options.lock_timeout,
+        skip_preflight_check=options.skip_preflight_check,
     )
     if not options.rollback and not request.models:
         console.print(
             "[yellow]no models to deploy (none given, ./models/*.onnx is empty): deploying the wheel alone[/]"
         )
-    result = run_deploy(boards, request, parallel=options.parallel, timeout=options.timeout)
+    deployed = run_deploy(
+        boards,
+        request,
+        parallel=options.parallel,
+        timeout=options.timeout,
+        on_interrupt=_print_current,
+    )
+    result = deployed.fleet
     if options.json:
-        emit_json(_json_document(options, result, request.by_target))
-    print_whole(_table(result, dry_run=options.dry_run, rollback=options.rollback))
+        emit_json(_json_document(options, deployed, request.by_target, skipped))
+    print_whole(_table(deployed, dry_run=options.dry_run, rollback=options.rollback))
     if options.dry_run and not options.json:
         for outcome in result.succeeded.values():
             if outcome.value is not None and outcome.value.plan is not None:
                 _print_plan(outcome.board.name, outcome.value.plan)
     print_failures(result)
+    if not options.dry_run:
+        _print_current({name: deployed.current[name] for name in result.failed})
     console.print(result.summary())
     return result.exit_code
+
+
+def _print_current(current: Mapping[str, KnownCurrent]) -> None:
+    """What is current on boards whose deploy did not finish (failed, timed out, interrupted)."""
+    for name, known in current.items():
+        console.print(f"{escape(name)}: current release: {escape(known.describe())}")
+
+
+def _preflight_skipped(options: DeployOptions, chosen: Mapping[str, Artifact]) -> list[str]:
+    """The artifacts that go without a passed pre-flight (only with --skip-preflight-check), said."""
+    warnings = []
+    for target, picked in chosen.items():
+        named = (
+            f"--artifact {options.artifact}" if options.artifact else f"the artifact for target '{target}'"
+        )
+        warning = check_preflight(picked, skip=options.skip_preflight_check, named_as=named)
+        if warning is not None and warning not in warnings:
+            warnings.append(warning)
+    for warning in warnings:
+        console.print(f"[yellow]warning: {escape(warning)}[/]")
+    return warnings
 
 
 def _check_options(options: DeployOptions) -> None:
@@ -185,9 +244,18 @@ def _check_options(options: DeployOptions) -> None:
         raise UsageError(f"--keep must be at least 1 (got {options.keep})")
     if not 0 < options.timeout < math.inf:  # NaN and infinity too
         raise UsageError(f"--timeout must be positive (got {options.timeout:g})")
-    if options.rollback and (options.artifact or options.models or options.variant or options.ort_version):
+    if not 0 <= options.lock_timeout < math.inf:
+        raise UsageError(f"--lock-timeout must be 0 or more seconds (got {options.lock_timeout:g})")
+    if options.rollback and (
+        options.artifact
+        or options.models
+        or options.variant
+        or options.ort_version
+        or options.skip_preflight_check
+    ):
         raise UsageError(
-            "--rollback switches to the previous release; it takes no --artifact/--model/--variant/--ort-version"
+            "--rollback switches to the previous release; it takes no"
+            f" --artifact/--model/--variant/--ort-version/{SKIP_PREFLIGHT_OPTION}"
         )
     check_ort_version(options.ort_version)
 
@@ -197,6 +265,8 @@ def _artifact(options: DeployOptions) -> Artifact | None:
     if not options.artifact:
         return None
     artifact = load_artifact_dir(options.artifact)
+    # Refused here, before any board is read, whatever the other options (--dry-run too).
+    check_preflight(artifact, skip=options.skip_preflight_check, named_as=f"--artifact {options.artifact}")
     if options.variant and artifact.variant != options.variant:
         raise UsageError(
             f"--artifact {options.artifact} is variant '{artifact.variant}', not '{options.variant}'"
@@ -227,6 +297,7 @@ def _chosen(
                 variant=options.variant,
                 ort_version=options.ort_version,
                 where=str(artifacts_dir()),
+                skip_preflight_check=options.skip_preflight_check,
             )
             for target in targets
         }
@@ -253,8 +324,9 @@ def _release_files(options: DeployOptions) -> _LocalFiles:
 
 
 def _json_document(
-    options: DeployOptions, result: FleetResult[BoardReport], chosen: Mapping[str, Artifact]
+    options: DeployOptions, deployed: DeployResult, chosen: Mapping[str, Artifact], skipped: Sequence[str]
 ) -> dict[str, Any]:
+    result = deployed.fleet
     return {
         "command": "deploy",
         "artifacts": {
@@ -268,12 +340,16 @@ def _json_document(
         },
         "rollback": options.rollback,
         "dry_run": options.dry_run,
+        "preflight_check_skipped": list(skipped),
         "exit_code": result.exit_code,
-        "boards": {name: _board_json(outcome) for name, outcome in result.outcomes.items()},
+        "boards": {
+            name: _board_json(outcome, deployed.current.get(name))
+            for name, outcome in result.outcomes.items()
+        },
     }
 
 
-def _board_json(outcome: Outcome[BoardReport]) -> dict[str, Any]:
+def _board_json(outcome: Outcome[BoardReport], known: KnownCurrent | None) -> dict[str, Any]:
     if outcome.ok and outcome.value:
         return {"ok": True, **outcome.value.as_dict()}
     return {
@@ -281,10 +357,14 @@ def _board_json(outcome: Outcome[BoardReport]) -> dict[str, Any]:
         "error": outcome.message,
         "timed_out": outcome.timed_out,
         "hint": getattr(outcome.error, "hint", None),
+        # What the board was left on, as far as orch knows (null: none, or the board was not read).
+        "current": known.release if known is not None and known.sure else None,
+        "current_known": known is not None and known.read and known.sure,
     }
 
 
-def _table(result: FleetResult[BoardReport], *, dry_run: bool, rollback: bool) -> Table:
+def _table(deployed: DeployResult, *, dry_run: bool, rollback: bool) -> Table:
+    result = deployed.fleet
     table = compact_table(title="deploy" + (" (dry run)" if dry_run else ""), title_justify="left")
     for column in ("board", "result", "release", "sent", "rate", "verified", "time"):
         # The release id (variant-version-hash) and figures stay whole; names and sentences wrap.
@@ -303,7 +383,10 @@ def _table(result: FleetResult[BoardReport], *, dry_run: bool, rollback: bool) -
             )
         else:
             failed = "[red]timed out[/]" if outcome.timed_out else "[red]failed[/]"
-            table.add_row(escape(name), failed, "-", "-", "-", "-", f"{outcome.duration:.1f}s")
+            known = deployed.current.get(name)
+            # A board that failed shows what it was left on: never the release that was not made current.
+            release = "-" if dry_run or known is None else f"current: {known.describe()}"
+            table.add_row(escape(name), failed, escape(release), "-", "-", "-", f"{outcome.duration:.1f}s")
     return table
 
 

@@ -28,14 +28,20 @@ def artifact_label(artifact: Artifact) -> str:
     return describe(artifact.variant, artifact.ort_version, route_of(artifact.manifest.to_json()))
 
 
-def select_artifact(
-    artifacts: Sequence[Artifact], *, target: str, variant: str | None, ort_version: str | None, where: str
+def select_artifact(  # noqa: PLR0913 -- each narrowing option keyword-only, as the user gave it
+    artifacts: Sequence[Artifact],
+    *,
+    target: str,
+    variant: str | None,
+    ort_version: str | None,
+    where: str,
+    skip_preflight_check: bool = False,
 ) -> Artifact:
-    """The one artifact a deploy to a ``target`` board uses: pre-flighted, of the variant and ORT
-    version asked for. Several matches are refused with the list, never settled by build time:
-    which release a board runs must not depend on what was built last. ``where`` names the
-    artifacts directory in messages."""
-    good = [a for a in artifacts if a.target == target and a.manifest.preflight_ok]
+    """The one artifact a deploy to a ``target`` board uses: pre-flighted (any, with
+    ``skip_preflight_check``), of the variant and ORT version asked for. Several matches are
+    refused with the list, never settled by build time: which release a board runs must not
+    depend on what was built last. ``where`` names the artifacts directory in messages."""
+    good = [a for a in artifacts if a.target == target and (a.manifest.preflight_ok or skip_preflight_check)]
     matching = [
         a
         for a in good
@@ -109,6 +115,39 @@ def load_artifact_dir(directory: Path) -> Artifact:
     return artifact
 
 
+SKIP_PREFLIGHT_OPTION = "--skip-preflight-check"
+
+
+def preflight_problem(artifact: Artifact) -> str | None:
+    """Why the artifact has not passed its pre-flight (None: it passed)."""
+    preflight = artifact.manifest.preflight
+    if preflight is None:
+        return "it has no pre-flight record (never run on an emulated board CPU)"
+    if preflight.ok:
+        return None
+    if preflight.skipped:
+        return f"its pre-flight did not run ({preflight.skipped})"
+    return f"its pre-flight failed: {preflight.error or 'no reason recorded'}"
+
+
+def check_preflight(artifact: Artifact, *, skip: bool, named_as: str) -> str | None:
+    """Refuse (UsageError, exit 2) an artifact that has not passed its pre-flight, whichever way
+    it was named (``named_as``: "--artifact DIR", ...): a build that dies on the board must not
+    leave the workstation. With ``skip`` (``--skip-preflight-check``) it goes, and the returned
+    warning says so (None: nothing was skipped)."""
+    problem = preflight_problem(artifact)
+    if problem is None:
+        return None
+    what = f"{named_as} ({artifact_label(artifact)}, {artifact.directory})"
+    if skip:
+        return f"{what}: {problem}; deployed anyway: {SKIP_PREFLIGHT_OPTION} skips this check"
+    raise UsageError(
+        f"{what} refused: {problem}",
+        hint=f"build one that passes (orch build --target {artifact.target}), or deploy it anyway"
+        f" with {SKIP_PREFLIGHT_OPTION}",
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChosenWheel:
     """A board's artifact with its wheel checked against the manifest and inspected."""
@@ -127,6 +166,7 @@ class ArtifactChoice:
     by_target: Mapping[str, Artifact]
     variant: str | None
     ort_version: str | None
+    skip_preflight_check: bool = False
 
 
 class ArtifactCache:
@@ -154,6 +194,7 @@ class ArtifactCache:
                 variant=self.choice.variant,
                 ort_version=self.choice.ort_version,
                 where=str(artifacts_dir()),
+                skip_preflight_check=self.choice.skip_preflight_check,
             )
         )
 

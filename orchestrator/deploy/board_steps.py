@@ -1,7 +1,8 @@
 """The steps of a deploy that act on the board, each through a ``BoardSession``: send the missing
 contents into the store, install a release (stage, venv, pip or package reuse, native link, seal),
-switch ``current`` and verify it (switching back on failure), and keep the record of a passed
-verification (``verified.json``) that lets an unchanged re-deploy stop after one round trip.
+verify it where it lies with its own interpreter and models, and keep the record of a passed
+verification (``verified.json``): the switch of ``current`` requires it, and an unchanged
+re-deploy stops after one round trip because of it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from orchestrator.adapters.session import BoardSession
 from orchestrator.board_side import read_text
 from orchestrator.builds.native_runner.plan import SONAME
 from orchestrator.deploy.plan import BoardPlan
-from orchestrator.deploy.releases import Layout, switch_current
+from orchestrator.deploy.releases import Layout
 from orchestrator.deploy.transfer_view import TransferView
 from orchestrator.deploy.verification import Verification, parse_verification
 from orchestrator.errors import DeployError, RemoteError
@@ -122,9 +123,12 @@ class Expected:
 
 
 def verify_release(session: BoardSession, layout: Layout, expected: Expected, *, board: str) -> Verification:
-    """Run board_side/verify_release.py with the current release's python; DeployError on any mismatch."""
-    python = posixpath.join(layout.current, "venv", "bin", "python")
-    paths = [posixpath.join(layout.current, "models", name) for name in expected.models]
+    """Run board_side/verify_release.py with the release's own interpreter on the release's own
+    models, by the release's path (not through ``current``: it is verified before it becomes
+    current); DeployError on any mismatch."""
+    release = layout.release(expected.release_id)
+    python = posixpath.join(release, "venv", "bin", "python")
+    paths = [posixpath.join(release, "models", name) for name in expected.models]
     code = read_text("verify_release.py")
     result = session.run([python, "-c", code, *paths], timeout=VERIFY_TIMEOUT, check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
@@ -143,23 +147,21 @@ def verify_release(session: BoardSession, layout: Layout, expected: Expected, *,
     return report
 
 
-def switch_and_verify(
-    session: BoardSession, layout: Layout, expected: Expected, *, previous: str | None, view: TransferView
-) -> Verification:
-    """Make ``expected.release_id`` current and verify it; a failed verification switches back to
-    ``previous``."""
+def verify_and_record(
+    session: BoardSession, layout: Layout, expected: Expected, *, current: str | None, view: TransferView
+) -> tuple[Verification, str]:
+    """Verify the release where it lies and record the pass in it (``verified.json``, the
+    switch's precondition); returns the verification and when it was recorded. A failed
+    verification names the release that stays current: nothing was switched."""
     board = session.board.name
-    release_id = expected.release_id
-    if previous != release_id:
-        switch_current(session, layout, release_id)
-    view.status(board, "verifying on the board")
+    view.status(board, f"verifying {expected.release_id} on the board (its own venv and models)", log=True)
     try:
-        return verify_release(session, layout, expected, board=board)
+        verification = verify_release(session, layout, expected, board=board)
     except DeployError as error:
-        if previous and previous != release_id:
-            switch_current(session, layout, previous)
-            error.message += f"; switched back to {previous}"
+        if current != expected.release_id:
+            error.message += f"; {current or 'no release'} stays current (nothing was switched)"
         raise
+    return verification, record_verified(session, layout, expected.release_id, verification)
 
 
 def record_verified(

@@ -1,7 +1,10 @@
 """Executes deploys and rollbacks on boards, one thread per board (``orchestrator.fleet.parallel``).
 
-Per board, in this order, so that a failure at any step leaves the previous release current:
+Per board, in this order, so that a failure or interruption at any step leaves the previous
+verified release current:
 
+0. take the board lock (``orchestrator.deploy.board_lock``: one writer per board, released when
+   orch's channel closes), and under it
 1. read the board's facts and its releases (one script: ``orchestrator.deploy.survey``) and
    refuse an incompatible wheel *before any byte is sent*;
 2. resolve the wheel's dependencies for the board on the workstation (cached);
@@ -10,10 +13,12 @@ Per board, in this order, so that a failure at any step leaves the previous rele
 4. upload the missing contents to temporary names, renamed into ``store/sha256/<hex>``;
 5. build the release directory (hard links into the store), venv, ``pip install --no-index``,
    then ``release.json`` (a release without it is never used);
-6. switch ``current`` atomically, verify on the board (import, version, build info, one
-   inference per model); a failed verification switches back, a passed one is recorded in the
-   release (``verified.json``);
-7. prune to ``--keep`` releases.
+6. verify the release where it lies, with its own interpreter and models (import, version,
+   build info, one inference per model), and record the pass in it (``verified.json``);
+7. only then switch ``current`` to it atomically (a rename; the board-side script refuses a
+   release without ``verified.json``), through the ``SwitchGate`` that a ``--timeout`` or Ctrl-C
+   closes before the board is reported;
+8. prune to ``--keep`` releases.
 """
 
 from __future__ import annotations
@@ -28,16 +33,17 @@ from orchestrator.adapters import ssh
 from orchestrator.artifacts.dependencies import resolve_dependencies
 from orchestrator.artifacts.store import Artifact, Manifest, ManifestError
 from orchestrator.board import Board
+from orchestrator.board_side import read_text
 from orchestrator.console import console
 from orchestrator.deploy.artifact_choice import ArtifactCache, ArtifactChoice, ChosenWheel, check_compatible
+from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT, BoardLock, acquire
 from orchestrator.deploy.board_steps import (
     Expected,
     install_release,
     now_utc,
-    record_verified,
     recorded_verification,
-    switch_and_verify,
     upload,
+    verify_and_record,
 )
 from orchestrator.deploy.counted_session import CountedSession
 from orchestrator.deploy.plan import BoardPlan, RollbackPlan, plan_board
@@ -48,14 +54,17 @@ from orchestrator.deploy.releases import (
     ReleaseInfo,
     choose_rollback,
     layout_for,
+    parse_listing,
     prune,
     read_listing,
+    switch_current,
 )
 from orchestrator.deploy.report import BoardReport, DeployAction
-from orchestrator.deploy.survey import read_survey
+from orchestrator.deploy.survey import Survey, parse_survey, read_survey, survey_args, survey_script
+from orchestrator.deploy.switch_gate import KnownCurrent, SwitchGate
 from orchestrator.deploy.transfer_view import TransferView
 from orchestrator.deploy.verification import Verification
-from orchestrator.errors import DeployError
+from orchestrator.errors import DeployError, RemoteError
 from orchestrator.fleet.parallel import FleetResult, run_on_boards
 
 
@@ -76,6 +85,8 @@ class DeployRequest:
     # The artifact chosen for each target before any board is touched (commands/deploy.py).
     by_target: Mapping[str, Artifact] = field(default_factory=dict)
     verify: bool = False  # verify even a release that is current and verified already
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT  # --lock-timeout: how long to wait for a busy board
+    skip_preflight_check: bool = False  # --skip-preflight-check: artifacts without a passed pre-flight too
 
     @property
     def choice(self) -> ArtifactChoice:
@@ -84,6 +95,7 @@ class DeployRequest:
             by_target=self.by_target,
             variant=self.variant,
             ort_version=self.ort_version,
+            skip_preflight_check=self.skip_preflight_check,
         )
 
 
@@ -111,16 +123,43 @@ class _BoardRun:
     layout: Layout
     clock: _Clock
     started: float
+    gate: SwitchGate
 
     def seconds(self) -> float:
         return time.monotonic() - self.started
 
+    def switch(self, release_id: str) -> None:
+        """Make a verified release current, unless the board's gate closed (timeout, Ctrl-C)."""
+        self.gate.switch(
+            self.board.name, release_id, lambda: switch_current(self.session, self.layout, release_id)
+        )
+
+
+def _lock_board(run: _BoardRun, command: str, then: tuple[str, tuple[str, ...]]) -> BoardLock:
+    """The board's lock, with ``then`` (a script) run under it; a broken dead holder's lock is said."""
+    board, view = run.board.name, run.view
+    lock = acquire(
+        run.session,
+        run.layout.workdir,
+        command=command,
+        wait=run.request.lock_timeout,
+        then=then,
+        on_wait=lambda message: view.status(board, message, log=True),
+    )
+    if lock.broken:
+        view.status(board, f"warning: {lock.broken}", log=True)
+    result = lock.then
+    if result is None or result.exit_code != 0:
+        lock.release()
+        detail = result.tail() if result else "no result"
+        raise RemoteError(f"{board}: reading the board under its lock failed: {detail}")
+    return lock
+
 
 def deploy_board(
-    board: Board, request: DeployRequest, artifacts: ArtifactCache, view: TransferView
+    board: Board, request: DeployRequest, artifacts: ArtifactCache, view: TransferView, gate: SwitchGate
 ) -> BoardReport:
     started = time.monotonic()
-    clock = _Clock()
     layout = layout_for(board)
     chosen = artifacts.for_board(board)
     view.status(board.name, "connecting")
@@ -131,26 +170,31 @@ def deploy_board(
             view=view,
             session=CountedSession(connection),
             layout=layout,
-            clock=clock,
+            clock=_Clock(),
             started=started,
+            gate=gate,
         )
-        plan, listing = _survey_and_plan(run, chosen)
-        python_abs = _release_python(plan, listing, layout)
-        if request.dry_run:
-            return _planned(run, plan, python_abs)
-        recorded = recorded_verification(plan, board=board.name) if plan.already_verified else None
-        if recorded is not None and not request.verify:
-            return _unchanged(run, plan, python_abs, recorded)
-        return _install_and_verify(run, plan, listing, chosen.artifact, python_abs)
+        if request.dry_run:  # reads only: no lock
+            plan, listing = _survey_and_plan(run, chosen, read_survey(run.session, board, layout))
+            return _planned(run, plan, _release_python(plan, listing, layout))
+        view.status(board.name, "taking the board lock, reading board facts and releases")
+        with _lock_board(run, "deploy", (survey_script(), survey_args(board, layout))) as lock:
+            assert lock.then is not None  # _lock_board checked it
+            survey = parse_survey(lock.then.stdout, board=board.name, python=board.python)
+            gate.seen(board.name, survey.listing.current)
+            plan, listing = _survey_and_plan(run, chosen, survey)
+            python_abs = _release_python(plan, listing, layout)
+            recorded = recorded_verification(plan, board=board.name) if plan.already_verified else None
+            if recorded is not None and not request.verify:
+                return _unchanged(run, plan, python_abs, recorded)
+            return _install_and_verify(run, plan, listing, chosen.artifact, python_abs)
 
 
-def _survey_and_plan(run: _BoardRun, chosen: ChosenWheel) -> tuple[BoardPlan, Listing]:
-    """One round trip reads the board; the wheel is refused before any byte is sent when it does
-    not fit; its dependencies are resolved for the board; the plan is made."""
+def _survey_and_plan(run: _BoardRun, chosen: ChosenWheel, survey: Survey) -> tuple[BoardPlan, Listing]:
+    """With what one round trip read from the board, the wheel is refused before any byte is
+    sent when it does not fit; its dependencies are resolved for the board; the plan is made."""
     board, view, clock, artifact = run.board, run.view, run.clock, chosen.artifact
-    view.status(board.name, "reading board facts and releases")
     clock.lap("connect")
-    survey = read_survey(run.session, board, run.layout)
     facts = survey.facts
     check_compatible(chosen.info, facts, artifact.manifest.build.compiler_flags or ())
     clock.lap("facts")
@@ -237,8 +281,8 @@ def _check_space(board: Board, plan: BoardPlan, layout: Layout) -> None:
 def _install_and_verify(
     run: _BoardRun, plan: BoardPlan, listing: Listing, artifact: Artifact, python_abs: str
 ) -> BoardReport:
-    """Send what the store lacks, install the release unless it is there, switch to it and verify
-    it, record the verification, prune."""
+    """Send what the store lacks, install the release unless it is there, verify it where it lies
+    and record the pass, only then switch to it, prune."""
     board, session, layout, view, clock = run.board, run.session, run.layout, run.view, run.clock
     _check_space(board, plan, layout)
     sent, transfer_seconds = upload(session, plan, layout, view)
@@ -261,9 +305,11 @@ def _install_and_verify(
         build_info=artifact.manifest.build_info,
         workdir_abs=listing.workdir_abs,
     )
-    verification = switch_and_verify(session, layout, expected, previous=plan.current, view=view)
-    verified_at = record_verified(session, layout, plan.release_id, verification)
+    verification, verified_at = verify_and_record(session, layout, expected, current=plan.current, view=view)
     clock.lap("verify")
+    if plan.current != plan.release_id:
+        run.switch(plan.release_id)
+        clock.lap("switch")
     # The plan already knows what --keep drops once this release is current.
     prune(session, layout, plan.prune)
     clock.lap("prune")
@@ -303,33 +349,45 @@ def _recorded_build_info(release: ReleaseInfo) -> str | None:
         return None
 
 
-def rollback_board(board: Board, request: DeployRequest, view: TransferView) -> BoardReport:
+def rollback_board(board: Board, request: DeployRequest, view: TransferView, gate: SwitchGate) -> BoardReport:
+    """Under the board lock: the release to go back to is verified where it lies, recorded, and
+    only then made current."""
     started = time.monotonic()
     layout = layout_for(board)
     view.status(board.name, "connecting")
-    with ssh.connect(board, connect_timeout=request.connect_timeout) as session:
-        listing: Listing = read_listing(session, layout)
-        target: ReleaseInfo = choose_rollback(listing, board=board.name)
-        if request.dry_run:
-            view.status(board.name, f"plan: {listing.current} -> {target.id}")
-            return BoardReport(
-                board=board.name,
-                action="planned",
-                release_id=target.id,
-                previous=listing.current,
-                python=target.python,
-                seconds=time.monotonic() - started,
-                plan=RollbackPlan(board=board.name, rollback_from=listing.current, rollback_to=target.id),
-            )
-        expected = Expected(
-            release_id=target.id,
-            ort_version=target.ort_version,
-            models=sorted(target.models),
-            build_info=_recorded_build_info(target),
-            workdir_abs=listing.workdir_abs,
+    with ssh.connect(board, connect_timeout=request.connect_timeout) as connection:
+        session = CountedSession(connection)
+        run = _BoardRun(
+            board=board,
+            request=request,
+            view=view,
+            session=session,
+            layout=layout,
+            clock=_Clock(),
+            started=started,
+            gate=gate,
         )
-        verification = switch_and_verify(session, layout, expected, previous=listing.current, view=view)
-        verified_at = record_verified(session, layout, target.id, verification)
+        if request.dry_run:  # reads only: no lock
+            listing = read_listing(session, layout)
+            return _rollback_planned(run, listing, choose_rollback(listing, board=board.name))
+        with _lock_board(
+            run, "deploy --rollback", (read_text("list_releases.sh"), (layout.workdir,))
+        ) as lock:
+            assert lock.then is not None  # _lock_board checked it
+            listing = parse_listing(lock.then.stdout)
+            gate.seen(board.name, listing.current)
+            target = choose_rollback(listing, board=board.name)
+            expected = Expected(
+                release_id=target.id,
+                ort_version=target.ort_version,
+                models=sorted(target.models),
+                build_info=_recorded_build_info(target),
+                workdir_abs=listing.workdir_abs,
+            )
+            verification, verified_at = verify_and_record(
+                session, layout, expected, current=listing.current, view=view
+            )
+            run.switch(target.id)
         view.status(board.name, f"rolled back {listing.current} -> {target.id}", log=True)
         return BoardReport(
             board=board.name,
@@ -337,10 +395,33 @@ def rollback_board(board: Board, request: DeployRequest, view: TransferView) -> 
             release_id=target.id,
             previous=listing.current,
             python=target.python,
-            seconds=time.monotonic() - started,
+            seconds=run.seconds(),
             verification=verification,
             verified_at=verified_at,
+            remote_calls=session.calls,
         )
+
+
+def _rollback_planned(run: _BoardRun, listing: Listing, target: ReleaseInfo) -> BoardReport:
+    run.view.status(run.board.name, f"plan: {listing.current} -> {target.id}")
+    return BoardReport(
+        board=run.board.name,
+        action="planned",
+        release_id=target.id,
+        previous=listing.current,
+        python=target.python,
+        seconds=run.seconds(),
+        plan=RollbackPlan(board=run.board.name, rollback_from=listing.current, rollback_to=target.id),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeployResult:
+    """Every board's outcome, and what is current on each as this orch knows it once it is done
+    (the gates closed: nothing switches any more)."""
+
+    fleet: FleetResult[BoardReport]
+    current: Mapping[str, KnownCurrent]
 
 
 def run_deploy(
@@ -349,25 +430,32 @@ def run_deploy(
     *,
     parallel: int,
     timeout: float | None,
-    show_progress: bool | None = None,
-) -> FleetResult[BoardReport]:
-    """Deploy (or roll back) on every board concurrently; every board's outcome is kept."""
-    enabled = console.is_terminal if show_progress is None else show_progress
+    on_interrupt: Callable[[Mapping[str, KnownCurrent]], None] = lambda _current: None,
+) -> DeployResult:
+    """Deploy (or roll back) on every board concurrently; every board's outcome is kept. On
+    Ctrl-C the gates close first and ``on_interrupt`` hears what is current where."""
+    enabled = console.is_terminal
     artifacts = ArtifactCache(request.choice)
+    gate = SwitchGate()
     with TransferView(boards, enabled=enabled) as view:
         task: Callable[[Board], BoardReport]
         if request.rollback:
 
             def task(board: Board) -> BoardReport:
-                return rollback_board(board, request, view)
+                return rollback_board(board, request, view, gate)
         else:
 
             def task(board: Board) -> BoardReport:
-                return deploy_board(board, request, artifacts, view)
+                return deploy_board(board, request, artifacts, view, gate)
 
-        result = run_on_boards(
-            boards, task, parallel=parallel, timeout=timeout, label="deploy", progress=False
-        )
+        try:
+            result = run_on_boards(
+                boards, task, parallel=parallel, timeout=timeout, label="deploy", progress=False
+            )
+        except KeyboardInterrupt:
+            on_interrupt({board.name: gate.close(board.name) for board in boards})
+            raise
+        current = {board.name: gate.close(board.name) for board in boards}
         for name in result.failed:
             view.status(name, "failed")
-    return result
+    return DeployResult(fleet=result, current=current)

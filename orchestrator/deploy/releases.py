@@ -6,11 +6,13 @@ Layout under the board's working directory (relative paths are relative to the l
       store/sha256/<hex>          content-addressed uploads (wheels, dependency wheels, models, agent files)
       releases/<release-id>/      one per deployed content; <variant>-<ort-version>-<8 hex>
           release.json            written last: a release without it is incomplete and never used
+          verified.json           its verification passed on this board (before it became current)
           venv/bin/python         the release's interpreter
           wheels/<file>.whl       hard links into the store (what pip installed from, --no-index)
           models/<name>.onnx      hard links into the store
           agent/                  the on-device agent
-      current -> releases/<id>    replaced atomically by a rename
+      current -> releases/<id>    replaced atomically by a rename, only ever by a verified release
+      .orch.lock(.holder)         the board lock (``orchestrator.deploy.board_lock``) and its holder
       history                     "<utc time> <release-id>" per switch, newest last (rollback order)
 
 The parsers and choices are pure; the functions taking a ``session`` talk to the board
@@ -259,7 +261,11 @@ def list_releases(session: BoardSession, board: Board) -> list[ReleaseInfo]:
 
 
 def choose_rollback(listing: Listing, *, board: str) -> ReleaseInfo:
-    """The release to go back to: the most recently used one that is not current."""
+    """The release to go back to: the most recently used one that is not current.
+
+    Releases that were current once (in the switch history) come first: a release installed by a
+    deploy whose verification failed was never current, and going "back" to it would be going
+    forward to a release that already failed."""
     if listing.current is None:
         raise DeployError(f"{board}: nothing to roll back: no release is current")
     candidates = [r for r in listing.releases if r.id != listing.current]
@@ -267,7 +273,8 @@ def choose_rollback(listing: Listing, *, board: str) -> ReleaseInfo:
         raise DeployError(
             f"{board}: nothing to roll back to: {listing.current} is the only release on the board"
         )
-    return candidates[-1]
+    used = [r for r in candidates if r.last_used]
+    return (used or candidates)[-1]
 
 
 def releases_to_prune(listing: Listing, *, keep: int, protect: Iterable[str] = ()) -> list[str]:
@@ -288,10 +295,13 @@ def releases_to_prune(listing: Listing, *, keep: int, protect: Iterable[str] = (
 
 
 def switch_current(session: BoardSession, layout: Layout, release_id: str) -> None:
-    """Point ``current`` at a complete release atomically, and record the switch for rollback.
+    """Point ``current`` at a complete, verified release atomically (under the board lock), and
+    record the switch for rollback.
 
     The link is made under a temporary name and renamed over ``current``: rename(2) replaces it
-    atomically, so a reader sees the old release or the new one, never neither."""
+    atomically, so a reader sees the old release or the new one, never neither. The board-side
+    script refuses a release without ``verified.json`` and removes the temporary links of an
+    interrupted earlier switch."""
     tmp_name = f".current.{secrets.token_hex(4)}"
     result = session.run_script(
         read_text("switch_current.sh"), (layout.workdir, release_id, tmp_name), timeout=60, check=False

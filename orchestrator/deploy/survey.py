@@ -52,6 +52,11 @@ def parse_survey(text: str, *, board: str, python: str = "python3") -> Survey:
     )
 
 
+def survey_args(board: Board, layout: Layout) -> tuple[str, str]:
+    """The survey script's positional args: the board's python and workdir."""
+    return (board.python, layout.workdir)
+
+
 def read_survey(session: BoardSession, board: Board, layout: Layout) -> Survey:
-    result = session.run_script(survey_script(), (board.python, layout.workdir), timeout=120)
+    result = session.run_script(survey_script(), survey_args(board, layout), timeout=120)
     return parse_survey(result.stdout, board=board.name, python=board.python)

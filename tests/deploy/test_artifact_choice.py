@@ -29,6 +29,7 @@ from orchestrator.builds.stock import default_version
 from orchestrator.commands.deploy import _table
 from orchestrator.console import print_whole
 from orchestrator.deploy.artifact_choice import artifact_label, select_artifact
+from orchestrator.deploy.execute import DeployResult
 from orchestrator.deploy.report import BoardReport
 from orchestrator.deploy.verification import Verification
 from orchestrator.errors import UsageError
@@ -191,7 +192,7 @@ def test_the_deploy_table_keeps_release_ids_and_versions_whole(width: int) -> No
         outcomes[name] = Outcome(board=Board(name=name, hostname="192.0.2.1"), value=report, duration=312.4)
     buffer = io.StringIO()
     print_whole(
-        _table(FleetResult(outcomes=outcomes), dry_run=False, rollback=False),
+        _table(DeployResult(fleet=FleetResult(outcomes=outcomes), current={}), dry_run=False, rollback=False),
         Console(width=width, file=buffer, color_system=None),
     )
     text = buffer.getvalue()

@@ -183,7 +183,7 @@ def test_dry_run_output_reads_the_typed_plans(files: dict[str, object]) -> None:
     )
     assert _sent(report, rollback=False) == f"would send {p.bytes_to_send / 1000:.1f} kB"
     # --json keeps the plan's dictionary form.
-    document = _board_json(Outcome(board=BOARD, value=report))
+    document = _board_json(Outcome(board=BOARD, value=report), None)
     assert document["ok"] and document["plan"] == p.as_dict()
     with console.capture() as captured:
         _print_plan("nano01", p)

@@ -1,0 +1,211 @@
+"""One writer per board: the board lock that deploy, rollback and prune take (``orch bench`` can
+take the same one: it needs only a ``BoardSession`` and the board's workdir).
+
+The lock is held by a board-side process (``board_side/board_lock.py``: ``flock`` on
+``<workdir>/.orch.lock``) whose life is tied to this orch's SSH channel: it ends, and the kernel
+releases the lock, when the channel closes, so Ctrl-C, SIGKILL of orch or a cut connection free
+the board by themselves. A second orch waits up to ``wait`` seconds (``--lock-timeout``), then
+is refused with a message naming the holder (command, workstation host and pid, start time). A
+holder whose orch ran on this workstation and is gone, while its board-side process lives on (a
+connection the board has not noticed is dead), is ended with a warning: its lock is broken.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.adapters.session import BoardSession, CommandResult, Stream
+from orchestrator.board_side import read_text
+from orchestrator.errors import DeployError, RemoteError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+DEFAULT_LOCK_TIMEOUT = 60.0
+# Beyond the wait: how long starting the board's Python may take (seconds under emulation).
+ANSWER_MARGIN_S = 120.0
+
+
+class BoardBusy(DeployError):
+    """Another orch holds the board's lock and did not let go within the wait."""
+
+
+def describe_holder(holder: Mapping[str, Any] | None) -> str:
+    """``orch deploy (pid 412 on ws1, since 2026-12-02T07:10:00+00:00)``."""
+    if not holder:
+        return "another orch (it left no description)"
+    return (
+        f"orch {holder.get('command', '?')} (pid {holder.get('pid', '?')} on {holder.get('host', '?')},"
+        f" since {holder.get('started', '?')})"
+    )
+
+
+def holder_is_dead(holder: Mapping[str, Any] | None, *, host: str | None = None) -> bool:
+    """The holder's orch ran on this workstation and its process is gone. Holders on other
+    workstations cannot be checked from here: they are waited for."""
+    if not holder or holder.get("host") != (host or socket.gethostname()):
+        return False
+    pid = holder.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockEvent:
+    """One line of the board-side lock process."""
+
+    event: str
+    fields: Mapping[str, Any]
+
+
+def parse_event(line: str, *, board: str) -> LockEvent:
+    """Pure: one line of board_lock.py's output."""
+    try:
+        document = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise RemoteError(f"{board}: the board lock answered {line[:200]!r}, not JSON ({error})") from error
+    if not isinstance(document, dict) or not isinstance(document.get("event"), str):
+        raise RemoteError(f"{board}: the board lock answered {line[:200]!r}, not an event")
+    return LockEvent(event=document["event"], fields=document)
+
+
+class _Lines:
+    """A stream's output, line by line, each within a deadline."""
+
+    def __init__(self, stream: Stream, board: str) -> None:
+        self.stream = stream
+        self.board = board
+        self.buffer = b""
+
+    def next(self, deadline: float) -> str:
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RemoteError(f"{self.board}: the board lock did not answer in time")
+            self.stream.settimeout(left)
+            try:
+                chunk = self.stream.recv(65536)
+            except TimeoutError as error:
+                raise RemoteError(f"{self.board}: the board lock did not answer in time") from error
+            if not chunk:
+                raise RemoteError(f"{self.board}: the board lock ended without an answer (connection lost?)")
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode(errors="replace")
+
+
+class BoardLock:
+    """A held board lock; ``release()`` (or closing the connection) lets it go."""
+
+    def __init__(self, stream: Stream, *, board: str, broken: str | None, then: CommandResult | None):
+        self._stream = stream
+        self.board = board
+        self.broken = broken  # a warning: the lock of a dead holder was broken to get this one
+        self.then = then  # the script run under the lock, when one was given
+
+    def release(self) -> None:
+        try:
+            self._stream.send(b"release\n")
+            self._stream.shutdown_write()
+        except OSError:
+            pass  # a lost connection released it on the board already
+        finally:
+            self._stream.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+
+def holder_document(command: str) -> dict[str, Any]:
+    """What a waiting orch is told about this one."""
+    return {
+        "command": command,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "user": os.environ.get("USER") or os.environ.get("LOGNAME") or "",
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def acquire(  # noqa: PLR0913 -- keyword-only options of one board's lock, each with its meaning
+    session: BoardSession,
+    workdir: str,
+    *,
+    command: str,
+    wait: float = DEFAULT_LOCK_TIMEOUT,
+    then: tuple[str, Sequence[str]] | None = None,
+    on_wait: Callable[[str], None] = lambda _message: None,
+) -> BoardLock:
+    """Take the board's lock, waiting up to ``wait`` seconds; ``then`` (a script and its args) runs
+    under it in the same round trip (its result is ``lock.then``). ``on_wait`` hears who holds it.
+    Raises BoardBusy naming the holder when the wait runs out."""
+    board = session.board.name
+    argv = [session.board.python, "-c", read_text("board_lock.py"), workdir]
+    argv += [json.dumps(holder_document(command)), f"{wait:g}"]
+    if then is not None:
+        argv += [then[0], *then[1]]
+    stream = session.open_stream(argv)
+    try:
+        return _await_lock(stream, board=board, wait=wait, on_wait=on_wait, then=then is not None)
+    except BaseException:
+        stream.close()
+        raise
+
+
+def _await_lock(
+    stream: Stream, *, board: str, wait: float, on_wait: Callable[[str], None], then: bool
+) -> BoardLock:
+    lines = _Lines(stream, board)
+    deadline = time.monotonic() + wait + ANSWER_MARGIN_S
+    broken: str | None = None
+    while True:
+        event = parse_event(lines.next(deadline), board=board)
+        holder = event.fields.get("holder")
+        if event.event == "held":
+            if holder_is_dead(holder):
+                broken = f"{board}: broke the board lock of {describe_holder(holder)}: that process is gone"
+                on_wait(broken)
+                stream.send(b"break\n")
+            else:
+                on_wait(f"{board}: waiting for the board lock, held by {describe_holder(holder)}")
+        elif event.event == "busy":
+            raise BoardBusy(
+                f"{board}: the board is busy: {describe_holder(holder)} holds its lock;"
+                f" waited {wait:g}s, nothing was changed",
+                hint="wait for it to finish, or give a longer --lock-timeout",
+            )
+        elif event.event == "acquired":
+            previous = event.fields.get("previous")
+            if previous and broken is None:
+                broken = f"{board}: the board lock of {describe_holder(previous)} was left behind; broken"
+            result = _then_result(lines, deadline, board) if then else None
+            return BoardLock(stream, board=board, broken=broken, then=result)
+
+
+def _then_result(lines: _Lines, deadline: float, board: str) -> CommandResult:
+    event = parse_event(lines.next(deadline + 600), board=board)
+    if event.event != "then":
+        raise RemoteError(f"{board}: the board lock answered {event.event!r} instead of the script's result")
+    return CommandResult(
+        exit_code=int(event.fields.get("exit", -1)),
+        stdout=str(event.fields.get("stdout", "")),
+        stderr=str(event.fields.get("stderr", "")),
+        duration=0.0,
+    )
