@@ -69,7 +69,7 @@ def _load(path: Path) -> onnx.ModelProto:
         raise UsageError(f"--model {path}: no such file")
     try:
         return onnx.load(str(path), load_external_data=False)
-    except Exception as error:  # noqa: BLE001 - onnx raises protobuf, value and type errors alike
+    except Exception as error:  # noqa: BLE001 -- onnx raises protobuf, value and type errors alike
         raise UsageError(f"--model {path}: not an ONNX model ({type(error).__name__}: {error})") from None
 
 
@@ -110,7 +110,7 @@ def _optimised(model_path: Path, level: str, out: Path) -> onnx.ModelProto:
     options.optimized_model_filepath = str(out)
     try:
         onnxruntime.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
-    except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
+    except Exception as error:  # noqa: BLE001 -- onnxruntime raises several unrelated types
         raise UsageError(
             f"--model {model_path}: the workstation's onnxruntime cannot load it: {error}",
             hint="a reduced build keeps only the operators of models onnxruntime can open",
