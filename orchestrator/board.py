@@ -11,6 +11,17 @@ from pathlib import Path
 
 
 @dataclass(frozen=True, kw_only=True)
+class SSHConfigOnConnect:
+    """What ssh_config decides only when orch connects: its ``Match exec`` lines run then, as
+    OpenSSH runs them, never while the inventory is read or listed."""
+
+    path: Path  # the ssh_config file
+    key: str  # the name the board is looked up by (``ssh KEY``)
+    fields: tuple[str, ...]  # the Board fields the inventory left to ssh_config
+    lines: tuple[int, ...]  # the file's `Match ... exec` lines
+
+
+@dataclass(frozen=True, kw_only=True)
 class Board:
     name: str
     hostname: str
@@ -29,6 +40,8 @@ class Board:
     extra: dict[str, object] = field(default_factory=dict, compare=False)
     # Where each resolved value came from: key -> "host nano01 (inventory.yaml:12)", "group jetsons", "ssh_config", "default".
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+    # Set when the user's ssh_config has `Match exec` lines: they are looked up on connection.
+    ssh_config_on_connect: SSHConfigOnConnect | None = field(default=None, compare=False)
 
     @property
     def address(self) -> str:

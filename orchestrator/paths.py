@@ -8,6 +8,7 @@ current directory so a project carries its own builds and measurements.
 
 from __future__ import annotations
 
+import errno
 import os
 from importlib import resources
 from pathlib import Path
@@ -35,9 +36,34 @@ DOCKER_DIR = DATA_ROOT / "docker"
 
 
 def orch_home() -> Path:
-    home = Path(os.environ.get("ORCH_HOME") or Path.home() / ".orch")
-    home.mkdir(parents=True, exist_ok=True)
+    given = os.environ.get("ORCH_HOME")
+    home = Path(given or Path.home() / ".orch")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        # mkdir says only "File exists" when the path is a file. Raised as an OSError naming the
+        # path (this module is below orch's errors): the CLI prints it as bad input, exit code 2.
+        raise NotADirectoryError(
+            errno.ENOTDIR, f"{_named(given)} is a file, not a directory ({_WHY})", str(home)
+        ) from None
+    except NotADirectoryError:
+        raise NotADirectoryError(
+            errno.ENOTDIR,
+            f"{_named(given)}: a part of this path is a file, not a directory ({_WHY})",
+            str(home),
+        ) from None
+    except OSError as error:
+        raise type(error)(
+            error.errno, f"{_named(given)}: cannot create it: {error.strerror or error} ({_WHY})", str(home)
+        ) from None
     return home
+
+
+_WHY = "ORCH_HOME names the directory where orch keeps its keys, known_hosts and lab state"
+
+
+def _named(given: str | None) -> str:
+    return "ORCH_HOME" if given else "orch's home (~/.orch, ORCH_HOME is not set)"
 
 
 def known_hosts_path() -> Path:

@@ -5,13 +5,20 @@ IdentityFile and ProxyJump from ``$ORCH_SSH_CONFIG`` (default ``~/.ssh/config``)
 the way ``ssh NAME`` would. Read-only: orch never writes the user's SSH config. paramiko's
 ssh_config *parser* does the reading (Host/Match rules, first value wins, %-token and ~
 expansion); it opens no connection.
+
+``Match exec "COMMAND"`` lines are OpenSSH's: the command runs only when orch connects to a board
+(``resolve_on_connect``, called by the connection code), never while the inventory is read, listed
+or shown. Reading the inventory looks the board up as if every ``Match exec`` block did not apply,
+and records on the board what the lookup at connection time needs (``SSHConfigOnConnect``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import shlex
+import stat
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -19,6 +26,8 @@ from pathlib import Path
 from paramiko import SSHConfig
 from paramiko.ssh_exception import ConfigParseError
 
+from orchestrator.adapters.ssh_addresses import hostname_problem, parse_proxy_jump, port_problem
+from orchestrator.board import Board, SSHConfigOnConnect
 from orchestrator.errors import InventoryError
 from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
 
@@ -67,12 +76,37 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+class _WithoutExec(SSHConfig):
+    """The file as read for the inventory: a ``Match`` block with an ``exec`` criterion (negated or
+    not) does not apply, and its command never runs. Decided where paramiko would run the command,
+    so no spelling of the line escapes it."""
+
+    def _does_match(self, match_list: list[dict[str, object]], *args: object) -> object:
+        if any(candidate.get("type") == "exec" for candidate in match_list):
+            return False
+        return super()._does_match(match_list, *args)  # type: ignore[misc]
+
+
 @dataclass(frozen=True, kw_only=True)
 class SSHDefaults:
     """What ssh_config says about one board: Board field -> value (only options it really sets)."""
 
     values: dict[str, object] = field(default_factory=dict)
     source: str = ""
+    key: str = ""  # the name the board was looked up by
+    exec_lines: tuple[int, ...] = ()  # `Match exec` lines left to the connection (not run)
+
+
+def _regular_file_problem(path: Path) -> str | None:
+    """A FIFO with no writer would block ``open`` for ever, a device may never end: only regular files."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # open() names the error
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    kind = "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    return f"is {kind}, not a regular file"
 
 
 class SSHConfigFile:
@@ -83,9 +117,10 @@ class SSHConfigFile:
         self.source = f"ssh_config ({display_path(path)})"
         self.shown = display_path(path)
         lines = self._read_lines()
-        self._check_lines(lines)
+        self.exec_lines = tuple(self._check_lines(lines))
         try:
             self._config = SSHConfig.from_text("\n".join(lines))
+            self._listing = _WithoutExec.from_text("\n".join(lines))
         except (ConfigParseError, ValueError) as error:
             line = _failing_line(lines)
             where = f"{self.shown}:{line}" if line else self.shown
@@ -96,6 +131,12 @@ class SSHConfigFile:
         self._patterns = [p for p in _host_patterns(lines) if p.strip("*?") and not p.startswith("!")]
 
     def _read_lines(self) -> list[str]:
+        problem = _regular_file_problem(self.path)
+        if problem:
+            raise InventoryError(
+                f"{self.shown}: {problem}: not an ssh_config",
+                hint="point $ORCH_SSH_CONFIG at a file (a pipe or device is never read)",
+            )
         try:
             data, more = read_capped(self.path)
         except OSError as error:
@@ -120,8 +161,10 @@ class SSHConfigFile:
                 ) from None
         return [raw.decode("utf-8").rstrip("\r") for raw in lines]
 
-    def _check_lines(self, lines: list[str]) -> None:
-        """What paramiko would accept silently but ssh refuses: Match criteria it does not know."""
+    def _check_lines(self, lines: list[str]) -> list[int]:
+        """What paramiko would accept silently but ssh refuses: Match criteria it does not know.
+        Returns the numbers of the Match lines with an ``exec`` criterion."""
+        exec_lines: list[int] = []
         for number, line in enumerate(lines, start=1):
             words = line.strip().replace("=", " ", 1).split(None, 1)
             if not words or words[0].startswith("#") or words[0].lower() != "match":
@@ -134,32 +177,48 @@ class SSHConfigFile:
                 raise InventoryError(
                     f"{self.shown}:{number}: Match needs a criterion (e.g. `Match host pi*`)"
                 )
-            expect_keyword = True
-            for token in tokens:
-                if not expect_keyword:
-                    expect_keyword = True
-                    continue
-                keyword = token.removeprefix("!").lower()
-                if keyword not in MATCH_KEYWORDS:
-                    raise InventoryError(
-                        f"{self.shown}:{number}: Match criterion '{token}' is not supported"
-                        f" (orch reads: {', '.join(MATCH_KEYWORDS)})",
-                        hint="put the options in a `Host` block, or point $ORCH_SSH_CONFIG at another file",
-                    )
-                expect_keyword = keyword in ("all", "canonical", "final")
+            if self._check_criteria(number, tokens):
+                exec_lines.append(number)
+        return exec_lines
+
+    def _check_criteria(self, number: int, tokens: list[str]) -> bool:
+        """Refuses an unknown criterion; says whether the line has an ``exec`` one."""
+        expect_keyword = True
+        has_exec = False
+        for token in tokens:
+            if not expect_keyword:
+                expect_keyword = True
+                continue
+            keyword = token.removeprefix("!").lower()
+            if keyword not in MATCH_KEYWORDS:
+                raise InventoryError(
+                    f"{self.shown}:{number}: Match criterion '{token}' is not supported"
+                    f" (orch reads: {', '.join(MATCH_KEYWORDS)})",
+                    hint="put the options in a `Host` block, or point $ORCH_SSH_CONFIG at another file",
+                )
+            has_exec = has_exec or keyword == "exec"
+            expect_keyword = keyword in ("all", "canonical", "final")
+        return has_exec
 
     def _names(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self._patterns)
 
-    def defaults_for(self, name: str, hostname: str | None) -> SSHDefaults:
-        """Options for a board: looked up by its name when a Host block names it, else by its hostname.
+    def key_for(self, name: str, hostname: str | None) -> str:
+        """The name a board is looked up by: its name when a Host block names it, else its hostname.
 
         That is ``ssh NAME`` for a board the user aliased in ssh_config, and ``ssh HOSTNAME``
         for a board the inventory gives an address.
         """
-        key = name if hostname is None or self._names(name) else hostname
+        return name if hostname is None or self._names(name) else hostname
+
+    def defaults_for(self, name: str, hostname: str | None, *, run_exec: bool = True) -> SSHDefaults:
+        """Options for a board (see ``key_for``). ``run_exec=False`` (reading the inventory): the
+        ``Match exec`` blocks do not apply and their commands do not run; the result says which
+        lines were left for the connection."""
+        key = self.key_for(name, hostname)
+        config = self._config if run_exec else self._listing
         try:
-            options = self._config.lookup(key)
+            options = config.lookup(key)
         except (ConfigParseError, ValueError, KeyError, OSError) as error:
             raise InventoryError(
                 f"{self.shown}: looking up '{key}' failed: {type(error).__name__}: {error}"
@@ -171,22 +230,63 @@ class SSHConfigFile:
             text = options[option]
             if option == "hostname" and text == key:
                 continue  # the parser fills HostName with the looked-up name when the file sets none
-            value: object = text
-            if option == "identityfile":
-                value = Path(text[0]).expanduser()  # a list at run time: every IdentityFile, first wins
-            elif option == "port":
-                try:
-                    port = int(text)
-                except ValueError:
-                    port = -1
-                if not 1 <= port <= 65535:
-                    raise InventoryError(
-                        f"{display_path(self.path)}: Port for '{key}' must be an integer in 1..65535,"
-                        f" not {options['port']!r}"
-                    )
-                value = port
-            values[board_field] = value
-        return SSHDefaults(values=values, source=self.source)
+            values[board_field] = self._value(key, option, text)
+        return SSHDefaults(
+            values=values, source=self.source, key=key, exec_lines=() if run_exec else self.exec_lines
+        )
+
+    def _value(self, key: str, option: str, text: object) -> object:
+        """One option's value as a Board field, checked as the inventory checks its own."""
+        if option == "identityfile":
+            return Path(str(text[0])).expanduser()  # type: ignore[index]  # a list: first wins
+        problem: str | None = None
+        if option == "port":
+            problem = port_problem(str(text))
+            if problem:
+                raise InventoryError(
+                    f"{self.shown}: Port for '{key}' must be an integer in 1..65535, not {text!r}"
+                )
+            return int(str(text))
+        if option == "hostname":
+            problem = hostname_problem(str(text))
+        elif option == "proxyjump":
+            try:
+                parse_proxy_jump(str(text))
+            except ValueError as error:
+                problem = str(error)
+        if problem:
+            raise InventoryError(
+                f"{self.shown}: {option_name(option)} for '{key}' is not usable: {problem}",
+                hint=f"fix it in {self.shown}",
+            )
+        return text
+
+
+def option_name(option: str) -> str:
+    return {"hostname": "HostName", "proxyjump": "ProxyJump"}.get(option, option)
+
+
+def on_connect(board: Board, found: SSHDefaults, fields: tuple[str, ...], path: Path) -> Board:
+    """``board`` with what the connection must look up again (nothing when no `Match exec`)."""
+    if not found.exec_lines or not fields:
+        return board
+    deferred = SSHConfigOnConnect(path=path, key=found.key, fields=fields, lines=found.exec_lines)
+    return dataclasses.replace(board, ssh_config_on_connect=deferred)
+
+
+def resolve_on_connect(board: Board) -> Board:
+    """The board as ssh would see it now that orch connects: its ssh_config looked up again with
+    the ``Match exec`` commands run (as OpenSSH runs them, on connection only)."""
+    deferred = board.ssh_config_on_connect
+    if deferred is None:
+        return board
+    config = SSHConfigFile(deferred.path)
+    found = config.defaults_for(deferred.key, None, run_exec=True)
+    changes = {name: found.values[name] for name in deferred.fields if name in found.values}
+    sources = dict(board.sources)
+    for name in changes:
+        sources[name] = f"{config.source}, on connection"
+    return dataclasses.replace(board, **changes, sources=sources, ssh_config_on_connect=None)  # type: ignore[arg-type]
 
 
 @cache
@@ -198,7 +298,7 @@ def load_ssh_config() -> SSHConfigFile | None:
     """The user's ssh_config, or None when there is none (no file is not an error)."""
     path = ssh_config_path()
     try:
-        stat = path.stat()
+        stat_result = path.stat()
     except OSError:
         return None
-    return _load(path, stat.st_mtime_ns)
+    return _load(path, stat_result.st_mtime_ns)

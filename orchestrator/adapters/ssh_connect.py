@@ -1,6 +1,7 @@
 """Opening SSH connections to a board: one Fabric ``Connection`` per hop (its ProxyJump hosts, then
 the board), with exactly the values the inventory resolved (ssh_config is *not* read a second
-time, so ``orch inventory show`` stays the truth), host keys checked (``host_keys``), keys only
+time, so ``orch inventory show`` stays the truth; only values it shows as decided by a ``Match exec``
+line are looked up again, here, where OpenSSH runs those commands), host keys checked (``host_keys``), keys only
 (identity file, then ssh-agent, then the default ``~/.ssh`` keys; no passwords, no prompts), and
 every failure as a ``RemoteError`` naming the board, the cause and what to try.
 """
@@ -25,6 +26,7 @@ from orchestrator.adapters.host_keys import (
     known_hosts_name,
     load_known_hosts,
 )
+from orchestrator.adapters.ssh_config import resolve_on_connect
 from orchestrator.board import Board
 from orchestrator.errors import RemoteError
 
@@ -108,6 +110,7 @@ def _connection(hop: Hop, board: Board, gateway: Connection | None, timeout: flo
 
 def open_connections(board: Board, connect_timeout: float) -> list[Connection]:
     """The open connections to ``board``'s ProxyJump hosts, then to the board itself (last)."""
+    board = resolve_on_connect(board)  # ssh_config's `Match exec` lines run here, and only here
     if board.identity_file is not None:
         problem = identity_file_problem(Path(board.identity_file))
         if problem:

@@ -54,6 +54,8 @@ def board_document(board: Board) -> dict[str, Any]:
     document["tags"] = list(board.tags)
     document["groups"] = list(board.groups)
     document["address"] = board.address
+    # Internal: what the connection looks up again (`sources` says it to users).
+    del document["ssh_config_on_connect"]
     return document
 
 

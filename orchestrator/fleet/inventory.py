@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.adapters.ssh_addresses import hostname_problem
 from orchestrator.adapters.ssh_config import OPTIONS as SSH_OPTIONS
-from orchestrator.adapters.ssh_config import SSHConfigFile, load_ssh_config
+from orchestrator.adapters.ssh_config import SSHConfigFile, SSHDefaults, load_ssh_config, on_connect
 from orchestrator.board import Board
 from orchestrator.errors import InventoryError, UsageError
 from orchestrator.fleet.inventory_parser import ROOT_GROUP, SETTINGS, Host, InventoryParser
@@ -136,21 +137,39 @@ def _resolve(parser: InventoryParser, host: Host, layers: _Layers, ssh: SSHConfi
     for key, setting in host.settings.items():
         values[key] = setting.value
         sources[key] = f"host {host.name} ({parser.file}:{setting.line})"
-    if ssh is not None and any(f not in values for f in SSH_OPTIONS.values()):
-        found = ssh.defaults_for(host.name, values.get("hostname"))
+    left_to_ssh = tuple(f for f in SSH_OPTIONS.values() if f not in values)
+    found: SSHDefaults | None = None
+    if ssh is not None and left_to_ssh:
+        # Never runs a `Match exec` command: those blocks are looked up when orch connects.
+        found = ssh.defaults_for(host.name, values.get("hostname"), run_exec=False)
         for key, value in found.values.items():
             if key not in values:
                 values[key] = value
                 sources[key] = found.source
     if "hostname" not in values:
+        problem = hostname_problem(host.name)
+        if problem:
+            raise parser.error(
+                host.line,
+                f"host '{host.name}'",
+                f"the board has no 'hostname' and its name is not one: {problem}",
+                hint="set `hostname:` for it",
+            )
         values["hostname"] = host.name
         sources["hostname"] = "default (the board name)"
     for name in _BOARD_SETTINGS:
         if name not in sources:
             sources[name] = "default"
+    if found is not None and found.exec_lines:
+        lines = ", ".join(map(str, found.exec_lines))
+        for name in left_to_ssh:
+            sources[name] += f"; `Match exec` ({ssh.shown if ssh else ''}:{lines}) decides on connection"
     for key in host.extra:
         sources[f"vars.{key}"] = f"host {host.name} ({parser.file}:{host.line})"
-    return Board(name=host.name, groups=layers.member_of, extra=dict(host.extra), sources=sources, **values)
+    board = Board(name=host.name, groups=layers.member_of, extra=dict(host.extra), sources=sources, **values)
+    if found is not None and ssh is not None:
+        board = on_connect(board, found, left_to_ssh, ssh.path)
+    return board
 
 
 def _lab() -> list[Board]:
@@ -226,23 +245,28 @@ def _check_names(parser: InventoryParser, lab_names: set[str]) -> None:
     """A board's name is not a group's nor a running lab board's; group ``lab`` is the lab's."""
     for name, host in parser.hosts.items():
         if name in parser.groups:
-            raise parser.error(
-                host.line, f"host '{name}'", f"'{name}' is both a board and a group; rename one"
+            parser.problem(
+                parser.error(host.line, f"host '{name}'", f"'{name}' is both a board and a group; rename one")
             )
         if name in lab_names:
-            raise parser.error(
-                host.line,
-                f"host '{name}'",
-                f"the name '{name}' belongs to a running lab board; rename this board (or `orch lab down`)",
+            parser.problem(
+                parser.error(
+                    host.line,
+                    f"host '{name}'",
+                    f"the name '{name}' belongs to a running lab board; rename this board (or `orch lab down`)",
+                )
             )
     lab_group = parser.groups.get(LAB_GROUP)
     if lab_group is not None and (lab_group.hosts or lab_group.settings or lab_group.children):
-        raise parser.error(
-            lab_group.line,
-            f"group '{LAB_GROUP}'",
-            f"group '{LAB_GROUP}' is reserved for the lab's boards;"
-            f" it may be referenced (`{LAB_GROUP}: {{}}`) but not given hosts, vars or children",
+        parser.problem(
+            parser.error(
+                lab_group.line,
+                f"group '{LAB_GROUP}'",
+                f"group '{LAB_GROUP}' is reserved for the lab's boards;"
+                f" it may be referenced (`{LAB_GROUP}: {{}}`) but not given hosts, vars or children",
+            )
         )
+    parser.raise_problems()
 
 
 def _resolve_hosts(parser: InventoryParser, members: dict[str, list[str]]) -> dict[str, Board]:
@@ -261,7 +285,11 @@ def _resolve_hosts(parser: InventoryParser, members: dict[str, list[str]]) -> di
         key = tuple(groups_of[name])
         if key not in layers:
             layers[key] = _layers(parser, key, depths, position)
-        boards[name] = _resolve(parser, host, layers[key], ssh)
+        try:
+            boards[name] = _resolve(parser, host, layers[key], ssh)
+        except InventoryError as error:
+            parser.problem(error)  # every board is resolved: all bad values are named in one run
+    parser.raise_problems()
     return boards
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from orchestrator.adapters.ssh_addresses import hostname_problem, parse_proxy_jump
 from orchestrator.errors import InventoryError, TargetError
 from orchestrator.fleet.inventory_yaml import (
     CONSTRUCTOR_ERRORS,
@@ -45,6 +46,8 @@ ANSIBLE_NAMES = {
     "ansible_ssh_port": "port",
     "ansible_ssh_user": "user",
 }
+# A file with a typo on every board names the first ones and counts the rest.
+MAX_SHOWN_PROBLEMS = 50
 _SECRET = re.compile(r"passw(or)?d|passphrase|(^|[_-])(pass|secret|token)$", re.IGNORECASE)
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
@@ -87,6 +90,8 @@ class InventoryParser:
         self._open: list[int] = []  # group nodes being walked: guards against recursive YAML aliases
         self.tree = False  # the document has no anchors: no node is shared
         self._plain_keys: set[tuple[str, int]] = set()  # (key, id(known) or 0 for any) that passed check_key
+        self.problems: list[InventoryError] = []  # every bad key found so far, in file order
+        self._seen_problems: set[str] = set()
 
     # -- error helpers -------------------------------------------------------------------------
     def error(
@@ -95,6 +100,26 @@ class InventoryParser:
         line = node if isinstance(node, int) else node.start_mark.line + 1
         prefix = f"{self.file}:{line}: {where}: " if where else f"{self.file}:{line}: "
         return InventoryError(prefix + message, hint=hint)
+
+    def problem(self, error: InventoryError) -> None:
+        """Note a bad key and go on: one run names all of them (``raise_problems``)."""
+        if error.message not in self._seen_problems:
+            self._seen_problems.add(error.message)
+            self.problems.append(error)
+
+    def raise_problems(self) -> None:
+        """One error naming every problem noted, each with its line (nothing when there is none)."""
+        if not self.problems:
+            return
+        if len(self.problems) == 1:
+            raise self.problems[0]
+        shown = self.problems[:MAX_SHOWN_PROBLEMS]
+        lines = [f"{len(self.problems)} problems in {self.file}:"]
+        lines += [f"  {problem.message}" for problem in shown]
+        if len(self.problems) > len(shown):
+            lines.append(f"  ... and {len(self.problems) - len(shown)} more (fix these and run again)")
+        hints = list(dict.fromkeys(problem.hint for problem in shown if problem.hint))
+        raise InventoryError("\n".join(lines), hint="; ".join(hints) or None)
 
     def check_key(self, key_node: yaml.Node, where: str, known: Sequence[str]) -> str:
         key = self.scalar_key(key_node, where)
@@ -246,7 +271,11 @@ class InventoryParser:
                     hint="an inventory starts with `all:`; put groups under `all: children:`",
                 )
             self.groups[ROOT_GROUP].line = key_node.start_mark.line + 1
-            self.group(ROOT_GROUP, value_node, key_node.start_mark.line + 1)
+            try:
+                self.group(ROOT_GROUP, value_node, key_node.start_mark.line + 1)
+            except InventoryError as error:
+                self.problem(error)
+        self.raise_problems()
 
     def group(self, name: str, node: yaml.Node, line: int) -> None:
         where = "all" if name == ROOT_GROUP else f"group '{name}'"
@@ -254,50 +283,70 @@ class InventoryParser:
             raise self.error(node, where, "a YAML alias makes this group contain itself")
         self._open.append(id(node))
         group = self.groups.setdefault(name, Group(name=name, line=line))
-        self._group_body(name, node, where, group)
-        self._open.pop()
+        try:
+            for key_node, value_node in self.pairs(node, where, where):
+                try:
+                    self._group_key(name, where, group, key_node, value_node)
+                except InventoryError as error:
+                    self.problem(error)
+        finally:
+            self._open.pop()
 
-    def _group_body(self, name: str, node: yaml.Node, where: str, group: Group) -> None:
-        for key_node, value_node in self.pairs(node, where, where):
-            key = self.check_key(key_node, where, GROUP_KEYS)
-            if key == "vars":
-                for var_key, var_node in self.pairs(value_node, f"{where} vars", "vars"):
-                    setting = self.setting(var_key, var_node, f"{where} vars", SETTINGS)
-                    previous = group.settings.get(setting[0])
-                    if previous is not None and previous.value != setting[1].value:
-                        raise self.error(
-                            var_key,
-                            f"{where} vars",
-                            f"key '{setting[0]}' is set twice with different values"
-                            f" (line {previous.line} and line {setting[1].line})",
-                        )
-                    group.settings[setting[0]] = setting[1]
-            elif key == "hosts":
-                if isinstance(value_node, yaml.SequenceNode):
-                    raise self.error(
-                        value_node,
-                        where,
-                        "key 'hosts' must be a mapping of board name -> settings, not a list",
-                        hint="write `hosts: {pi01: {}, pi02: {}}` or one `pi01:` line per board",
-                    )
-                for host_key, host_node in self.pairs(value_node, where, "hosts"):
+    def _group_key(
+        self, name: str, where: str, group: Group, key_node: yaml.Node, value_node: yaml.Node
+    ) -> None:
+        key = self.check_key(key_node, where, GROUP_KEYS)
+        if key == "vars":
+            for var_key, var_node in self.pairs(value_node, f"{where} vars", "vars"):
+                try:
+                    self._group_var(where, group, var_key, var_node)
+                except InventoryError as error:
+                    self.problem(error)
+        elif key == "hosts":
+            if isinstance(value_node, yaml.SequenceNode):
+                raise self.error(
+                    value_node,
+                    where,
+                    "key 'hosts' must be a mapping of board name -> settings, not a list",
+                    hint="write `hosts: {pi01: {}, pi02: {}}` or one `pi01:` line per board",
+                )
+            for host_key, host_node in self.pairs(value_node, where, "hosts"):
+                try:
                     self.host(self.name(host_key, where, "board"), host_key, host_node, group)
-            else:
-                for child_key, child_node in self.pairs(value_node, where, "children"):
-                    child = self.name(child_key, where, "group")
-                    if child == ROOT_GROUP:
-                        raise self.error(
-                            child_key, where, "group 'all' cannot be a child: it contains every group"
-                        )
-                    group.children.setdefault(child, child_key.start_mark.line + 1)
-                    child_group = self.groups.get(child)
-                    if child_group is None:
-                        child_group = self.groups[child] = Group(
-                            name=child, line=child_key.start_mark.line + 1
-                        )
-                    if name not in child_group.parents:
-                        child_group.parents.append(name)
-                    self.group(child, child_node, child_key.start_mark.line + 1)
+                except InventoryError as error:
+                    self.problem(error)
+        else:
+            for child_key, child_node in self.pairs(value_node, where, "children"):
+                try:
+                    self._child(name, where, group, child_key, child_node)
+                except InventoryError as error:
+                    self.problem(error)
+
+    def _group_var(self, where: str, group: Group, var_key: yaml.Node, var_node: yaml.Node) -> None:
+        setting = self.setting(var_key, var_node, f"{where} vars", SETTINGS)
+        previous = group.settings.get(setting[0])
+        if previous is not None and previous.value != setting[1].value:
+            raise self.error(
+                var_key,
+                f"{where} vars",
+                f"key '{setting[0]}' is set twice with different values"
+                f" (line {previous.line} and line {setting[1].line})",
+            )
+        group.settings[setting[0]] = setting[1]
+
+    def _child(
+        self, name: str, where: str, group: Group, child_key: yaml.Node, child_node: yaml.Node
+    ) -> None:
+        child = self.name(child_key, where, "group")
+        if child == ROOT_GROUP:
+            raise self.error(child_key, where, "group 'all' cannot be a child: it contains every group")
+        group.children.setdefault(child, child_key.start_mark.line + 1)
+        child_group = self.groups.get(child)
+        if child_group is None:
+            child_group = self.groups[child] = Group(name=child, line=child_key.start_mark.line + 1)
+        if name not in child_group.parents:
+            child_group.parents.append(name)
+        self.group(child, child_node, child_key.start_mark.line + 1)
 
     def host(self, name: str, key_node: yaml.Node, node: yaml.Node, group: Group) -> None:
         where = f"host '{name}'"
@@ -309,11 +358,14 @@ class InventoryParser:
         whole = construct_or_none(node, self.tree)
         built = whole if isinstance(whole, dict) else None
         for setting_key, setting_node in self.pairs(node, where, where):
-            key = self.check_key(setting_key, where, HOST_KEYS)
-            if key == "vars":
-                host.extra = self.free_vars(setting_node, f"{where} vars", built)
-            else:
-                host.settings[key] = self.setting(setting_key, setting_node, where, SETTINGS, built)[1]
+            try:
+                key = self.check_key(setting_key, where, HOST_KEYS)
+                if key == "vars":
+                    host.extra = self.free_vars(setting_node, f"{where} vars", built)
+                else:
+                    host.settings[key] = self.setting(setting_key, setting_node, where, SETTINGS, built)[1]
+            except InventoryError as error:
+                self.problem(error)  # the next keys are checked too: every bad key is named at once
         # Constructed only after the walk: construction resolves (and removes) YAML merge keys.
         raw = host.raw = whole if whole is not None else _construct(node, self)
         previous = self.hosts.get(name)
@@ -385,6 +437,8 @@ class InventoryParser:
         elif key in ("hostname", "user", "proxy_jump") and (re.search(r"\s", value) or value.startswith("-")):
             # These end up as connection parameters: no spaces and no leading '-' (never an option).
             raise bad("a name without spaces that does not start with '-'")
+        elif key in ("hostname", "proxy_jump") and _address_problem(key, value):
+            raise self.error(key_node, where, f"key '{key}': {_address_problem(key, value)}")
         elif key in ("python", "workdir", "identity_file") and (
             "\x00" in value or "\n" in value or value.startswith("-")
         ):
@@ -399,6 +453,18 @@ class InventoryParser:
             if not value.is_absolute():
                 value = self.path.parent / value  # relative to the inventory, not to wherever orch runs
         return key, Setting(value=value, line=line)
+
+
+def _address_problem(key: str, value: str) -> str | None:
+    """Why a hostname or proxy_jump value cannot name a host (None when it can)."""
+    if key == "hostname":
+        problem = hostname_problem(value)
+        return f"{value!r} is not a hostname or IP address: {problem}" if problem else None
+    try:
+        parse_proxy_jump(value)
+    except ValueError as error:
+        return f"{error} (expected [user@]host[:port], comma-separated)"
+    return None
 
 
 def _construct(node: yaml.Node, parser: InventoryParser) -> Any:

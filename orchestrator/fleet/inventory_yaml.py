@@ -10,6 +10,7 @@ numbers (every error names file, line and key) and shows duplicate mapping keys,
 from __future__ import annotations
 
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -222,7 +223,27 @@ def _decode(path: Path, data: bytes) -> str:
     return text.removeprefix("\ufeff")
 
 
+def _special_file(path: Path) -> str | None:
+    """What ``path`` is when it is no regular file: opening a FIFO that has no writer would wait for
+    ever, and a device may never end."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # opening it names the error
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    return "a socket" if stat.S_ISSOCK(mode) else "a device"
+
+
 def read_inventory_text(path: Path) -> str:
+    special = _special_file(path)
+    if special:
+        raise InventoryError(
+            f"{path}: is {special}, not a regular file: not an inventory",
+            hint="pass -i PATH of an inventory file (copy what the pipe or device holds into one)",
+        )
     try:
         data, more = read_capped(path)
         if more:

@@ -30,11 +30,27 @@ def _suggest(name: str, choices: Sequence[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+# Names listed after a selection that found nothing: enough to spot a typo, not a 10,000-line wall.
+MAX_LISTED = 20
+
+
+def _listed(names: Sequence[str]) -> str:
+    if not names:
+        return "(none)"
+    if len(names) <= MAX_LISTED:
+        return ", ".join(names)
+    return f"{', '.join(names[:MAX_LISTED])} ... and {len(names) - MAX_LISTED:,} more"
+
+
 def describe_inventory(boards: Sequence[str], groups: Mapping[str, Sequence[str]]) -> str:
-    """'the inventory has boards: a, b; groups: x (2), y (0)' -- said whenever a selection finds nothing."""
-    board_text = ", ".join(boards) if boards else "(none)"
-    group_text = ", ".join(f"{name} ({len(members)})" for name, members in groups.items()) or "(none)"
-    return f"the inventory has boards: {board_text}; groups: {group_text}"
+    """'the inventory has boards: a, b; groups: x (2), y (0)' -- said whenever a selection finds
+    nothing; a long list is cut ('a, b, ... and 9,980 more'), `orch inventory list` shows it all."""
+    board_text = _listed(boards)
+    group_text = _listed([f"{name} ({len(members)})" for name, members in groups.items()])
+    text = f"the inventory has boards: {board_text}; groups: {group_text}"
+    if len(boards) > MAX_LISTED or len(groups) > MAX_LISTED:
+        text += " (`orch inventory list` shows them all)"
+    return text
 
 
 def _nothing(message: str, boards: Sequence[str], groups: Mapping[str, Sequence[str]]) -> UsageError:
