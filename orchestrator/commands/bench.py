@@ -73,6 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument(
         "--model",
         action="append",
+        type=options.model_name_or_file,
         default=[],
         metavar="NAME",
         help="deployed model name(s), comma-separated or repeated; default: every deployed model",

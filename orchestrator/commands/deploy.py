@@ -21,6 +21,7 @@ from orchestrator.commands.options import (
     add_dry_run_option,
     add_json_option,
     add_selection_options,
+    onnx_model_file,
     path_arg,
     selected_boards,
 )
@@ -72,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         action="append",
-        type=path_arg,
+        type=onnx_model_file,
         default=[],
         metavar="PATH",
         help="an .onnx model to deploy (repeatable; default: ./models/*.onnx)",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from orchestrator.adapters.ssh import check_local_files
 from orchestrator.board import Board
+from orchestrator.commands.model_file import onnx_file_problem
 from orchestrator.fleet.inventory import load_inventory
 from orchestrator.paths import default_inventory_path
 
@@ -63,6 +64,31 @@ def path_arg(text: str) -> Path:
     if any(len(part.encode(errors="surrogateescape")) > 255 for part in text.split("/")):
         raise argparse.ArgumentTypeError(f"a path component is longer than 255 bytes: {text[:60]!r}...")
     return Path(text)
+
+
+def onnx_model_file(text: str) -> Path:
+    """A --model FILE option: an ONNX model on the workstation (refused here, in --dry-run too,
+    when it is a directory, a device, a pipe, or a file that is not ONNX)."""
+    path = path_arg(text)
+    problem = onnx_file_problem(path.expanduser())
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
+    return path
+
+
+def model_name_or_file(text: str) -> str:
+    """A --model NAME option (comma-separated names allowed): a deployed model's name, or the path
+    of its file. A value naming a file that exists must be an ONNX model; a name is left to the
+    command (it is looked up on the boards)."""
+    for part in text.split(","):
+        path = Path(part.strip()).expanduser()
+        if not part.strip() or "\x00" in part:
+            continue  # the command names an empty entry; the CLI refuses NUL bytes
+        if ("/" in part or part.endswith(".onnx")) and (path.exists() or path.is_symlink()):
+            problem = onnx_file_problem(path)
+            if problem:
+                raise argparse.ArgumentTypeError(f"{part.strip()!r}: {problem}")
+    return text
 
 
 def add_inventory_option(parser: argparse.ArgumentParser) -> None:

@@ -41,7 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " release's ORT version; stock's default settings join as the reference when deployed)",
     )
     what.add_argument(
-        "--model", required=True, metavar="NAME", help="the deployed model to tune (its name or file)"
+        "--model",
+        required=True,
+        type=options.model_name_or_file,
+        metavar="NAME",
+        help="the deployed model to tune (its name or file)",
     )
     bench.add_setting_options(
         what,
