@@ -24,7 +24,9 @@ from stock_baseline import StockBuild, build_stock, download_stock
 
 from orchestrator import lab_state
 from orchestrator.adapters.engine import Engine
+from orchestrator.base_images import ensure_base_image
 from orchestrator.board import Board
+from orchestrator.builds.sources.ort import fetch_debian_tarball
 from orchestrator.builds.workspace import build_volumes_under
 from orchestrator.errors import OrchError
 
@@ -239,3 +241,23 @@ def stock_build(stock_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
     Same release as ``stock_wheel`` (so the two downloads can be compared byte for byte)."""
     return build_stock(stock_wheel, tmp_path_factory.mktemp("stock-build"))
+
+
+# Shared by the build, native-runner and bad-input tests.
+TEST_CACHE = Path(os.environ.get("ORCH_TEST_CACHE") or "/var/tmp/orch-test-cache")
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[Engine]:
+    """The local Docker engine (its name marks a test `integration`, see INTEGRATION_FIXTURES)."""
+    engine = Engine()
+    engine.ping()
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="session")
+def ort_tarball(engine: Engine) -> Path:
+    """Debian's onnxruntime 1.21.0 orig tarball, downloaded with apt inside a trixie container (cached)."""
+    base = ensure_base_image(engine, "trixie", "amd64")
+    return fetch_debian_tarball(engine, base, "1.21.0", lambda line: None, dest=TEST_CACHE / "debian")

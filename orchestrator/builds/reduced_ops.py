@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import UsageError
+from orchestrator.lab.sample_models import preflight_model, write_model
 
 if TYPE_CHECKING:
     import onnx
@@ -121,13 +122,6 @@ def _optimised(model_path: Path, level: str, out: Path) -> onnx.ModelProto:
 def operator_config(models: Sequence[Path]) -> OperatorConfig:
     """The config of a build that runs ``models`` (and orch's pre-flight model), at any
     optimisation level."""
-    # onnx, onnxruntime and numpy are imported here, not at the top: every orch command imports
-    # the build plan, and only a reduced build needs them (start-up time).
-    from orchestrator.lab.sample_models import (  # noqa: PLC0415 -- it loads onnx and numpy at import
-        preflight_model,
-        write_model,
-    )
-
     if not models:
         raise UsageError(
             "a reduced build needs the models it is for",

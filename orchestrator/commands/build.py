@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from orchestrator.adapters.engine import Engine
 from orchestrator.artifacts.store import list_artifacts
 from orchestrator.builds.build_report import CompilerCacheUse, IncrementalBuild
 from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
@@ -42,9 +43,6 @@ from orchestrator.console import PlainProgress, console, emit_json, print_whole
 from orchestrator.endpoints import check_docker_host
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import TargetProfile, resolve_target
-
-if TYPE_CHECKING:
-    from orchestrator.adapters.engine import Engine
 
 NAME = "build"
 HELP = "cross-compile ONNX Runtime for a target in a Docker build container"
@@ -189,7 +187,6 @@ def _build_one(request: BuildRequest) -> int:
     engine_url = request.engines[0] if request.engines else LOCAL
     docker_host = None if engine_url == LOCAL else engine_url
     context = PlanContext(docker_host=docker_host, cache=remote_cache(request), sysroot=sysroot)
-    from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
     # The engine that compiles: the local one, or another machine's (--docker-host), asked for its
     # cores and memory so the job count fits the machine that does the work.
@@ -202,7 +199,6 @@ def _build_one(request: BuildRequest) -> int:
 
 
 def _execute(request: BuildRequest, plan: BuildPlan, engine: Engine, *, remote: bool) -> int:
-    from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
     if plan.refused:
         raise BuildError(
@@ -323,7 +319,6 @@ def _stock(request: BuildRequest, profile: TargetProfile) -> int:
     if request.dry_run:
         show_stock_plan(profile, version, as_json=request.json)
         return 0
-    from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
     artifact = fetch_stock(Engine(), profile, version, log=_log, preflight=request.preflight)
     if request.json:
@@ -357,7 +352,6 @@ class CleanRequest:
 
 
 def _clean(request: CleanRequest) -> int:
-    from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
     target = resolve_target(request.target).name if request.target else None
     hosts = request.docker_hosts

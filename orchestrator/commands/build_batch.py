@@ -9,11 +9,12 @@ target, variant or engine.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.adapters.engine import Engine
 from orchestrator.builds.build_log import Log
 from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
 from orchestrator.builds.plan import BuildPlan
@@ -32,9 +33,6 @@ from orchestrator.console import PlainProgress, console, emit_json, print_whole
 from orchestrator.endpoints import RemoteCache
 from orchestrator.errors import BuildError, PartialFailure, UsageError
 from orchestrator.targets import TargetProfile, resolve_target
-
-if TYPE_CHECKING:
-    from orchestrator.adapters.engine import Engine
 
 
 def run_batch_command(request: BuildRequest, cache: RemoteCache | None) -> int:
@@ -91,7 +89,6 @@ class _Batch:
 
 
 def _run(batch: _Batch, plans: dict[QueuedBuild, BuildPlan], engines: list[str]) -> int:
-    from orchestrator.adapters.engine import Engine  # noqa: PLC0415 -- it loads the docker SDK (start-up time)
 
     lock = threading.Lock()
 

@@ -10,34 +10,18 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from orchestrator.adapters.engine import Engine
-from orchestrator.base_images import ensure_base_image
 from orchestrator.builds.image import ensure_build_image
 from orchestrator.builds.plan import BuildOptions, make_plan
-from orchestrator.builds.sources.ort import fetch_debian_tarball, parse_source
+from orchestrator.builds.sources.ort import parse_source
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.targets import resolve_target
 
 CACHE = Path(os.environ.get("ORCH_TEST_CACHE") or "/var/tmp/orch-test-cache")
-
-
-@pytest.fixture(scope="session")
-def engine() -> Iterator[object]:
-    engine = Engine()
-    engine.ping()
-    yield engine
-
-
-@pytest.fixture(scope="session")
-def ort_tarball(engine: object) -> Path:
-    """Debian's onnxruntime 1.21.0 orig tarball, downloaded with apt inside a trixie container."""
-    base = ensure_base_image(engine, "trixie", "amd64")
-    return fetch_debian_tarball(engine, base, "1.21.0", lambda line: None, dest=CACHE / "debian")
 
 
 @pytest.fixture(scope="session")

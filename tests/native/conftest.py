@@ -23,8 +23,6 @@ import onnxruntime
 import pytest
 
 from orchestrator import board_side
-from orchestrator.adapters.engine import Engine
-from orchestrator.base_images import ensure_base_image
 from orchestrator.builds.native_runner.execute import header_from_tarball
 from orchestrator.builds.native_runner.plan import (
     HEADER_IN_TREE,
@@ -33,25 +31,10 @@ from orchestrator.builds.native_runner.plan import (
     SONAME,
     SOURCE_NAME,
 )
-from orchestrator.builds.sources.ort import fetch_debian_tarball
 
 CACHE = Path(os.environ.get("ORCH_TEST_CACHE") or "/var/tmp/orch-test-cache")
 SOURCE = Path(board_side.__file__).resolve().parent / SOURCE_NAME
 HOST_LIBRARY = Path(onnxruntime.__file__).parent / "capi" / f"libonnxruntime.so.{onnxruntime.__version__}"
-
-
-@pytest.fixture(scope="session")
-def engine() -> object:
-    engine = Engine()
-    engine.ping()
-    return engine
-
-
-@pytest.fixture(scope="session")
-def ort_tarball(engine: object) -> Path:
-    """Debian's onnxruntime 1.21.0 orig tarball (shared with the build tests' cache)."""
-    base = ensure_base_image(engine, "trixie", "amd64")
-    return fetch_debian_tarball(engine, base, "1.21.0", lambda line: None, dest=CACHE / "debian")
 
 
 @pytest.fixture(scope="session")
