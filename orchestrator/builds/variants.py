@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ _KEYS = {
     "reduce_to_models": bool,
 }
 _CONFIGS = ("Release", "RelWithDebInfo", "MinSizeRel", "Debug")
+_RELEASE = re.compile(r"\d+(\.\d+){1,2}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,53 +62,105 @@ class Variant:
         return tuple(flags)
 
 
-def _parse(name: str, data: Any, path: Path) -> Variant:
-    where = f"{path}: variant '{name}'"
+@dataclass(frozen=True, kw_only=True)
+class BrokenVariant:
+    """A user variant with mistakes: refused when asked for, without blocking the other variants."""
+
+    name: str
+    problems: tuple[str, ...]  # each "FILE:LINE: variant 'NAME': what is wrong"
+
+    def error(self) -> TargetError:
+        more = f" (and {len(self.problems) - 1} more below)" if len(self.problems) > 1 else ""
+        return TargetError(
+            self.problems[0] + more + "".join(f"\n  {problem}" for problem in self.problems[1:]),
+            hint="fix the variant in that file; the other variants stay usable",
+        )
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """Where a variant and each of its keys are written (1-based lines), for messages."""
+
+    path: Path
+    variant: int | None
+    keys: dict[str, int]
+
+    def where(self, name: str, key: str | None = None) -> str:
+        line = self.keys.get(key, self.variant) if key is not None else self.variant
+        return f"{self.path}:{line}: variant '{name}'" if line else f"{self.path}: variant '{name}'"
+
+
+def _parse(name: str, data: Any, lines: _Lines) -> Variant | BrokenVariant:
     if not isinstance(data, dict):
-        raise TargetError(f"{where} must be a mapping of keys")
-    for key, value in data.items():
-        if key not in _KEYS:
-            close = difflib.get_close_matches(key, list(_KEYS), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise TargetError(f"{where}: unknown key '{key}'{hint}; known keys: {', '.join(sorted(_KEYS))}")
-        if not isinstance(value, _KEYS[key]) or (_KEYS[key] is int and isinstance(value, bool)):
-            raise TargetError(f"{where}: '{key}' must be a {_KEYS[key].__name__}")
-    config = data.get("config", "Release")
-    if config not in _CONFIGS:
-        raise TargetError(f"{where}: config '{config}' is not one of {', '.join(_CONFIGS)}")
-    for arg in data.get("build_args", []):
-        if not isinstance(arg, str) or not arg.startswith("--"):
-            raise TargetError(
-                f"{where}: build_args entries are build.py flags like '--disable_ml_ops', got {arg!r}"
-            )
-    for flag in data.get("cflags", []):
-        _check_cflag(where, flag)
-    for key, value in (data.get("defines") or {}).items():
-        if not isinstance(key, str) or not key or isinstance(value, (dict, list)) or value is None:
-            raise TargetError(f"{where}: defines must map CMake names to values, got {key!r}: {value!r}")
-    if data.get("inline_limit") is not None and data["inline_limit"] < 0:
-        raise TargetError(f"{where}: 'inline_limit' must be >= 0, not {data['inline_limit']}")
+        return BrokenVariant(name=name, problems=(f"{lines.where(name)} must be a mapping of keys",))
+    problems = [f"{lines.where(name, key)}: {problem}" for key, problem in _key_problems(data)]
+    if problems:
+        return BrokenVariant(name=name, problems=tuple(problems))
     min_ort = data.get("min_ort")
-    if min_ort is not None and not _RELEASE.fullmatch(min_ort):
-        raise TargetError(f"{where}: 'min_ort' is an ONNX Runtime release like '1.24', not {min_ort!r}")
     return Variant(
         name=name,
         description=str(data.get("description", name)),
         build=bool(data.get("build", True)),
-        config=config,
+        config=data.get("config", "Release"),
         build_args=tuple(data.get("build_args", [])),
         defines=tuple((str(k), _define_value(v)) for k, v in (data.get("defines") or {}).items()),
         cflags=tuple(str(flag) for flag in data.get("cflags", [])),
         lto=bool(data.get("lto", False)),
         inline_limit=data.get("inline_limit"),
-        source=path,
+        source=lines.path,
         min_ort=release_tuple(min_ort) if min_ort is not None else None,
         kleidiai=data.get("kleidiai"),
         reduce_to_models=bool(data.get("reduce_to_models", False)),
     )
 
 
-_RELEASE = re.compile(r"\d+(\.\d+){1,2}")
+def _key_problems(data: dict[Any, Any]) -> list[tuple[str, str]]:
+    """Every mistake of one variant's settings, as (key, what is wrong): all of them, not the first."""
+    problems: list[tuple[str, str]] = []
+    for key, value in data.items():
+        if key not in _KEYS:
+            close = difflib.get_close_matches(str(key), list(_KEYS), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            problems.append((key, f"unknown key '{key}'{hint}; known keys: {', '.join(sorted(_KEYS))}"))
+        elif not isinstance(value, _KEYS[key]) or (_KEYS[key] is int and isinstance(value, bool)):
+            problems.append((key, f"'{key}' must be a {_KEYS[key].__name__}"))
+        else:
+            problems += [(key, problem) for problem in _value_problems(key, value)]
+    return problems
+
+
+def _value_problems(key: str, value: Any) -> list[str]:
+    """What is wrong with one setting whose type is right."""
+    check = _VALUE_CHECKS.get(key)
+    return check(value) if check is not None else []
+
+
+def _bad_build_args(value: list[Any]) -> list[str]:
+    return [
+        f"build_args entries are build.py flags like '--disable_ml_ops', got {arg!r}"
+        for arg in value
+        if not isinstance(arg, str) or not arg.startswith("--")
+    ]
+
+
+def _bad_defines(value: dict[Any, Any]) -> list[str]:
+    return [
+        f"defines must map CMake names to values, got {name!r}: {setting!r}"
+        for name, setting in value.items()
+        if not isinstance(name, str) or not name or isinstance(setting, (dict, list)) or setting is None
+    ]
+
+
+_VALUE_CHECKS: dict[str, Callable[[Any], list[str]]] = {
+    "config": lambda v: [] if v in _CONFIGS else [f"config '{v}' is not one of {', '.join(_CONFIGS)}"],
+    "build_args": _bad_build_args,
+    "cflags": lambda v: [problem for flag in v if (problem := _cflag_problem(flag)) is not None],
+    "defines": _bad_defines,
+    "inline_limit": lambda v: [f"'inline_limit' must be >= 0, not {v}"] if v < 0 else [],
+    "min_ort": lambda v: (
+        [] if _RELEASE.fullmatch(v) else [f"'min_ort' is an ONNX Runtime release like '1.24', not {v!r}"]
+    ),
+}
 
 
 def release_tuple(version: str) -> tuple[int, ...]:
@@ -117,22 +171,21 @@ def release_tuple(version: str) -> tuple[int, ...]:
 PLACEHOLDERS = ("mcpu", "march")
 
 
-def _check_cflag(where: str, flag: Any) -> None:
+def _cflag_problem(flag: Any) -> str | None:
     """A cflags entry is a string whose only placeholders are {mcpu} and {march} (``{{`` for a brace)."""
     if not isinstance(flag, str):
-        raise TargetError(f"{where}: cflags entries are compiler flags (strings), got {flag!r}")
+        return f"cflags entries are compiler flags (strings), got {flag!r}"
     try:
         fields = [field for _, field, _, _ in string.Formatter().parse(flag) if field is not None]
     except ValueError as error:
-        raise TargetError(
-            f"{where}: cflags entry {flag!r}: {error}; write a literal brace as '{{{{' or '}}}}'"
-        ) from None
+        return f"cflags entry {flag!r}: {error}; write a literal brace as '{{{{' or '}}}}'"
     for field in fields:
         if field not in PLACEHOLDERS:
-            raise TargetError(
-                f"{where}: cflags entry {flag!r} names the unknown placeholder {{{field}}};"
+            return (
+                f"cflags entry {flag!r} names the unknown placeholder {{{field}}};"
                 f" known: {', '.join('{' + name + '}' for name in PLACEHOLDERS)}"
             )
+    return None
 
 
 def _define_value(value: Any) -> str:
@@ -141,24 +194,12 @@ def _define_value(value: Any) -> str:
     return str(value)
 
 
-def _load_file(path: Path) -> dict[str, Variant]:
+def _load_file(path: Path) -> dict[str, Variant | BrokenVariant]:
+    text = _read_text(path)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        raw, more = read_capped(path)
-    except OSError as error:
-        raise TargetError(f"{path}: cannot read the variants file: {error.strerror or error}") from error
-    if more:
-        raise TargetError(
-            f"{path}: larger than {TEXT_FILE_LIMIT >> 20} MiB (or endless): not a variants file"
-        )
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw.count(b"\n", 0, error.start) + 1
-        raise TargetError(
-            f"{path}:{line}: byte {raw[error.start]:#04x} is not UTF-8: a variants file is UTF-8 text"
-        ) from None
-    try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+        data = yaml.load(text, Loader=loader) or {}
+        root = yaml.compose(text, Loader=loader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -168,16 +209,52 @@ def _load_file(path: Path) -> dict[str, Variant]:
         raise TargetError(f"{path}: not valid YAML: {error}") from None
     if not isinstance(data, dict):
         raise TargetError(f"{path}: a variants file maps variant names to their settings")
-    return {str(name): _parse(str(name), body, path) for name, body in data.items()}
+    lines = _variant_lines(root)
+    return {
+        str(name): _parse(str(name), body, _Lines(path, *lines.get(str(name), (None, {}))))
+        for name, body in data.items()
+    }
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw, more = read_capped(path)
+    except OSError as error:
+        raise TargetError(f"{path}: cannot read the variants file: {error.strerror or error}") from error
+    if more:
+        raise TargetError(
+            f"{path}: larger than {TEXT_FILE_LIMIT >> 20} MiB (or endless): not a variants file"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise TargetError(
+            f"{path}:{line}: byte {raw[error.start]:#04x} is not UTF-8: a variants file is UTF-8 text"
+        ) from None
+
+
+def _variant_lines(root: yaml.Node | None) -> dict[str, tuple[int, dict[str, int]]]:
+    """Each variant's line and the lines of its keys, read from the YAML node tree."""
+    found: dict[str, tuple[int, dict[str, int]]] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return found
+    for name_node, body in root.value:
+        keys: dict[str, int] = {}
+        if isinstance(body, yaml.MappingNode):
+            keys = {str(key.value): key.start_mark.line + 1 for key, _ in body.value}
+        found[str(name_node.value)] = (name_node.start_mark.line + 1, keys)
+    return found
 
 
 def variant_files() -> list[Path]:
     return [TOOLCHAINS_DIR / "variants.yaml", orch_home() / "variants.yaml"]
 
 
-def load_variants() -> dict[str, Variant]:
-    """Shipped variants, then the user's (a user variant with a shipped name replaces it)."""
-    variants: dict[str, Variant] = {}
+def load_variants() -> dict[str, Variant | BrokenVariant]:
+    """Shipped variants, then the user's (a user variant with a shipped name replaces it). A variant
+    with mistakes is kept as a BrokenVariant: refused when used, while the others stay usable."""
+    variants: dict[str, Variant | BrokenVariant] = {}
     for path in variant_files():
         if path.exists():  # a directory or a device there is an error, not "no variants file"
             variants.update(_load_file(path))
@@ -186,11 +263,16 @@ def load_variants() -> dict[str, Variant]:
 
 def resolve_variant(name: str) -> Variant:
     variants = load_variants()
-    if name in variants:
-        return variants[name]
+    found = variants.get(name)
+    if isinstance(found, BrokenVariant):
+        raise found.error()
+    if found is not None:
+        return found
     close = difflib.get_close_matches(name, list(variants), n=1)
     suggestion = f" Did you mean '{close[0]}'?" if close else ""
+    broken = sorted(v.name for v in variants.values() if isinstance(v, BrokenVariant))
+    unusable = f" ({', '.join(broken)}: defined with mistakes)" if broken else ""
     raise TargetError(
-        f"unknown variant '{name}'.{suggestion} Known variants: {', '.join(sorted(variants))}",
+        f"unknown variant '{name}'.{suggestion} Known variants: {', '.join(sorted(variants))}{unusable}",
         hint=f"add your own in {orch_home() / 'variants.yaml'}",
     )

@@ -205,7 +205,6 @@ def test_shipped_variants_and_a_user_variant(tmp_path: Path, monkeypatch: pytest
         ("x:\n  ltto: true\n", "did you mean 'lto'"),
         ("x:\n  config: Fast\n", "not one of"),
         ("x:\n  build_args: [disable_ml_ops]\n", "build.py flags"),
-        ("- a\n- b\n", "maps variant names"),
     ],
 )
 def test_malformed_user_variants_are_clear_errors(
@@ -213,8 +212,39 @@ def test_malformed_user_variants_are_clear_errors(
 ) -> None:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path))
     (tmp_path / "variants.yaml").write_text(text)
-    with pytest.raises(TargetError, match=message):
+    with pytest.raises(TargetError, match=message) as refused:
+        resolve_variant("x")
+    assert f"{tmp_path / 'variants.yaml'}:2: variant 'x'" in refused.value.message
+
+
+def test_a_variants_file_that_is_no_mapping_is_refused_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path))
+    (tmp_path / "variants.yaml").write_text("- a\n- b\n")
+    with pytest.raises(TargetError, match="maps variant names"):
         load_variants()
+
+
+def test_every_mistake_of_a_user_variant_is_named_with_its_line_and_the_others_stay_usable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path))
+    (tmp_path / "variants.yaml").write_text(
+        "good:\n  lto: true\nbad:\n  ltto: true\n  config: Fast\n  cflags: ['-mcpu={cpu}']\n"
+    )
+    path = tmp_path / "variants.yaml"
+    with pytest.raises(TargetError) as refused:
+        resolve_variant("bad")
+    message = refused.value.message
+    assert f"{path}:4: variant 'bad': unknown key 'ltto' (did you mean 'lto'?)" in message
+    assert f"{path}:5: variant 'bad': config 'Fast' is not one of" in message
+    assert f"{path}:6: variant 'bad': cflags entry '-mcpu={{cpu}}' names the unknown placeholder" in message
+    # The user's other variant and the shipped ones still build.
+    assert resolve_variant("good").lto is True
+    assert resolve_variant("tuned").lto is True
+    with pytest.raises(TargetError, match=r"bad: defined with mistakes"):
+        resolve_variant("nosuch")
 
 
 def test_unknown_variant_suggests_the_close_one() -> None:
