@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import sqlite3
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -27,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.bench import stats
+from orchestrator.bench.results_index import IndexConnection, free_name, index_problem
 from orchestrator.bench.series import Series, series_of
 from orchestrator.errors import UsageError
 from orchestrator.paths import results_dir
@@ -34,27 +33,6 @@ from orchestrator.paths import results_dir
 BOARD_SCHEMA = "orch-bench-board/1"
 RUN_FILE = "run.json"
 INDEX_FILE = "index.sqlite"
-
-# SQLite serialises writers itself; the lock keeps this process's threads from racing on schema setup.
-_index_lock = threading.Lock()
-
-_SCHEMA_SQL = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY, created TEXT, command TEXT, status TEXT,
-    boards_ok INTEGER DEFAULT 0, boards_failed INTEGER DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS boards (
-    run_id TEXT, board TEXT, status TEXT, error TEXT, path TEXT, ort_version TEXT, kernel TEXT,
-    PRIMARY KEY (run_id, board)
-);
-CREATE TABLE IF NOT EXISTS series (
-    run_id TEXT, board TEXT, label TEXT, variant TEXT, release TEXT, model TEXT, quant TEXT, ep TEXT,
-    opt_level TEXT, intra_threads INTEGER, inter_threads INTEGER, n INTEGER, p50_ms REAL, p90_ms REAL,
-    p99_ms REAL, mean_ms REAL, std_ms REAL
-);
-CREATE INDEX IF NOT EXISTS series_run ON series (run_id, board);
-CREATE TABLE IF NOT EXISTS damaged (path TEXT PRIMARY KEY, reason TEXT);
-"""
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -294,7 +272,7 @@ class ResultStore:
                     )
 
     # --- index internals ----------------------------------------------------------------
-    def _index(self) -> _IndexConnection:
+    def _index(self) -> IndexConnection:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -305,7 +283,7 @@ class ResultStore:
         if not self._index_checked:
             self._index_checked = True
             self._check_index()
-        return _IndexConnection(self.root / INDEX_FILE)
+        return IndexConnection(self.root / INDEX_FILE)
 
     def _check_index(self) -> None:
         """A damaged index (not SQLite, truncated, another schema) is moved aside, never deleted,
@@ -313,10 +291,10 @@ class ResultStore:
         index = self.root / INDEX_FILE
         if not index.exists():
             return
-        problem = _index_problem(index)
+        problem = index_problem(index)
         if problem is None:
             return
-        kept = _free_name(index.with_name(INDEX_FILE + ".damaged"))
+        kept = free_name(index.with_name(INDEX_FILE + ".damaged"))
         try:
             index.rename(kept)
         except OSError as error:
@@ -372,67 +350,7 @@ class ResultStore:
             db.executemany(f"INSERT INTO series VALUES ({', '.join('?' * 17)})", rows)
 
 
-class _IndexConnection:
-    """``with`` block = one transaction on the index, committed on success."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self) -> sqlite3.Connection:
-        _index_lock.acquire()
-        try:
-            self.db = sqlite3.connect(self.path, timeout=30)
-            self.db.executescript(_SCHEMA_SQL)
-        except BaseException:
-            _index_lock.release()
-            raise
-        return self.db
-
-    def __exit__(self, kind: object, value: object, tb: object) -> None:
-        try:
-            if kind is None:
-                self.db.commit()
-            self.db.close()
-        finally:
-            _index_lock.release()
-
-
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]+")
-_TABLE_COLUMNS = {
-    "runs": {"run_id", "created", "command", "status", "boards_ok", "boards_failed"},
-    "boards": {"run_id", "board", "status", "error", "path", "ort_version", "kernel"},
-    "damaged": {"path", "reason"},
-    "series": {
-        "run_id", "board", "label", "variant", "release", "model", "quant", "ep", "opt_level",
-        "intra_threads", "inter_threads", "n", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "std_ms",
-    },
-}  # fmt: skip
-
-
-def _index_problem(index: Path) -> str | None:
-    """Why index.sqlite cannot serve as orch's index, or None."""
-    try:
-        db = sqlite3.connect(f"file:{index}?mode=ro", uri=True, timeout=30)
-        try:
-            if db.execute("PRAGMA quick_check").fetchone() != ("ok",):
-                return "the SQLite file fails its integrity check"
-            for table, columns in _TABLE_COLUMNS.items():
-                found = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-                if found and found != columns:
-                    return f"table '{table}' has other columns than orch's ({', '.join(sorted(found))})"
-        finally:
-            db.close()
-    except sqlite3.DatabaseError as error:
-        return f"not a usable SQLite database ({error})"
-    return None
-
-
-def _free_name(path: Path) -> Path:
-    candidate, number = path, 1
-    while candidate.exists():
-        number += 1
-        candidate = path.with_name(f"{path.name}.{number}")
-    return candidate
 
 
 def _read_problem(path: Path) -> str | None:
