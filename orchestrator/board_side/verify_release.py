@@ -1,12 +1,13 @@
-"""Deploy verification, run on the board with the release's interpreter after ``current`` switched.
+"""Deploy verification, run on the board with the release's own interpreter before it becomes current.
 
-Sent as ``<workdir>/current/venv/bin/python -c <this file's text> MODEL...`` by
-``orchestrator.deploy.execute.verify_release`` (not stored in the release: releases deployed
+Sent as ``<workdir>/releases/<id>/venv/bin/python -c <this file's text> MODEL...`` by
+``orchestrator.deploy.board_steps.verify_release`` (not stored in the release: releases deployed
 before it existed are verified the same way on a rollback). Arguments: paths of the release's
-models. Imports numpy and onnxruntime, then runs one inference per model with deterministic
-random input (no zeros). Prints one JSON document: ok, version, file (where onnxruntime was
-imported from), build_info, providers and per model ok, load_ms, run_ms, outputs (their shapes)
-or error; ``{"ok": false, "error": ...}`` when the import fails. Exits 1 when anything failed.
+own models (``releases/<id>/models/...``). Imports numpy and onnxruntime, then runs one inference
+per model with deterministic random input (no zeros). Prints one JSON document: ok, version, file
+(where onnxruntime was imported from, a real path: orch checks it lies in the release directory),
+build_info, providers and per model ok, load_ms, run_ms, outputs (their shapes) or error;
+``{"ok": false, "error": ...}`` when the import fails. Exits 1 when anything failed.
 """
 
 from __future__ import annotations

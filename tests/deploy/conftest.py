@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from plan_files import make_files
 from stock_baseline import LAB_PLATFORM, wheel_version
 
 from orchestrator.artifacts.store import Artifact, Manifest, artifact_dir, write_manifest
@@ -46,6 +47,12 @@ def make_artifact(
     manifest = Manifest.from_json(document, source="tests/deploy fixture")
     write_manifest(directory, manifest)
     return Artifact(directory=directory, manifest=manifest)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, object]:
+    """The release files of a small artifact (a fake wheel, pip, numpy, a tiny model), for plans."""
+    return make_files(tmp_path)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_deploy_plan import files, plan  # noqa: F401 -- the plan tests' fixture and helper
+from plan_files import plan
 
 from orchestrator.commands.deploy import _print_plan
 from orchestrator.deploy.board_steps import recorded_verification
@@ -90,7 +90,7 @@ def _listing(release_id: str, document: dict[str, object], verified: bool) -> st
     return "\n".join(lines) + "\n"
 
 
-def test_the_plan_says_already_current_and_verified(files: dict[str, object]) -> None:  # noqa: F811
+def test_the_plan_says_already_current_and_verified(files: dict[str, object]) -> None:
     first = plan(files)
     store = {f.sha256 for f in first.files}
     verified = plan(files, listing=_listing(first.release_id, first.release_document, True), store=store)
@@ -107,7 +107,7 @@ def test_the_plan_says_already_current_and_verified(files: dict[str, object]) ->
     assert not other.already_verified and not other.unchanged
 
 
-def test_a_damaged_record_means_verifying_again(files: dict[str, object]) -> None:  # noqa: F811
+def test_a_damaged_record_means_verifying_again(files: dict[str, object]) -> None:
     first = plan(files)
     listing = _listing(first.release_id, first.release_document, True).replace('"ok": true', '"ok": "yes"', 1)
     again = plan(files, listing=listing, store={f.sha256 for f in first.files})
@@ -116,7 +116,7 @@ def test_a_damaged_record_means_verifying_again(files: dict[str, object]) -> Non
 
 
 def test_the_dry_run_prints_nothing_to_do(
-    files: dict[str, object],  # noqa: F811
+    files: dict[str, object],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     first = plan(files)

@@ -69,6 +69,18 @@ def test_rollback_goes_to_the_most_recently_used_other_release() -> None:
     assert choose_rollback(parse_listing(LISTING), board="nano01").id == "stock-1.32.0-aaaaaaaa"
 
 
+def test_rollback_never_goes_to_a_release_that_failed_before_it_was_ever_current() -> None:
+    # A deploy whose verification failed leaves its (complete, newer) release on the board, never
+    # current: "back" is the release that was current before, not that one.
+    failed = release_line("stock-1.32.0-ffffffff", "2026-11-30T09:00:00Z")
+    listing = parse_listing(LISTING + "\n" + failed)
+    assert listing.releases[-1].id == "stock-1.32.0-ffffffff"  # the newest by creation
+    assert choose_rollback(listing, board="nano01").id == "stock-1.32.0-aaaaaaaa"
+    # A board that has no history (releases made before it) still rolls back to something.
+    bare = "\n".join(line for line in LISTING.splitlines() if not line.startswith("history"))
+    assert choose_rollback(parse_listing(bare), board="nano01").id == "stock-1.32.0-aaaaaaaa"
+
+
 def test_rollback_without_a_previous_release_says_so() -> None:
     only = "workdir\t/root/orch\ncurrent\treleases/a-1-aaaaaaaa\n" + release_line("a-1-aaaaaaaa", "t")
     with pytest.raises(

@@ -1,0 +1,163 @@
+"""The deploy fault tests' world (test_deploy_faults.py): one lab board as ``f1`` in the tests' own inventory, the
+pre-flighted stock artifact (the session's ``stock_build``) and tiny models, and the checks made
+afterwards on the board itself (over SSH and, independently of the connection under test, in its
+container)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import lab_state
+from orchestrator.adapters import ssh
+from orchestrator.adapters.engine import Engine
+from orchestrator.board import Board
+from orchestrator.deploy.releases import Layout, read_listing
+from orchestrator.fleet.inventory import load_inventory
+from orchestrator.lab.sample_models import write_tiny_convnet
+
+# A workdir with a space: the values reach the board as data.
+WORKDIR = "fault tests/orch"
+# Marks of the board-side processes a deploy starts (their text is in their argv: `python -c`).
+VERIFY_MARK = "Deploy verification, run on the board"
+LOCK_MARK = "The board lock: one writer per board"
+
+RUNS_ITS_MODEL = (
+    "import sys, numpy as np, onnxruntime as ort\n"
+    "s = ort.InferenceSession(sys.argv[1])\n"
+    "print(ort.__version__, s.run(None, {'input': np.ones((1, 3, 32, 32), np.float32)})[0].shape)"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Faults:
+    """The tests' world: environment, inventory, the board's container, models."""
+
+    root: Path
+    env: dict[str, str]
+    inventory: Path
+    container: str
+    tiny: Path
+    tiny2: Path
+    garbage: Path  # random bytes named .onnx
+
+    def board(self) -> Board:
+        return load_inventory(self.inventory).board("f1")
+
+    def orch(
+        self, *args: str, timeout: float = 1800
+    ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+        result = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *args],
+            env=self.env,
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        try:
+            document = json.loads(result.stdout) if result.stdout.strip() else {}
+        except json.JSONDecodeError:
+            document = {}
+        return result, document
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """orch in its own process group (so a Ctrl-C can be sent to the group, as a terminal does)."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", *args],
+            env=self.env,
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def board_processes(self, mark: str) -> list[str]:
+        """Processes in the board's container whose command line holds ``mark`` (read from /proc)."""
+        script = (
+            'for p in /proc/[0-9]*; do a=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null) || continue;'
+            ' case "$a" in *"$1"*) echo "${p#/proc/}";; esac; done; true'
+        )
+        _, out = Engine().exec(self.container, ["sh", "-c", script, "sh", mark])
+        return out.split()
+
+    def wait_for_process(self, mark: str, process: subprocess.Popen[str], timeout: float = 900) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.board_processes(mark):
+                return
+            if process.poll() is not None:
+                out, err = process.communicate()
+                pytest.fail(
+                    f"orch ended ({process.returncode}) before {mark!r} ran:\n{out}\n{err}", pytrace=False
+                )
+            time.sleep(0.2)
+        pytest.fail(f"{mark!r} never ran on the board", pytrace=False)
+
+    def gone_within(self, mark: str, seconds: float) -> float | None:
+        """Seconds until no process with ``mark`` is left on the board (None: still there)."""
+        start = time.monotonic()
+        while time.monotonic() - start < seconds:
+            if not self.board_processes(mark):
+                return time.monotonic() - start
+            time.sleep(0.5)
+        return None
+
+    def board_state(self) -> tuple[str | None, list[str], str]:
+        """(current release, leftover `.current.*` entries, what the current release's model gives)."""
+        board = self.board()
+        with ssh.connect(board, connect_timeout=60) as session:
+            listing = read_listing(session, Layout(workdir=WORKDIR))
+            entries = session.run(["ls", "-a", "--", WORKDIR]).stdout.split()
+            runs = session.run(
+                [
+                    f"{WORKDIR}/current/venv/bin/python",
+                    "-c",
+                    RUNS_ITS_MODEL,
+                    f"{WORKDIR}/current/models/tiny.onnx",
+                ],
+                timeout=900,
+            ).stdout
+        return listing.current, [e for e in entries if e.startswith(".current.")], runs
+
+
+def make_faults(lab: Any, stock_build: Any, root: Path) -> Faults:
+    """The world on the session's lab (its board lab1 as ``f1``) and stock artifact."""
+    models = root / "models"
+    tiny = write_tiny_convnet(models / "tiny.onnx")
+    tiny2 = write_tiny_convnet(models / "tiny2.onnx", seed=1)
+    garbage = models / "garbage.onnx"
+    garbage.write_bytes(os.urandom(4096))
+    lab.refresh()
+    lab_board = lab.board("lab1")
+    inventory = root / "inventory.yaml"
+    host = {
+        "hostname": "127.0.0.1",
+        "port": lab_board.port,
+        "user": lab_board.user,
+        "identity_file": str(lab_board.identity_file),
+        "target": "lab",
+        "workdir": WORKDIR,
+    }
+    inventory.write_text(json.dumps({"all": {"hosts": {"f1": host}}}, indent=2))
+    state = lab_state.read_state()
+    assert state is not None
+    container = next(b.container for b in state.boards if b.name == "lab1")
+    env = {
+        **lab.env,
+        "ORCH_ARTIFACTS": stock_build.env["ORCH_ARTIFACTS"],
+        "ORCH_INVENTORY": str(inventory),
+    }
+    return Faults(
+        root=root, env=env, inventory=inventory, container=container, tiny=tiny, tiny2=tiny2, garbage=garbage
+    )

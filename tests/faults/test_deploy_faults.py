@@ -1,0 +1,296 @@
+"""Faults provoked for real while `orch deploy` works on a lab board, each checked afterwards on
+the board itself: `current` is the previous verified release, which imports onnxruntime and runs
+its model; no `.current.*` temporary link and no verification or lock process is left; and what
+orch printed and exited with is true.
+
+The tests run in file order on one board (``f1`` = lab1): the first deploy makes release A (one
+model); the faults then hit deploys of release B (A's wheel and model plus a second model: its
+packages are reused from A, so B installs in seconds and its verification is the long step).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from deploy_world import LOCK_MARK, VERIFY_MARK, WORKDIR, Faults, make_faults
+
+from orchestrator.adapters import ssh
+from orchestrator.artifacts.store import Manifest, write_manifest
+from orchestrator.board import Board
+from orchestrator.board_side import read_text
+
+
+class State:
+    """What earlier tests left for later ones (the tests run in file order)."""
+
+    a: ClassVar[str] = ""
+
+
+@pytest.fixture(scope="module")
+def faults(lab: Any, stock_build: Any, tmp_path_factory: pytest.TempPathFactory) -> Faults:
+    return make_faults(lab, stock_build, tmp_path_factory.mktemp("faults"))
+
+
+def explain(result: subprocess.CompletedProcess[str] | tuple[int | None, str, str]) -> str:
+    if isinstance(result, tuple):
+        code, out, err = result
+    else:
+        code, out, err = result.returncode, result.stdout, result.stderr
+    return f"exit {code}\n--- stdout\n{out[-3000:]}\n--- stderr\n{err[-5000:]}"
+
+
+def deploy_b(faults: Faults, *extra: str) -> tuple[str, ...]:
+    return ("deploy", "--host", "f1", "--model", str(faults.tiny), "--model", str(faults.tiny2), *extra)
+
+
+def assert_board_on_a(faults: Faults, what: str) -> None:
+    """The board after a fault: A current and working, no temporary link, nothing of orch running."""
+    current, temporary, runs = faults.board_state()
+    assert current == State.a, f"{what}: the board is on {current}, not on the verified {State.a}"
+    assert "(1, 10)" in runs, f"{what}: the current release does not run its model: {runs}"
+    assert temporary == [], f"{what}: temporary links left: {temporary}"
+    verify_gone = faults.gone_within(VERIFY_MARK, 60)
+    assert verify_gone is not None, f"{what}: the verification still runs on the board a minute later"
+    assert faults.gone_within(LOCK_MARK, 30) is not None, f"{what}: the lock process outlived orch"
+    print(f"{what}: no verification process on the board {verify_gone:.1f} s after the check began")
+
+
+def test_first_deploy_makes_the_verified_release_the_faults_start_from(faults: Faults) -> None:
+    result, doc = faults.orch("deploy", "--host", "f1", "--model", str(faults.tiny), "--json")
+    assert result.returncode == 0, explain(result)
+    report = doc["boards"]["f1"]
+    assert report["action"] == "deployed" and report["verification"]["models"]["tiny.onnx"]["ok"]
+    State.a = report["release_id"]
+    assert_board_on_a(faults, "after the first deploy")
+
+
+def _interrupt_during_verification(
+    faults: Faults, sig: signal.Signals, *, group: bool
+) -> tuple[int | None, str, str]:
+    process = faults.start(*deploy_b(faults))
+    faults.wait_for_process(VERIFY_MARK, process)
+    if group:
+        os.killpg(process.pid, sig)  # what Ctrl-C in a terminal does
+    else:
+        process.send_signal(sig)
+    out, err = process.communicate(timeout=120)
+    return process.returncode, out, err
+
+
+@pytest.mark.parametrize(
+    ("sig", "group", "code"),
+    [
+        (signal.SIGINT, True, 130),
+        (signal.SIGTERM, False, -signal.SIGTERM),
+        (signal.SIGKILL, False, -signal.SIGKILL),
+    ],
+    ids=["ctrl-c", "sigterm", "sigkill"],
+)
+def test_orch_stopped_while_the_board_verifies_the_new_release_leaves_the_previous_one(
+    faults: Faults, sig: signal.Signals, group: bool, code: int
+) -> None:
+    assert State.a, "needs the first deploy"
+    returned = _interrupt_during_verification(faults, sig, group=group)
+    assert returned[0] == code, explain(returned)
+    if sig == signal.SIGINT:
+        # What orch says on the way out is what the board is on.
+        assert "interrupted" in returned[2] and f"f1: current release: {State.a}" in returned[2], explain(
+            returned
+        )
+    assert_board_on_a(faults, f"after {sig.name} during the verification")
+
+
+def test_timeout_while_the_board_is_paused_in_the_verification(faults: Faults) -> None:
+    # The connection is stalled (the board's container frozen) while it verifies; --timeout runs
+    # out; the board is thawed after orch has exited.
+    assert State.a, "needs the first deploy"
+    process = faults.start(*deploy_b(faults, "--timeout", "45", "--json"))
+    faults.wait_for_process(VERIFY_MARK, process)
+    subprocess.run(["docker", "pause", faults.container], check=True, capture_output=True)
+    try:
+        out, err = process.communicate(timeout=300)
+    finally:
+        subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
+    returned = (process.returncode, out, err)
+    assert process.returncode == 4, explain(returned)
+    report = json.loads(out)["boards"]["f1"]
+    assert not report["ok"] and report["timed_out"], report
+    # It names what the board is on: the release it did not switch to is nowhere reported.
+    assert (report["current"], report["current_known"]) == (State.a, True), report
+    assert f"current: {State.a}" in err and "f1: current release: " + State.a in err, explain(returned)
+    assert_board_on_a(faults, "after a --timeout while the board was paused")
+
+
+def test_a_release_whose_model_is_random_bytes_never_becomes_current(faults: Faults) -> None:
+    assert State.a, "needs the first deploy"
+    result, doc = faults.orch(
+        "deploy", "--host", "f1", "--model", str(faults.tiny), "--model", str(faults.garbage), "--json"
+    )
+    if result.returncode == 2:  # refused on the workstation (not ONNX): nothing was sent
+        assert "garbage.onnx" in result.stderr, explain(result)
+    else:
+        assert result.returncode == 6, explain(result)
+        report = doc["boards"]["f1"]
+        assert "garbage.onnx" in report["error"] and f"{State.a} stays current" in report["error"], report
+        assert report["current"] == State.a, report
+        # ... and interrupted in its verification, too.
+        process = faults.start(
+            "deploy", "--host", "f1", "--model", str(faults.tiny), "--model", str(faults.garbage)
+        )
+        faults.wait_for_process(VERIFY_MARK, process)
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=60)
+    assert_board_on_a(faults, "after deploying a model of random bytes")
+
+
+def test_a_paused_and_thawed_board_finishes_and_rollback_verifies_before_it_switches(faults: Faults) -> None:
+    assert State.a, "needs the first deploy"
+    process = faults.start(*deploy_b(faults, "--json"))
+    faults.wait_for_process(VERIFY_MARK, process)
+    subprocess.run(["docker", "pause", faults.container], check=True, capture_output=True)
+    time.sleep(5)
+    subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
+    out, err = process.communicate(timeout=900)
+    assert process.returncode == 0, explain((process.returncode, out, err))
+    b = json.loads(out)["boards"]["f1"]["release_id"]
+    current, temporary, _ = faults.board_state()
+    assert (current, temporary) == (b, [])
+
+    rolled, doc = faults.orch("deploy", "--host", "f1", "--rollback", "--json")
+    assert rolled.returncode == 0, explain(rolled)
+    report = doc["boards"]["f1"]
+    assert (report["action"], report["previous"], report["release_id"]) == ("rolled back", b, State.a)
+    assert report["verification"]["models"]["tiny.onnx"]["ok"]
+    assert_board_on_a(faults, "after the rollback")
+
+
+def test_two_deploys_at_once_the_second_waits_and_the_board_ends_on_the_release_reported(
+    faults: Faults,
+) -> None:
+    assert State.a, "needs the first deploy"
+    first = faults.start(*deploy_b(faults, "--json"))
+    faults.wait_for_process(VERIFY_MARK, first)  # it holds the board lock now
+    second = faults.start(
+        "deploy", "--host", "f1", "--model", str(faults.tiny), "--lock-timeout", "900", "--json"
+    )
+    out, err = first.communicate(timeout=900)
+    assert first.returncode == 0, explain((first.returncode, out, err))
+    first_report = json.loads(out)["boards"]["f1"]
+    out2, err2 = second.communicate(timeout=900)
+    assert second.returncode == 0, explain((second.returncode, out2, err2))
+    second_report = json.loads(out2)["boards"]["f1"]
+    assert f"waiting for the board lock, held by orch deploy (pid {first.pid} on " in err2, explain(
+        (second.returncode, out2, err2)
+    )
+    # Each reported the release it made current, in turn; the board is on the last one reported.
+    assert first_report["action"] == "deployed" and first_report["release_id"] != State.a
+    assert second_report["action"] == "deployed" and second_report["release_id"] == State.a
+    assert_board_on_a(faults, "after two deploys at once")
+
+
+def _hold_lock(session: ssh.RemoteSession, board: Board, holder: dict[str, object]) -> Any:
+    """The board lock, held from here with the board-side script and a holder description of our choosing."""
+    stream = session.open_stream(
+        [board.python, "-c", read_text("board_lock.py"), WORKDIR, json.dumps(holder), "5"]
+    )
+    stream.settimeout(300)
+    answer = b""
+    while b"\n" not in answer:
+        chunk = stream.recv(4096)
+        assert chunk, "the lock process ended"
+        answer += chunk
+    assert json.loads(answer.splitlines()[0])["event"] == "acquired"
+    return stream
+
+
+def test_a_busy_board_is_refused_naming_the_holder_and_a_dead_holder_is_broken(faults: Faults) -> None:
+    assert State.a, "needs the first deploy"
+    board = faults.board()
+    here = socket.gethostname()
+    alive = {"command": "bench", "host": here, "pid": os.getpid(), "started": "2026-12-02T07:00:00+00:00"}
+    with ssh.connect(board) as session:
+        stream = _hold_lock(session, board, alive)
+        refused, doc = faults.orch(
+            "deploy", "--host", "f1", "--model", str(faults.tiny), "--lock-timeout", "3", "--json"
+        )
+        stream.close()
+    assert refused.returncode == 6, explain(refused)
+    error = doc["boards"]["f1"]["error"]
+    assert (
+        f"orch bench (pid {os.getpid()} on {here}, since 2026-12-02T07:00:00+00:00) holds its lock" in error
+    )
+    assert "waited 3s, nothing was changed" in error and "--lock-timeout" in refused.stderr
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
+    dead = {**alive, "command": "deploy", "pid": int(gone.stdout)}
+    with ssh.connect(board) as session:
+        stream = _hold_lock(session, board, dead)
+        broke, doc = faults.orch("deploy", "--host", "f1", "--model", str(faults.tiny), "--json")
+        stream.close()
+    assert broke.returncode == 0, explain(broke)
+    assert f"warning: f1: broke the board lock of orch deploy (pid {dead['pid']} on {here}" in broke.stderr
+    assert doc["boards"]["f1"]["release_id"] == State.a
+    assert_board_on_a(faults, "after the lock tests")
+
+
+def _bad_artifacts(root: Path, good: Path) -> dict[str, Path]:
+    """Copies of the good stock artifact whose manifest records a failed pre-flight, or none."""
+    made = {}
+    manifest = json.loads((good / "manifest.json").read_text())
+    for kind, preflight in (
+        ("failed", {"ok": False, "error": "SIGILL in the emulated Cortex-A72"}),
+        ("none", None),
+    ):
+        directory = root / kind / "lab" / "stock" / manifest["ort_version"]
+        directory.mkdir(parents=True)
+        (directory / manifest["wheel"]).symlink_to(good / manifest["wheel"])
+        document = {k: v for k, v in manifest.items() if k != "preflight"}
+        if preflight is not None:
+            document["preflight"] = preflight
+        write_manifest(directory, Manifest.from_json(document, source="test"))
+        made[kind] = directory
+    return made
+
+
+def test_an_artifact_without_a_passed_preflight_is_refused_by_path_dry_run_and_real(
+    faults: Faults, stock_build: Any, tmp_path: Path
+) -> None:
+    assert State.a, "needs the first deploy"
+    bad = _bad_artifacts(tmp_path, Path(stock_build.artifact.directory))
+    for kind, directory in bad.items():
+        for dry in (("--dry-run",), ()):
+            result, _ = faults.orch(
+                "deploy", "--host", "f1", "--artifact", str(directory), "--model", str(faults.tiny), *dry
+            )
+            assert result.returncode == 2, explain(result)
+            reason = "pre-flight failed: SIGILL" if kind == "failed" else "no pre-flight record"
+            assert f"--artifact {directory}" in result.stderr and reason in result.stderr, explain(result)
+            assert "--skip-preflight-check" in result.stderr and "Traceback" not in result.stderr
+    # Forced: it goes, and the output says what was skipped.
+    forced, doc = faults.orch(
+        "deploy",
+        "--host",
+        "f1",
+        "--artifact",
+        str(bad["failed"]),
+        "--model",
+        str(faults.tiny),
+        "--dry-run",
+        "--skip-preflight-check",
+        "--json",
+    )
+    assert forced.returncode == 0, explain(forced)
+    assert "--skip-preflight-check skips this check" in forced.stderr
+    assert doc["preflight_check_skipped"] and "pre-flight failed" in doc["preflight_check_skipped"][0]
+    assert_board_on_a(faults, "after the refused artifacts")
