@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.artifacts.store import Artifact, read_manifest
 
 # The lab boards: Debian 13, Python 3.13, glibc 2.41, aarch64.
@@ -27,26 +28,13 @@ def download_stock(dest: Path) -> Path:
     if found:
         return found[-1]
     dest.mkdir(parents=True, exist_ok=True)
-    argv = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--disable-pip-version-check",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--platform",
-        LAB_PLATFORM,
-        "--python-version",
-        LAB_PYTHON,
-        "--implementation",
-        "cp",
-        "--abi",
-        "cp313",
-        "-d",
-        str(dest),
-        "onnxruntime",
-    ]
+    argv = pip_download_argv(
+        ["onnxruntime"],
+        dest=dest,
+        python_version=LAB_PYTHON,
+        platforms=[LAB_PLATFORM],
+        with_dependencies=False,
+    )
     result = subprocess.run(argv, capture_output=True, text=True, check=False)
     found = sorted(dest.glob("onnxruntime-*-cp313-cp313-*aarch64*.whl"))
     if result.returncode != 0 or not found:
