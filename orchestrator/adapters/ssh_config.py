@@ -19,9 +19,11 @@ import fnmatch
 import os
 import shlex
 import stat
+import subprocess
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from paramiko import SSHConfig
 from paramiko.ssh_exception import ConfigParseError
@@ -76,15 +78,70 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-class _WithoutExec(SSHConfig):
-    """The file as read for the inventory: a ``Match`` block with an ``exec`` criterion (negated or
-    not) does not apply, and its command never runs. Decided where paramiko would run the command,
-    so no spelling of the line escapes it."""
+# OpenSSH sets no limit; a Match exec command that hangs would hang every connection.
+MATCH_EXEC_TIMEOUT = 60.0
 
-    def _does_match(self, match_list: list[dict[str, object]], *args: object) -> object:
-        if any(candidate.get("type") == "exec" for candidate in match_list):
-            return False
-        return super()._does_match(match_list, *args)  # type: ignore[misc]
+
+class _MatchExec(SSHConfig):
+    """paramiko's parser, with ``Match exec`` evaluated by orch: each criterion of a Match line in
+    turn, stopping at the first that fails (as OpenSSH does: a command runs only when the criteria
+    before it matched); the command's stdin and stdout are /dev/null, as OpenSSH gives it (paramiko
+    would hand it orch's own stdin)."""
+
+    run_exec = True
+
+    def _does_match(
+        self,
+        match_list: list[dict[str, Any]],
+        target_hostname: str,
+        canonical: bool,
+        final: bool,
+        options: dict[str, Any],
+    ) -> Any:
+        matched: list[dict[str, Any]] = []
+        for candidate in match_list:
+            if candidate["type"] == "exec":
+                if not self.run_exec:
+                    return False  # the block is left to the connection: its command does not run
+                command = self._tokenize(options, target_hostname, "match-exec", candidate["param"])  # type: ignore[attr-defined]
+                if run_match_exec(command) == candidate["negate"]:
+                    return False
+            else:
+                result = super()._does_match([candidate], target_hostname, canonical, final, options)  # type: ignore[misc]
+                if result is True:  # `Match all`
+                    return True
+                if not result:
+                    return False
+            matched.append(candidate)
+        return matched
+
+
+class _WithoutExec(_MatchExec):
+    """The file as read for the inventory: a ``Match`` block with an ``exec`` criterion (negated or
+    not) does not apply, and its command never runs."""
+
+    run_exec = False
+
+
+def run_match_exec(command: str) -> bool:
+    """A ``Match exec`` command run as OpenSSH runs it (``sh -c``, stdin and stdout /dev/null, its
+    stderr shown); whether it exited 0."""
+    try:
+        completed = subprocess.run(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            check=False,
+            timeout=MATCH_EXEC_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        raise InventoryError(
+            f"ssh_config: `Match exec {command}` did not finish within {MATCH_EXEC_TIMEOUT:g}s",
+            hint="fix the command (it runs each time orch connects to a board it may apply to)",
+        ) from None
+    except OSError as error:
+        raise InventoryError(f"ssh_config: `Match exec {command}` cannot run: {error}") from None
+    return completed.returncode == 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,7 +176,7 @@ class SSHConfigFile:
         lines = self._read_lines()
         self.exec_lines = tuple(self._check_lines(lines))
         try:
-            self._config = SSHConfig.from_text("\n".join(lines))
+            self._config = _MatchExec.from_text("\n".join(lines))
             self._listing = _WithoutExec.from_text("\n".join(lines))
         except (ConfigParseError, ValueError) as error:
             line = _failing_line(lines)

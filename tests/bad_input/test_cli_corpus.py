@@ -162,6 +162,37 @@ CASES = [
     case("var-dev-zero", "build --target lab --variant x --dry-run", 2, "variants.yaml: larger than 64 MiB", files={"home/variants.yaml": Path("/dev/zero")}),
     case("inv-directory", ("inventory", "list", "-i", "{root}"), 2, "is a directory, not an inventory file"),
     case("inv-show-unknown", "inventory show pi99", 2, "no board named 'pi99'", "the inventory has boards: pi01, pi02", files=inventory(INVENTORY)),
+    # --- addresses: a hostname is a hostname or an IP address, a port is 1..65535 -----------------------
+    *[
+        case(f"inv-hostname-{label}", "inventory list", 2, "inventory.yaml:3:", "key 'hostname'", "is not a hostname or IP address", files=inventory(f"all:\n  hosts:\n    pi01: {{hostname: '{value}'}}\n"))
+        for label, value in [
+            ("command-substitution", "$(reboot)"), ("backticks", "`id`"), ("semicolon", "pi01;reboot"),
+            ("ampersand", "pi01&"), ("pipe", "a|b"), ("quote", 'a"b'), ("empty-label", "pi01..lab"),
+            ("bad-ipv4", "192.168.1.300"), ("bad-ipv6", "fe80::1::2"), ("brackets", "[::1]"), ("dash-end", "pi01-.lab"),
+        ]
+    ],
+    case("inv-hostname-space", "inventory list", 2, "key 'hostname'", "without spaces", files=inventory("all:\n  hosts:\n    pi01: {hostname: 'a b'}\n")),
+    case("inv-hostname-ipv6-ok", "inventory list --json", 0, '"fe80::1%eth0"', files=inventory("all:\n  hosts:\n    pi01: {hostname: 'fe80::1%eth0'}\n")),
+    case("inv-board-name-not-a-hostname", "inventory list", 2, "inventory.yaml:3:", "host 'a..b'", "no 'hostname'", files=inventory("all:\n  hosts:\n    a..b: {}\n")),
+    *[
+        case(f"inv-proxy-jump-{label}-{argv.split()[0]}", argv, 2, "inventory.yaml:3:", "key 'proxy_jump'", *words, files=inventory(f"all:\n  hosts:\n    pi01: {{hostname: 127.0.0.1, port: 1, proxy_jump: '{value}'}}\n"))
+        for label, value, words in [
+            ("port-text", "jump:abc", ("port 'abc' is not a port number",)),
+            ("port-range", "jump:99999", ("port '99999' is out of range (1..65535)",)),
+            ("port-zero", "u@jump:0", ("port '0' is out of range",)),
+            ("ipv6-port-text", "[::1]:abc", ("port 'abc' is not a port number",)),
+            ("ipv6-unclosed", "[::1:22", ("[ADDRESS]:PORT",)),
+            ("second-entry", "a:22,b:70000", ("'b:70000'", "out of range")),
+            ("host", "$(id):22", ("is not a hostname or address",)),
+            ("empty-port", "jump:", ("the port after ':' is missing",)),
+        ]
+        for argv in ("inventory list", "exec --all-devices -- true")
+    ],
+    case("inv-proxy-jump-ok", "inventory list --json", 0, '"u@[::1]:2222,jump"', files=inventory("all:\n  hosts:\n    pi01: {hostname: 127.0.0.1, proxy_jump: 'u@[::1]:2222,jump'}\n")),
+    case("sshc-proxy-jump-port", "inventory list", 2, "ssh_config: ProxyJump for 'pi01' is not usable", "'99999' is out of range", files={**inventory("all:\n  hosts:\n    pi01: {}\n"), "ssh_config": "Host pi01\n  ProxyJump j:99999\n"}),
+    case("sshc-hostname-shell", "inventory list", 2, "ssh_config: HostName for 'pi01' is not usable", "'$'", files={**inventory("all:\n  hosts:\n    pi01: {}\n"), "ssh_config": "Host pi01\n  HostName $(reboot)\n"}),
+    # --- every bad key of the file, each with its line, in one run -----------------------------------------
+    case("inv-every-bad-key", "inventory list", 2, "4 problems in", "inventory.yaml:3: host 'pi01': unknown key 'prot'", "inventory.yaml:4: host 'pi02': key 'hostname'", "inventory.yaml:7: group 'rpis' vars: unknown key 'usr'", "inventory.yaml:9: host 'pi03': key 'port' must be", files=inventory("all:\n  hosts:\n    pi01: {prot: 22}\n    pi02: {hostname: 'a;b'}\n  children:\n    rpis:\n      vars: {usr: x}\n      hosts:\n        pi03: {port: 0}\n")),
     # --- --limit / --host / --group -----------------------------------------------------------------
     case("limit-dangling-and", ("inventory", "list", "--limit", "rpis:&"), 2, "'&' must be followed by the board or group to intersect with", files=inventory(INVENTORY)),
     case("limit-dangling-not", ("inventory", "list", "--limit", "rpis:!"), 2, "'!' must be followed by the board or group to exclude", files=inventory(INVENTORY)),
@@ -197,7 +228,7 @@ CASES = [
     case("id-directory", "exec --all-devices -- true", 2, "is a directory, not a key file", files={**inventory("all:\n  hosts:\n    pi01: {hostname: 127.0.0.1, port: 1, identity_file: keys}\n"), "keys/x": "x"}),
     case("id-good-shape", "bench --all-devices --dry-run --json", 0, '"pi01"', files=with_key(PRIVATE_KEY)),
     # --- variants ($ORCH_HOME/variants.yaml) ----------------------------------------------------------
-    case("var-unknown-placeholder", "build --target lab --variant x --dry-run", 2, "variants.yaml: variant 'x'", "'-mcpu={cpu}'", "unknown placeholder {cpu}", files={"home/variants.yaml": 'x: {cflags: ["-mcpu={cpu}"]}\n'}),
+    case("var-unknown-placeholder", "build --target lab --variant x --dry-run", 2, "variants.yaml:1: variant 'x'", "'-mcpu={cpu}'", "unknown placeholder {cpu}", files={"home/variants.yaml": 'x: {cflags: ["-mcpu={cpu}"]}\n'}),
     case("var-stray-open-brace", "build --target lab --variant x --dry-run", 2, "'-O3 {'", "Single '{'", files={"home/variants.yaml": 'x: {cflags: ["-O3 {"]}\n'}),
     case("var-stray-close-brace", "build --target lab --variant x", 2, "'-O3 }'", "Single '}'", files={"home/variants.yaml": 'x: {cflags: ["-O3 }"]}\n'}),
     case("var-positional-placeholder", "build --target lab --variant x --dry-run", 2, "unknown placeholder {}", files={"home/variants.yaml": 'x: {cflags: ["-march={}"]}\n'}),
@@ -274,6 +305,22 @@ CASES = [
         ]
         for dry in (True, False)
     ],
+    # --- --model files are ONNX models, checked on the workstation before anything is planned or sent ------
+    *[
+        case(f"model-{command}-{label}{'-dry' if dry else ''}", (command, "--all-devices", "--model", f"{{root}}/{name}", *(["--dry-run"] if dry else [])), 2, "argument --model", *words, files={**inventory(INVENTORY), "random.onnx": RANDOM, "empty.onnx": b"", "zero.onnx": Path("/dev/zero"), "dir.onnx/x": "x", "text.onnx": "ir_version: 8\n"})
+        for command in ("deploy", "bench")
+        for label, name, words in [
+            ("random-bytes", "random.onnx", ("random.onnx': not an ONNX model",)),
+            ("empty-file", "empty.onnx", ("empty.onnx': not an ONNX model (an empty file)",)),
+            ("text-file", "text.onnx", ("text.onnx': not an ONNX model",)),
+            ("directory", "dir.onnx", ("dir.onnx': is a directory, not an ONNX model file",)),
+            ("dev-zero", "zero.onnx", ("zero.onnx': is a device or socket, not an ONNX model file",)),
+        ]
+        for dry in (True, False)
+    ],
+    case("model-deploy-missing", ("deploy", "--all-devices", "--dry-run", "--model", "{root}/nope.onnx"), 2, "argument --model", "nope.onnx': no such file", files=inventory(INVENTORY)),
+    case("model-tune-directory", ("tune", "--all-devices", "--dry-run", "--model", "{root}/dir.onnx"), 2, "argument --model", "is a directory, not an ONNX model file", files={**inventory(INVENTORY), "dir.onnx/x": "x"}),
+    case("model-bench-second-of-two", ("bench", "--all-devices", "--dry-run", "--model", "mobilenet,{root}/random.onnx"), 2, "argument --model", "random.onnx': not an ONNX model", files={**inventory(INVENTORY), "random.onnx": RANDOM}),
     # --- exec / deploy / lab / demo options -----------------------------------------------------------
     case("exec-timeout-zero", "exec --all-devices --timeout 0 -- true", 2, "argument --timeout: must be a number > 0, not '0'", files=inventory(INVENTORY)),
     case("exec-timeout-negative", "exec --all-devices --timeout -5 -- true", 2, "argument --timeout: must be a number > 0, not '-5'", files=inventory(INVENTORY)),
