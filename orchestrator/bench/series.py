@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from orchestrator.bench import stats
+
+# What a series' key is made of besides its release; a pairing differs in one of them, or in the run
+# (``pairings_between``: the same measurement in two runs).
+Dimension = Literal[
+    "variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads", "runner"
+]
+Compared = Literal[Dimension, "run"]
 
 
 @dataclass(frozen=True, kw_only=True, order=True)
@@ -28,7 +35,16 @@ class SeriesKey:
     inter_threads: int = 0
     runner: str = "python"  # the Python agent or the native runner (results of older orch: python)
 
-    DIMENSIONS = ("variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads", "runner")
+    DIMENSIONS: ClassVar[tuple[Dimension, ...]] = (
+        "variant",
+        "model",
+        "quant",
+        "ep",
+        "opt_level",
+        "intra_threads",
+        "inter_threads",
+        "runner",
+    )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SeriesKey:
@@ -53,7 +69,7 @@ class SeriesKey:
             parts.append(self.runner)
         return " · ".join(parts)
 
-    def without(self, dimension: str) -> tuple[Any, ...]:
+    def without(self, dimension: Literal[Dimension, "release"]) -> tuple[Any, ...]:
         """The key with one dimension left out (release follows variant)."""
         skip = {dimension, "release"}
         return tuple(getattr(self, name) for name in self.DIMENSIONS if name not in skip)
@@ -134,7 +150,7 @@ class Pairing:
     """Baseline A and candidate B of one board that differ in exactly one dimension."""
 
     board: str
-    dimension: str
+    dimension: Compared
     a: Series
     b: Series
     comparison: stats.Comparison
@@ -213,6 +229,6 @@ def pairings_between(
     return pairings
 
 
-def _pair(board: str, dimension: str, a: Series, b: Series, threshold: float) -> Pairing:
+def _pair(board: str, dimension: Compared, a: Series, b: Series, threshold: float) -> Pairing:
     comparison = stats.compare_runs(a.runs, b.runs, threshold=threshold)
     return Pairing(board=board, dimension=dimension, a=a, b=b, comparison=comparison)

@@ -48,6 +48,10 @@ SLOWER: Verdict = "slower"
 NO_CHANGE: Verdict = "no significant change"
 TOO_FEW: Verdict = "too few samples"
 TOO_FEW_RUNS: Verdict = "too few runs"
+# How a comparison was made: one-level (compare) or on runs (compare_runs).
+Method = Literal["independent samples", "hierarchical bootstrap CI; U test of per-run medians"]
+INDEPENDENT: Method = "independent samples"
+RUN_METHOD: Method = "hierarchical bootstrap CI; U test of per-run medians"
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.05
@@ -105,7 +109,7 @@ class Comparison:
     spread_a: float = float("nan")  # range of A's per-run medians / their median
     spread_b: float = float("nan")
     runs_disagree: bool = False  # the runs of a side differ more than the effect (and the threshold)
-    method: str = "independent samples"
+    method: Method = INDEPENDENT
 
     @property
     def change_percent(self) -> float:
@@ -234,7 +238,7 @@ class _Evidence:
     runs_b: int = 0
     spread_a: float = float("nan")
     spread_b: float = float("nan")
-    method: str = "independent samples"
+    method: Method = INDEPENDENT
 
 
 def _comparison(sides: _Sides, evidence: _Evidence, *, threshold: float, alpha: float) -> Comparison:
@@ -310,8 +314,6 @@ def compare(  # noqa: PLR0913 -- the samples, then the method's keyword-only kno
 
 # One agent run's latencies (a list, or an array already made from one).
 Run = Sequence[float] | np.ndarray
-
-RUN_METHOD = "hierarchical bootstrap CI; U test of per-run medians"
 
 
 def _runs(runs: Sequence[Run]) -> list[np.ndarray]:
