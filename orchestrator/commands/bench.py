@@ -22,7 +22,6 @@ from orchestrator.bench.plan import (
     BenchPlan,
     QuantizeMode,
     Setting,
-    one_of,
 )
 from orchestrator.bench.plan_options import (
     make_plan,
@@ -291,7 +290,7 @@ class MeasureOptions:
             inter_threads=args.inter_threads,
             opt_levels=tuple(args.opt_level),
             eps=tuple(args.ep),
-            quantize=one_of(args.quantize, QUANTIZE_MODES),  # argparse's choices: None or a mode
+            quantize=args.quantize,  # argparse's choices: None or a QuantizeMode
             calibration=tuple(args.calibration),
             shapes=tuple(args.shape),
             cooldown=args.cooldown,

@@ -13,7 +13,6 @@ from typing import Literal
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.bench.plan import checked
 from orchestrator.bench.report import tuning
 from orchestrator.bench.report.export import export_rows, to_csv
 from orchestrator.bench.report.native_tables import after_run_tables, cold_start_rows
@@ -100,7 +99,6 @@ def write_output(path: Path, text: str) -> None:
 
 
 Action = Literal["list", "show", "compare", "export"]
-ACTIONS: tuple[Action, ...] = ("list", "show", "compare", "export")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,7 +120,7 @@ class ResultsRequest:
     def from_args(cls, args: argparse.Namespace) -> ResultsRequest:
         # Each action's sub-parser defines its own options; the others keep their defaults.
         return cls(
-            action=checked(args.action, ACTIONS, "action"),
+            action=args.action,  # the sub-parser's name: one of Action
             json=args.json,
             run=getattr(args, "run", ""),
             run_a=getattr(args, "run_a", ""),
