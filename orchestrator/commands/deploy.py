@@ -234,7 +234,7 @@ def _preflight_skipped(options: DeployOptions, chosen: Mapping[str, Artifact]) -
         if warning is not None and warning not in warnings:
             warnings.append(warning)
     for warning in warnings:
-        console.print(f"[yellow]warning: {escape(warning)}[/]")
+        console.print(f"[yellow]warning: {escape(warning)}[/]", soft_wrap=True)
     return warnings
 
 

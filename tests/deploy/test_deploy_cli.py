@@ -71,3 +71,52 @@ def test_artifact_changed_after_build_is_refused(
     result = orch_cli(env, "deploy", "--host", "ghost")
     assert result.returncode == 6, result.stderr
     assert "differs from the manifest" in result.stderr
+
+
+def _artifact_dir(root: Path, preflight: dict[str, Any] | None) -> Path:
+    """An artifact directory (a small file as its wheel) whose manifest records ``preflight``."""
+    directory = root / "lab" / "stock" / "1.21.0"
+    directory.mkdir(parents=True)
+    wheel = directory / "onnxruntime-1.21.0-cp313-cp313-manylinux_2_28_aarch64.whl"
+    wheel.write_bytes(b"not a wheel: refused before it is opened")
+    manifest: dict[str, Any] = {
+        "target": "lab",
+        "variant": "stock",
+        "ort_version": "1.21.0",
+        "wheel": wheel.name,
+    }
+    if preflight is not None:
+        manifest["preflight"] = preflight
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("preflight", "reason"),
+    [
+        (
+            {"ok": False, "error": "SIGILL: fcvtzs h0 (fp16) in libonnxruntime"},
+            "its pre-flight failed: SIGILL",
+        ),
+        (None, "it has no pre-flight record"),
+        ({"ok": False, "skipped": "disabled"}, "its pre-flight did not run (disabled)"),
+    ],
+    ids=["failed", "none", "skipped"],
+)
+def test_an_artifact_without_a_passed_preflight_is_refused_by_path_in_a_dry_run_too(
+    env: dict[str, str], orch_cli: Callable[..., Any], tmp_path: Path, preflight: Any, reason: str
+) -> None:
+    directory = _artifact_dir(tmp_path, preflight)
+    for dry in (["--dry-run"], []):
+        result = orch_cli(env, "deploy", "--host", "ghost", "--artifact", str(directory), *dry)
+        # Refused before any board is contacted (ghost's port is closed: trying would say so).
+        assert result.returncode == 2, result.stderr
+        assert f"--artifact {directory} (stock 1.21.0" in result.stderr and reason in result.stderr
+        assert "--skip-preflight-check" in result.stderr and "connection refused" not in result.stderr
+        assert "Traceback" not in result.stderr
+    # Forced, it goes on (to the board, whose closed port ends it) and says what it skipped.
+    forced = orch_cli(
+        env, "deploy", "--host", "ghost", "--artifact", str(directory), "--dry-run", "--skip-preflight-check"
+    )
+    assert "deployed anyway: --skip-preflight-check skips this check" in forced.stderr, forced.stderr
+    assert forced.returncode != 2 and "Traceback" not in forced.stderr

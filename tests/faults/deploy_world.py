@@ -84,11 +84,14 @@ class Faults:
 
     def board_processes(self, mark: str) -> list[str]:
         """Processes in the board's container whose command line holds ``mark`` (read from /proc)."""
+        # The mark goes in two halves: this scan's own command line (which holds its arguments)
+        # never matches the joined mark.
         script = (
             'for p in /proc/[0-9]*; do a=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null) || continue;'
-            ' case "$a" in *"$1"*) echo "${p#/proc/}";; esac; done; true'
+            ' case "$a" in *"$1$2"*) echo "${p#/proc/}";; esac; done; true'
         )
-        _, out = Engine().exec(self.container, ["sh", "-c", script, "sh", mark])
+        half = len(mark) // 2
+        _, out = Engine().exec(self.container, ["sh", "-c", script, "sh", mark[:half], mark[half:]])
         return out.split()
 
     def wait_for_process(self, mark: str, process: subprocess.Popen[str], timeout: float = 900) -> None:
