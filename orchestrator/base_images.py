@@ -48,9 +48,15 @@ def base_image_tag(suite: str, arch: str, packages: Sequence[str] = ()) -> str:
     return f"orch/debian-{suite}-{debian_arch(arch)}:{packages_hash(packages)}"
 
 
+def base_image_variable(codename: str) -> str:
+    """The environment variable naming a registry base image for a distribution release
+    (``ORCH_BASE_IMAGE_TRIXIE``, ``ORCH_BASE_IMAGE_JAMMY``): every message that names one names this."""
+    return f"ORCH_BASE_IMAGE_{re.sub(r'[^A-Za-z0-9]', '_', codename).upper()}"
+
+
 def registry_override(suite: str) -> str | None:
     """The registry base image configured for a suite (``ORCH_BASE_IMAGE_TRIXIE``), if any."""
-    return os.environ.get(f"ORCH_BASE_IMAGE_{re.sub(r'[^A-Za-z0-9]', '_', suite).upper()}") or None
+    return os.environ.get(base_image_variable(suite)) or None
 
 
 # -- mirror, from the machine's own apt configuration ------------------------------------------------
@@ -167,7 +173,7 @@ def bootstrap_rootfs(
     if os.geteuid() != 0:
         raise ContainerError(
             "making a base image with debootstrap needs root",
-            hint=f"run as root, or configure a registry image: ORCH_BASE_IMAGE_{suite.upper()}=debian:{suite}",
+            hint=f"run as root, or configure a registry image: {base_image_variable(suite)}=debian:{suite}",
         )
     argv = debootstrap_argv(suite, arch, target, packages, debian_mirror())
     if on_log:

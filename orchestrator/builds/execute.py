@@ -41,7 +41,7 @@ from orchestrator.builds.container_paths import BUILD, CCACHE, OUT, REDUCED, SCR
 from orchestrator.builds.flags import flags_of, validate_or_raise
 from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
 from orchestrator.builds.native_runner.execute import CompileIn, add_runner, header_from_tree
-from orchestrator.builds.plan import BuildPlan
+from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.record import MadeWheel, build_record, finish_artifact
 from orchestrator.builds.sources.dependencies import (
     DEPS,
@@ -99,11 +99,9 @@ def execute(
     plan: BuildPlan, engine: Engine, *, log: Log, options: ExecuteOptions | None = None
 ) -> BuildResult:
     """Run the whole build on ``engine``; raises BuildError (with the log path) when any step fails."""
-    if plan.refused:
-        raise BuildError(
-            f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
-            hint="`--dry-run` shows the exact build.py arguments for an image that has the toolkit",
-        )
+    refusal = refused_error(plan)
+    if refusal is not None:
+        raise refusal
     return _BuildRun(plan, engine, log, options or ExecuteOptions()).run()
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.base_images import base_image_tag, ensure_base_image, registry_override
+from orchestrator.base_images import base_image_tag, base_image_variable, ensure_base_image, registry_override
 from orchestrator.errors import BuildError
 from orchestrator.paths import DOCKER_DIR
 from orchestrator.targets import TargetProfile
@@ -77,7 +77,7 @@ def plan_image(profile: TargetProfile, route: DependencyRoute, build_arch: str =
     if suite:
         base = registry_override(suite) or base_image_tag(suite, build_arch)
     else:
-        base = os.environ.get(f"ORCH_BASE_IMAGE_{profile.os.codename.upper()}") or profile.base_image
+        base = os.environ.get(base_image_variable(profile.os.codename)) or profile.base_image
     packages = read_packages(profile.os.codename, route)
     buildargs = (
         ("BASE_IMAGE", base),
@@ -137,20 +137,58 @@ def ensure_base_image_on(engine: Engine, plan: BuildPlan, log: Log, *, local: En
     image = plan.image
     if engine.image_id(image.base_image) or _sent_from(local, engine, image.base_image, log):
         return image.base_image
-    if image.base_suite and not registry_override(image.base_suite):
-        base = ensure_base_image(engine, image.base_suite, image.base_arch, on_log=log)
+    if made_offline(plan):
+        base = ensure_base_image(engine, str(image.base_suite), image.base_arch, on_log=log)
         if base != image.base_image:
             raise BuildError(f"base image tag changed while planning ({image.base_image} vs {base})")
         return base
-    codename = plan.target.os.codename.upper()
-    raise BuildError(
-        f"the build image for target '{plan.target.name}' needs the base image '{image.base_image}', "
-        f"which {engine.label} does not have and cannot pull without a registry",
-        hint=f"three ways: (1) pull it where a registry is reachable (docker pull {image.base_image}) or point"
-        f" ORCH_BASE_IMAGE_{codename} at an image you have; (2) load a saved one (docker load -i"
-        f" {image.base_image.replace(':', '_').replace('/', '_')}.tar); (3) build for the OS of a board you"
-        f" reach: `orch sysroot pull --host BOARD`, then `orch build --target {plan.target.name}"
-        " --sysroot-from BOARD` (Debian-based boards build offline). `--dry-run` shows the plan meanwhile",
+    raise missing_base_image(plan, engine.label)
+
+
+def made_offline(plan: BuildPlan) -> bool:
+    """Whether orch makes the plan's base image itself (debootstrap), so no engine must have it."""
+    suite = plan.image.base_suite
+    return bool(suite) and not registry_override(str(suite))
+
+
+def base_image_refusal(engine: Engine, plan: BuildPlan, *, local: Engine | None = None) -> BuildError | None:
+    """What the real run refuses before any download when the build image cannot be made: its base
+    image is a registry image that neither ``engine`` nor ``local`` has. Asked by ``--dry-run`` too,
+    so that both refuse alike (None: the image is there, or orch makes it offline)."""
+    image = plan.image
+    engines = [engine] if local is None or local is engine else [engine, local]
+    if made_offline(plan) or any(e.image_id(image.tag) or e.image_id(image.base_image) for e in engines):
+        return None
+    return missing_base_image(plan, engine.label)
+
+
+def missing_base_image(plan: BuildPlan, engine_label: str) -> BuildError:
+    """The one message naming every way to get the base image that really works for this target."""
+    image, target = plan.image, plan.target
+    variable = base_image_variable(target.os.codename)
+    ways = [
+        (
+            f"pull it where a registry is reachable (docker pull {image.base_image}) or point {variable}"
+            " at an image you have"
+        ),
+        f"load a saved one (docker load -i {image.base_image.replace(':', '_').replace('/', '_')}.tar)",
+    ]
+    if image.base_suite:
+        # Only a registry override stops orch from making a Debian image offline.
+        ways.append(f"unset {variable}: orch makes the {image.base_suite} image offline with debootstrap")
+        tail = ""
+    else:
+        # A sysroot pulled from such a board is of the same distribution: --sysroot-from would plan
+        # FROM this same image again, so it is no way out here.
+        tail = (
+            f"; a sysroot pulled from a {target.os.distro} {target.os.release} board plans this same base"
+            " image (only Debian sysroots build offline)"
+        )
+    listed = "; ".join(f"({number}) {way}" for number, way in enumerate(ways, start=1))
+    return BuildError(
+        f"the build image for target '{target.name}' needs the base image '{image.base_image}', "
+        f"which {engine_label} does not have and cannot pull without a registry",
+        hint=f"{len(ways)} ways: {listed}{tail}. `--dry-run` shows the plan and this same refusal",
     )
 
 

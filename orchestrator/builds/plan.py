@@ -27,7 +27,9 @@ from orchestrator.builds.build_args import (
 from orchestrator.builds.container_paths import BUILD, OUT, SCRIPTS, SRC, TOOLCHAIN_FILE
 from orchestrator.builds.flags import check_without_tree
 from orchestrator.builds.image import ImagePlan, plan_image
+from orchestrator.builds.network import NetworkNeeds, network_needs
 from orchestrator.builds.reduced_ops import OperatorConfig
+from orchestrator.builds.release_checks import check_release, refuse_unmet
 from orchestrator.builds.routes import (
     DependencyRoute,
     choose_route,
@@ -39,7 +41,7 @@ from orchestrator.builds.sources.ort import SourceSpec
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import Variant, release_tuple
 from orchestrator.endpoints import RemoteCache, check_docker_host
-from orchestrator.errors import UsageError
+from orchestrator.errors import BuildError, UsageError
 from orchestrator.paths import TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile
 
@@ -96,6 +98,7 @@ class BuildPlan:
     sysroot: SysrootRef | None = None
     kleidiai: KleidiAI = "not in this release"
     operator_config: OperatorConfig | None = None
+    network_needs: NetworkNeeds = field(default_factory=lambda: NetworkNeeds(downloads=(), pending=None))
 
     @property
     def artifact_variant(self) -> str:
@@ -188,6 +191,7 @@ class BuildPlan:
                 "ccache_remote_storage": self.cache.ccache_url().replace(self.cache.password or "\0", "***"),
             },
             "network": self.network or "default",
+            "needs_network": self.network_needs.as_dict(),
             "wheel": {
                 "platform": self.wheel_platform,
                 "python_tag": self.target.os.python_tag,
@@ -201,6 +205,16 @@ class BuildPlan:
             "kleidiai": self.kleidiai,
             "operator_config": self.operator_config.as_dict() if self.operator_config else None,
         }
+
+
+def refused_error(plan: BuildPlan) -> BuildError | None:
+    """What running a plan with a ``refused`` reason raises, in the real run and the dry run alike."""
+    if not plan.refused:
+        return None
+    return BuildError(
+        f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
+        hint="`--dry-run` shows the exact build.py arguments for an image that has the toolkit",
+    )
 
 
 def choose_parallel(cpus: int, memory_bytes: int) -> int:
@@ -236,6 +250,10 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     _check_options(profile, variant, options)
     version = options.source.version
     choice = choose_route(profile, version)
+    # A release the build container's own CMake, GCC or Python cannot build is refused now, not
+    # minutes into the configure step.
+    release_check = check_release(profile, choice.route, version, options.scope)
+    refuse_unmet(profile, version, release_check)
     provider = options.execution_provider
     flags = variant.compiler_flags(mcpu=profile.mcpu, march=profile.march)
     # nvcc objects do not take part in GCC's link-time optimisation.
@@ -277,6 +295,8 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         kleidiai.note,
         *_sysroot_notes(profile, options.sysroot),
         *route_notes(choice, profile, version),
+        *release_check.notes,
+        *_version_notes(options.source),
     ]
     return BuildPlan(
         target=profile,
@@ -302,6 +322,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         sysroot=options.sysroot,
         kleidiai=kleidiai.state,
         operator_config=config,
+        network_needs=network_needs(options.source, choice.route),
     )
 
 
@@ -400,6 +421,17 @@ def _kleidiai(profile: TargetProfile, variant: Variant, version: str) -> _Kleidi
         note=f"KleidiAI {state} in MLAS (set explicitly: build.py decides it from the build machine,"
         f" not the board){'' if variant.kleidiai is not None else '; on, as in upstream aarch64 wheels'}",
     )
+
+
+def _version_notes(source: SourceSpec) -> list[str]:
+    """Where the release comes from when the source cannot be read before it is fetched."""
+    if not source.version_checked_after_fetch:
+        return []
+    note = (
+        f"ORT {source.version} is taken from {source.version_origin} ({source.ref}); the clone's"
+        " VERSION_NUMBER is checked after cloning, and a different release stops the build there"
+    )
+    return [note]
 
 
 def _sysroot_notes(profile: TargetProfile, ref: SysrootRef | None) -> list[str]:

@@ -12,6 +12,7 @@ workstation's x86 onnxruntime on the same model and inputs. What runs in the con
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -23,7 +24,7 @@ import numpy as np
 from orchestrator import aarch64_isa
 from orchestrator.artifacts.dependencies import resolve_dependencies
 from orchestrator.artifacts.store import Preflight
-from orchestrator.base_images import ensure_base_image
+from orchestrator.base_images import base_image_variable, ensure_base_image
 from orchestrator.board_side import read_text
 from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError, ContainerTimeout, DeployError
@@ -46,12 +47,22 @@ _SIGILL_LINE = "ORCH-SIGILL "
 def board_image(engine: Engine, profile: TargetProfile) -> str:
     """An arm64 image of the board's OS with python3 (offline bootstrap, or a registry base)."""
 
-    if not profile.bootstrap_suite:
-        raise BuildError(
-            f"no arm64 image of {profile.os.distro} {profile.os.release} for the pre-flight of '{profile.name}'",
-            hint=f"set ORCH_BASE_IMAGE_{profile.os.codename.upper()} to an arm64 {profile.os.distro} image you have",
-        )
-    return ensure_base_image(engine, profile.bootstrap_suite, "arm64", LAB_PACKAGES)
+    if profile.bootstrap_suite:
+        return ensure_base_image(engine, profile.bootstrap_suite, "arm64", LAB_PACKAGES)
+    # The build image's variable names an image of the build machine's architecture; the arm64 one
+    # may be told apart with the _ARM64 suffix (one local tag holds one architecture).
+    variable = base_image_variable(profile.os.codename)
+    names = (f"{variable}_ARM64", variable)
+    given = next(((name, os.environ[name]) for name in names if os.environ.get(name)), None)
+    if given is not None and engine.image_id(given[1]):
+        return given[1]
+    state = f" ({given[0]}={given[1]}: {engine.label} does not have it)" if given else ""
+    raise BuildError(
+        f"no arm64 image of {profile.os.distro} {profile.os.release} for the pre-flight of"
+        f" '{profile.name}'{state}",
+        hint=f"set {names[0]} (or {names[1]}) to an arm64 {profile.os.distro} {profile.os.release} image"
+        " with python3 that the engine has",
+    )
 
 
 def reference_run(model: Path, inputs: np.ndarray) -> np.ndarray:

@@ -21,8 +21,10 @@ from orchestrator.adapters.engine import Engine
 from orchestrator.artifacts.store import list_artifacts
 from orchestrator.builds.build_report import CompilerCacheUse, IncrementalBuild
 from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
-from orchestrator.builds.plan import BuildPlan
+from orchestrator.builds.image import base_image_refusal, made_offline
+from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.queue import LOCAL
+from orchestrator.builds.release_checks import check_stock_python
 from orchestrator.builds.stock import default_version, fetch_stock
 from orchestrator.builds.sysroots.store import find_sysroot
 from orchestrator.builds.sysroots.target import profile_for_sysroot
@@ -41,7 +43,7 @@ from orchestrator.commands.build_show import show_footprint, show_plan, show_sto
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.console import PlainProgress, console, emit_json, print_whole
 from orchestrator.endpoints import check_docker_host
-from orchestrator.errors import BuildError, UsageError
+from orchestrator.errors import UsageError
 from orchestrator.targets import TargetProfile, resolve_target
 
 NAME = "build"
@@ -194,17 +196,32 @@ def _build_one(request: BuildRequest) -> int:
     plan = plan_build(request, profile, variant, context, engine)
     if request.dry_run:
         show_plan(plan, force_flags=request.force_flags, as_json=request.json)
+        _refuse_as_the_real_run(plan, docker_host)
         return 0
     return _execute(request, plan, engine or Engine(), remote=bool(docker_host))
 
 
+def _refuse_as_the_real_run(plan: BuildPlan, docker_host: str | None) -> None:
+    """The dry run ends with the refusal the real run would meet before any download or compile:
+    the plan's own (a toolkit the image lacks), then a base image no engine has and orch cannot
+    make offline (asked of the engine only then: Debian images are made offline)."""
+    refusal = refused_error(plan)
+    if refusal is not None:
+        raise refusal
+    if made_offline(plan):
+        return
+    engine = Engine(docker_host)
+    engine.ping()
+    refusal = base_image_refusal(engine, plan, local=Engine() if docker_host else None)
+    if refusal is not None:
+        raise refusal
+
+
 def _execute(request: BuildRequest, plan: BuildPlan, engine: Engine, *, remote: bool) -> int:
 
-    if plan.refused:
-        raise BuildError(
-            f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
-            hint="`--dry-run` shows the exact build.py arguments for an image that has the toolkit",
-        )
+    refusal = refused_error(plan)
+    if refusal is not None:
+        raise refusal
     # With --docker-host the workstation's own engine still fetches the source, lends its images
     # and runs the pre-flight (its qemu emulation is the one `orch doctor` checked).
     options = ExecuteOptions(
@@ -311,6 +328,7 @@ def _stock(request: BuildRequest, profile: TargetProfile) -> int:
         )
     # The same release as the builds it will be compared with, unless asked otherwise.
     version = request.ort_version or default_version(profile)
+    check_stock_python(profile, version)  # before pip, in the dry run as in the real one
     if not request.ort_version:
         console.print(
             f"stock baseline: ONNX Runtime {version}, the release orch builds for {profile.name}"

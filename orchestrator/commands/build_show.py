@@ -67,6 +67,7 @@ def _print_plan(plan: BuildPlan, document: dict[str, Any]) -> None:
         f"[bold]parallel jobs:[/] {plan.parallel}   [bold]ccache volume:[/] {document['ccache_volume'] or 'none'}"
         f"   [bold]network:[/] {plan.network or 'default'}"
     )
+    _print_network(plan)
     if plan.cache is not None:
         c.print(
             f"[bold]shared compiler cache:[/] {escape(plan.cache.display)}"
@@ -74,6 +75,19 @@ def _print_plan(plan: BuildPlan, document: dict[str, Any]) -> None:
             f" engine's network; the build container's network stays {plan.network or 'default'}"
         )
     _print_commands(plan, document)
+
+
+def _print_network(plan: BuildPlan) -> None:
+    """Whether the build needs the network, and every URL known before it starts."""
+    needs = plan.network_needs
+    if not needs.needed:
+        console.print("[bold]needs the network:[/] no (nothing is downloaded)")
+        return
+    console.print("[bold]needs the network:[/] yes")
+    for download in needs.downloads:
+        console.print(f"    {escape(download.what)}: {escape(download.url)}", soft_wrap=True)
+    if needs.pending:
+        console.print(f"    {escape(needs.pending)}", soft_wrap=True)
 
 
 def _print_commands(plan: BuildPlan, document: dict[str, Any]) -> None:

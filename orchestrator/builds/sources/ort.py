@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from orchestrator.adapters import process
+from orchestrator.builds.sources.release_files import read_tarball, read_tree
 from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.ort_versions import check_ort_version
@@ -50,6 +51,11 @@ _FETCH_IN_CONTAINER = "/opt/orch/fetch_debian_source.sh"
 
 
 SourceKind = Literal["debian", "git", "dir", "tarball"]
+# Where the plan's release comes from: the source itself (a Debian package, a tree's or tarball's
+# VERSION_NUMBER), or, for a git URL read only after cloning, the ref, --ort-version or orch's default.
+VersionOrigin = Literal["source", "git ref", "--ort-version", "default"]
+# A git ref that names a release: v1.21.0, 1.21.0, v1.22.0rc1.
+_RELEASE_REF = re.compile(r"v?(\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +66,14 @@ class SourceSpec:
     location: str  # suite for debian, URL, path
     ref: str | None
     version: str
+    version_origin: VersionOrigin = "source"
+    # ORT's FetchContent URLs (cmake/deps.txt) when the source could be read before fetching it.
+    deps_urls: tuple[str, ...] | None = None
+
+    @property
+    def version_checked_after_fetch(self) -> bool:
+        """The release is only a claim until the source is fetched (a git URL): checked then."""
+        return self.version_origin != "source"
 
     def describe(self) -> str:
         if self.kind == "debian":
@@ -94,13 +108,33 @@ def parse_source(text: str | None, *, version: str | None, suite: str | None) ->
         text = UPSTREAM_GIT
     if text == "debian" or text.startswith("debian:"):
         return _debian_source(text.partition(":")[2] or suite or "trixie", version)
-    if re.match(r"^(https?|ssh|git)://", text) or text.startswith("git@") or text.endswith(".git"):
-        url, _, ref = text.partition("@") if not text.startswith("git@") else (text, "", "")
-        if text.startswith("git@") and text.count("@") > 1:
-            head, _, ref = text.rpartition("@")
-            url = head
-        return SourceSpec(kind="git", location=url, ref=ref or f"v{wanted}", version=wanted)
-    return _local_source(text, version, wanted)
+    if re.match(r"^(https?|ssh|git|file)://", text) or text.startswith("git@") or text.endswith(".git"):
+        return _git_source(text, version)
+    return _local_source(text, version)
+
+
+def _git_source(text: str, version: str | None) -> SourceSpec:
+    """A git URL[@ref]: nothing to read before cloning, so the release is the ref's (or the option's),
+    checked against the clone's VERSION_NUMBER once it is there."""
+    url, _, ref = text.partition("@") if not text.startswith("git@") else (text, "", "")
+    if text.startswith("git@") and text.count("@") > 1:
+        url, _, ref = text.rpartition("@")
+    named = _RELEASE_REF.fullmatch(ref) if ref else None
+    if named and version and named.group(1) != version:
+        raise UsageError(
+            f"--ort-source {text}: the ref {ref} names ORT {named.group(1)}, but --ort-version says {version}",
+            hint="give one release: drop --ort-version (the ref decides), or name the ref of that release",
+        )
+    if ref and not named and not version:
+        raise UsageError(
+            f"--ort-source {text}: the ref {ref!r} does not name a release",
+            hint="add --ort-version X.Y.Z (checked against the clone's VERSION_NUMBER), or use @vX.Y.Z",
+        )
+    origin: VersionOrigin = "--ort-version" if version else "git ref" if named else "default"
+    wanted = version or (named.group(1) if named else DEFAULT_ORT_VERSION)
+    return SourceSpec(
+        kind="git", location=url, ref=ref or f"v{wanted}", version=wanted, version_origin=origin
+    )
 
 
 def _debian_source(debian_suite: str, version: str | None) -> SourceSpec:
@@ -118,8 +152,8 @@ def _debian_source(debian_suite: str, version: str | None) -> SourceSpec:
     return SourceSpec(kind="debian", location=debian_suite, ref=None, version=carried)
 
 
-def _local_source(text: str, version: str | None, wanted: str) -> SourceSpec:
-    """A local checkout (its own version) or a source tarball."""
+def _local_source(text: str, version: str | None) -> SourceSpec:
+    """A local checkout or a source tarball: the release is the one its VERSION_NUMBER says."""
     path = Path(text).expanduser()
     try:
         path.stat()
@@ -130,19 +164,42 @@ def _local_source(text: str, version: str | None, wanted: str) -> SourceSpec:
             f"--ort-source {text[:80]!r}: not a usable path ({getattr(error, 'strerror', None) or error})"
         ) from None
     if path.is_dir():
-        found = _tree_version(path)
-        if found is None:
+        if _tree_version(path) is None:
             raise UsageError(
                 f"{path} is not an ONNX Runtime source tree (no VERSION_NUMBER, tools/ci_build/build.py)"
             )
-        if version and version != found:
-            raise UsageError(f"{path} holds ORT {found}, not {version}")
-        return SourceSpec(kind="dir", location=str(path.resolve()), ref=None, version=found)
-    if path.is_file() and _TARBALL.search(path.name):
-        return SourceSpec(kind="tarball", location=str(path.resolve()), ref=None, version=wanted)
-    raise UsageError(
-        f"--ort-source '{text}' is neither 'debian', a git URL, an existing directory nor a source tarball",
+        files = read_tree(path)
+        kind: SourceKind = "dir"
+    elif path.is_file() and _TARBALL.search(path.name):
+        files, kind = read_tarball(path), "tarball"
+    else:
+        raise UsageError(
+            f"--ort-source '{text}' is neither 'debian', a git URL, an existing directory nor a source tarball",
+        )
+    if version and version != files.version:
+        raise UsageError(
+            f"--ort-source {path} holds ORT {files.version} (its VERSION_NUMBER), but --ort-version says {version}",
+            hint="drop --ort-version (the release comes from the source), or give the source of that release",
+        )
+    return SourceSpec(
+        kind=kind,
+        location=str(path.resolve()),
+        ref=None,
+        version=files.version,
+        deps_urls=files.deps_urls,
     )
+
+
+def _check_fetched_release(spec: SourceSpec, tree: Path) -> None:
+    """The fetched tree must hold the release the plan was made for (a git ref may name another)."""
+    found = _tree_version(tree)
+    if found != spec.version:
+        origin = "" if spec.version_origin == "source" else f" (from {spec.version_origin})"
+        raise BuildError(
+            f"{spec.describe()} holds ORT {found or '(no VERSION_NUMBER)'}, but the build was planned for"
+            f" {spec.version}{origin}",
+            hint="name the ref of that release, or give --ort-version of the release the ref holds",
+        )
 
 
 def _tree_version(path: Path) -> str | None:
@@ -270,6 +327,7 @@ def prepare_source(
         shutil.rmtree(work)
     work.mkdir(parents=True)
     tree, source_hash = _materialise(spec, work, tarball, source_hash, log)
+    _check_fetched_release(spec, tree)
     _apply_patches(tree, patches, log)
     done.write_text(json.dumps({"path": str(tree), "source_sha256": source_hash}))
     return SourceTree(path=tree, version=spec.version, spec=spec, source_sha256=source_hash, patches=records)
