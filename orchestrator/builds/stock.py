@@ -24,6 +24,7 @@ from orchestrator.builds.record import MadeWheel, finish_artifact
 from orchestrator.builds.sources.ort import DEBIAN_ORT_VERSIONS, DEFAULT_ORT_VERSION, parse_source
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import BuildError
+from orchestrator.paths import TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile
 
 if TYPE_CHECKING:
@@ -102,8 +103,45 @@ def fetch_stock(
         made = MadeWheel(
             profile=profile, variant="stock", ort_version=found_version, wheel=wheel, record=record
         )
-        artifact = finish_artifact(made, root=None, engine=engine, log=log, preflight=preflight)
+        try:
+            artifact = finish_artifact(made, root=None, engine=engine, log=log, preflight=preflight)
+        except BuildError as error:
+            raise _with_way_out(error, profile, found_version) from None
     return _with_runner(engine, profile, artifact, log)
+
+
+# Official wheels that die on some boards, the first release that does not, and why (upstream's words).
+KNOWN_STOCK_FAILURES = {
+    "1.21.0": (
+        "1.21.1",
+        (
+            "MLAS runs fp16 instructions in a global constructor: SIGILL at import on ARMv8.0 cores such as"
+            " the Cortex-A72 and A57 (upstream issues #23957/#24112, fixed by PR #23978, in 1.21.1 by PR #24188)"
+        ),
+    ),
+}
+
+
+def _with_way_out(error: BuildError, profile: TargetProfile, version: str) -> BuildError:
+    """A failed pre-flight of a known-broken official wheel, with what to do instead."""
+    known = KNOWN_STOCK_FAILURES.get(version)
+    if known is None or "SIGILL" not in error.message:
+        return error
+    fixed, why = known
+    patched = (TOOLCHAINS_DIR / "patches" / version / "series").is_file()
+    own = (
+        f"; orch's own {version} builds (--variant default or tuned) carry the fix"
+        f" (toolchains/patches/{version})"
+        if patched
+        else ""
+    )
+    return BuildError(
+        f"{error.message}\n  the official {version} wheel is known to fail there: {why}",
+        hint=(
+            f"use the nearest release that runs there: orch build --target {profile.name} --variant stock"
+            f" --ort-version {fixed}{own}. {error.hint or ''}"
+        ).strip(),
+    )
 
 
 def _with_runner(engine: Engine, profile: TargetProfile, artifact: Artifact, log: Log) -> Artifact:
