@@ -86,9 +86,10 @@ def parse_event(line: str, *, board: str) -> LockEvent:
 class _Lines:
     """A stream's output, line by line, each within a deadline."""
 
-    def __init__(self, stream: Stream, board: str) -> None:
+    def __init__(self, stream: Stream, board: str, python: str) -> None:
         self.stream = stream
         self.board = board
+        self.python = python
         self.buffer = b""
 
     def next(self, deadline: float) -> str:
@@ -102,7 +103,10 @@ class _Lines:
             except TimeoutError as error:
                 raise RemoteError(f"{self.board}: the board lock did not answer in time") from error
             if not chunk:
-                raise RemoteError(f"{self.board}: the board lock ended without an answer (connection lost?)")
+                raise RemoteError(
+                    f"{self.board}: the board lock ended without an answer: the connection was lost, or"
+                    f" the board's Python ({self.python}) could not run it"
+                )
             self.buffer += chunk
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line.decode(errors="replace")
@@ -163,16 +167,15 @@ def acquire(  # noqa: PLR0913 -- keyword-only options of one board's lock, each 
         argv += [then[0], *then[1]]
     stream = session.open_stream(argv)
     try:
-        return _await_lock(stream, board=board, wait=wait, on_wait=on_wait, then=then is not None)
+        lines = _Lines(stream, board, session.board.python)
+        return _await_lock(lines, wait=wait, on_wait=on_wait, then=then is not None)
     except BaseException:
         stream.close()
         raise
 
 
-def _await_lock(
-    stream: Stream, *, board: str, wait: float, on_wait: Callable[[str], None], then: bool
-) -> BoardLock:
-    lines = _Lines(stream, board)
+def _await_lock(lines: _Lines, *, wait: float, on_wait: Callable[[str], None], then: bool) -> BoardLock:
+    stream, board = lines.stream, lines.board
     deadline = time.monotonic() + wait + ANSWER_MARGIN_S
     broken: str | None = None
     while True:
