@@ -17,6 +17,7 @@ from rich.table import Table
 from orchestrator.adapters.engine import Engine
 from orchestrator.builds.build_log import Log
 from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
+from orchestrator.builds.image import base_image_refusal, made_offline
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.queue import (
     LOCAL,
@@ -53,9 +54,26 @@ def run_batch_command(request: BuildRequest, cache: RemoteCache | None) -> int:
     for build, planned in plans.items():
         if planned.refused:
             raise BuildError(f"cannot build {build.name} here: {planned.refused}")
+    # Before any source is fetched (a git clone) and in the dry run alike: a registry base image the
+    # workstation's engine lacks (it makes every build image of the batch) stops the batch.
+    _refuse_missing_base_images(list(plans.values()))
     if request.dry_run:
         return _show(request, plans, engines)
     return _run(batch, plans, engines)
+
+
+def _refuse_missing_base_images(plans: list[BuildPlan]) -> None:
+    """The first build whose base image is a registry image the workstation's engine does not have
+    (Debian images are made offline: the engine is asked only when some build needs another)."""
+    needing = [plan for plan in plans if not made_offline(plan)]
+    if not needing:
+        return
+    local = Engine()
+    local.ping()
+    for plan in needing:
+        refusal = base_image_refusal(local, plan)
+        if refusal is not None:
+            raise refusal
 
 
 class _Batch:

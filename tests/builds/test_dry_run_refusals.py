@@ -127,3 +127,14 @@ def test_the_preflight_image_of_an_ubuntu_target_reads_its_variable(monkeypatch:
         board_image(engine, profile)
     monkeypatch.setenv("ORCH_BASE_IMAGE_JAMMY_ARM64", arm64)
     assert board_image(engine, profile) == arm64
+
+
+def test_a_batch_refuses_a_missing_base_image_before_fetching_anything(
+    orch_env: dict[str, str], orch_cli
+) -> None:
+    """Several targets at once: refused as one build is, before a source is fetched (here a git clone)."""
+    env = absent_base(orch_env, "jetson-orin")
+    dry, real = both_runs(orch_cli, env, "--target", "lab,jetson", "--ort-version", "1.20.0")
+    assert dry.returncode == real.returncode == 5 and refusal(dry) == refusal(real)
+    assert f"needs the base image '{ABSENT}'" in refusal(real)[0]
+    assert "cloning" not in real.stderr
