@@ -179,3 +179,18 @@ def test_the_plan_lists_the_network_downloads_and_an_offline_plan_claims_none(
     git = dry_run_json(orch_cli, orch_env, "--target", "rpi4", "--ort-source", f"{url}@v1.23.2")
     assert git["needs_network"]["downloads"] == [{"what": "ORT source: git clone @ v1.23.2", "url": url}]
     assert "read once the source is fetched" in git["needs_network"]["pending"]
+
+
+@pytest.mark.integration  # Debian's real 1.21.0 orig tarball (fetched once with apt, cached)
+def test_the_real_1_21_tarball_is_1_21_whatever_the_option_says(
+    ort_tarball: Path, orch_env: dict[str, str], orch_cli
+) -> None:
+    refused = orch_cli(
+        orch_env, "build", "--target", "lab", "--ort-source", str(ort_tarball), "--ort-version", "1.23.2",
+        "--dry-run",
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "holds ORT 1.21.0 (its VERSION_NUMBER), but --ort-version says 1.23.2" in refused.stderr
+    plan = dry_run_json(orch_cli, orch_env, "--target", "lab", "--ort-source", str(ort_tarball))
+    assert plan["ort_version"] == "1.21.0" and plan["dependencies"] == "system"
+    assert plan["needs_network"]["needed"] is False  # trixie carries 1.21.0's dependencies
