@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
@@ -96,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model",
         action="append",
         default=[],
-        type=Path,
+        type=options.onnx_model_file,
         metavar="FILE",
         help="--variant reduced: keep only the kernels this ONNX model needs (repeatable)",
     )

@@ -318,6 +318,8 @@ CASES = [
         ]
         for dry in (True, False)
     ],
+    case("model-build-dev-zero", ("build", "--target", "lab", "--variant", "reduced", "--dry-run", "--model", "{root}/zero.onnx"), 2, "argument --model", "zero.onnx': is a device or socket, not an ONNX model file", files={"zero.onnx": Path("/dev/zero")}),
+    case("model-build-random-bytes", ("build", "--target", "lab", "--variant", "reduced", "--model", "{root}/random.onnx"), 2, "argument --model", "random.onnx': not an ONNX model", files={"random.onnx": RANDOM}),
     case("model-deploy-missing", ("deploy", "--all-devices", "--dry-run", "--model", "{root}/nope.onnx"), 2, "argument --model", "nope.onnx': no such file", files=inventory(INVENTORY)),
     case("model-tune-directory", ("tune", "--all-devices", "--dry-run", "--model", "{root}/dir.onnx"), 2, "argument --model", "is a directory, not an ONNX model file", files={**inventory(INVENTORY), "dir.onnx/x": "x"}),
     case("model-bench-second-of-two", ("bench", "--all-devices", "--dry-run", "--model", "mobilenet,{root}/random.onnx"), 2, "argument --model", "random.onnx': not an ONNX model", files={**inventory(INVENTORY), "random.onnx": RANDOM}),
