@@ -90,6 +90,12 @@ class _MatchExec(SSHConfig):
 
     run_exec = True
 
+    def lookup(self, hostname: str) -> Any:
+        # paramiko looks the file up twice (a first pass, then the "final" one); ssh without
+        # canonicalization or `Match final` once: each command runs once per lookup.
+        self._exec_results: dict[str, bool] = {}
+        return super().lookup(hostname)
+
     def _does_match(
         self,
         match_list: list[dict[str, Any]],
@@ -104,7 +110,9 @@ class _MatchExec(SSHConfig):
                 if not self.run_exec:
                     return False  # the block is left to the connection: its command does not run
                 command = self._tokenize(options, target_hostname, "match-exec", candidate["param"])  # type: ignore[attr-defined]
-                if run_match_exec(command) == candidate["negate"]:
+                if command not in self._exec_results:
+                    self._exec_results[command] = run_match_exec(command)
+                if self._exec_results[command] == candidate["negate"]:
                     return False
             else:
                 result = super()._does_match([candidate], target_hostname, canonical, final, options)  # type: ignore[misc]

@@ -76,6 +76,35 @@ def test_the_connection_looks_the_board_up_with_match_exec(env: dict[str, str], 
     assert resolved.sources["port"].endswith("on connection")
 
 
+def test_a_match_exec_command_runs_only_for_boards_its_line_applies_to(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """As in OpenSSH, the criteria of a Match line are tried in turn: the command runs only once
+    those before it matched, and its exit code decides (`!exec` inverts it)."""
+    _write(
+        env,
+        "all:\n  hosts:\n    pi01: {}\n    pi02: {}\n",
+        f'Match host pi01 exec "echo run >> {tmp_path}/ran-%h"\n  Port 2201\n'
+        f'Match host pi02 !exec "touch {tmp_path}/negated-%h; false"\n  Port 2202\n',
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        for key in ("ORCH_HOME", "ORCH_SSH_CONFIG"):
+            patch.setenv(key, env[key])
+        boards = load_inventory(Path(env["ORCH_INVENTORY"])).boards
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("ran", "negated"))) == []
+        pi01 = resolve_on_connect(boards["pi01"])
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("ran", "negated"))) == [
+            "ran-pi01"
+        ]
+        pi02 = resolve_on_connect(boards["pi02"])
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("ran", "negated"))) == [
+        "negated-pi02",
+        "ran-pi01",
+    ]
+    assert (pi01.port, pi02.port) == (2201, 2202)
+    assert (tmp_path / "ran-pi01").read_text() == "run\n", "the command runs once per connection"
+
+
 def test_a_match_exec_line_runs_on_connection_to_a_board_it_applies_to(
     env: dict[str, str], tmp_path: Path, ssh_server: tuple[SshServer, Path], orch_cli
 ) -> None:
