@@ -7,6 +7,12 @@ verified and first contacts recorded (``orchestrator.adapters.host_keys``), keys
 A ``RemoteSession`` runs commands as argv lists joined with ``shlex.join``; scripts are sent on
 stdin to ``sh -s -- ARGS...`` so values only reach them as quoted positional args; files move
 over SFTP.
+
+Every command and stream runs under ``board_side/guard.sh`` (``guarded_command``): in a process
+group of its own that the guard ends when the channel's stdin reaches its end. orch keeps that
+stdin open while the command runs and closes it to stop the command (a timeout, an interrupted
+orch: ``stop_running``); when orch exits, is killed or loses the connection, sshd closes it. So
+nothing orch started on a board outlives it.
 """
 
 from __future__ import annotations
@@ -16,10 +22,12 @@ import errno
 import logging
 import shlex
 import stat as stat_module
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import paramiko
 from fabric import Connection
@@ -28,6 +36,7 @@ from orchestrator.adapters.host_keys import identity_file_problem, known_hosts_f
 from orchestrator.adapters.session import CommandResult
 from orchestrator.adapters.ssh_connect import MIN_HANDSHAKE_TIMEOUT, board_label, open_connections
 from orchestrator.board import Board
+from orchestrator.board_side import read_text
 from orchestrator.errors import RemoteError, UsageError
 
 if TYPE_CHECKING:
@@ -41,6 +50,25 @@ if TYPE_CHECKING:
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 _CHUNK = 65536
+# How long orch waits for a board to confirm that a stopped command ended: the guard sends SIGTERM
+# at once (a stream's command first gets 3 s to end at its input's end) and SIGKILL 5 s later.
+STOP_WAIT_S = 12.0
+# How the guard runs a command: an exact argv, a user's command line, a protocol on stdin/stdout.
+GuardMode = Literal["run", "line", "stream"]
+
+
+def guarded_command(mode: GuardMode, argv: Sequence[str], *, input_size: int = 0) -> str:
+    """The command line for sshd: ``argv`` run by ``board_side/guard.sh`` (its text sent as ``sh -c``'s
+    argument, every value a quoted argument); ``input_size`` bytes sent first on stdin are the
+    command's stdin (0: none)."""
+    if not argv:
+        raise ValueError("a guarded command needs a non-empty argv")
+    if mode == "line" and len(argv) != 1:
+        raise ValueError("a command line is one string")
+    if input_size < 0 or (input_size and mode == "stream"):
+        raise ValueError(f"no input of {input_size} bytes for mode {mode}")
+    size = str(input_size) if input_size else "-"
+    return shlex.join(["sh", "-c", read_text("guard.sh"), "orch-guard", mode, size, *argv])
 
 
 class CommandFailed(RemoteError):
@@ -52,13 +80,111 @@ class CommandFailed(RemoteError):
 
 
 class CommandTimeout(RemoteError):
-    """A remote command ran longer than its timeout; the output received so far is kept."""
+    """A remote command ran longer than its timeout; the output received so far is kept.
+    ``stopped``: the board confirmed that the command ended (False: it did not answer in time)."""
 
-    def __init__(self, message: str, *, stdout: str, stderr: str, duration: float) -> None:
+    def __init__(
+        self, message: str, *, stdout: str, stderr: str, duration: float, stopped: bool = False
+    ) -> None:
         super().__init__(message, hint="raise the timeout (--timeout) or check what the command waits for")
         self.stdout = stdout
         self.stderr = stderr
         self.duration = duration
+        self.stopped = stopped
+
+
+class CommandStopped(RemoteError):
+    """orch stopped this command (it was interrupted), or refused to start one while stopping."""
+
+
+def stop_note(label: str, stopped: bool) -> str:
+    """What a message says about a command orch stopped on ``label``'s board."""
+    if stopped:
+        return f"stopped the command on {label}"
+    return f"{label} did not confirm within {STOP_WAIT_S:g}s that the command ended (its guard ends it)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stopped:
+    """What ``stop_running`` did: the boards whose commands ended, and those that did not say so."""
+
+    confirmed: tuple[str, ...]
+    unconfirmed: tuple[str, ...]
+
+    def lines(self) -> list[str]:
+        return [stop_note(label, True) for label in self.confirmed] + [
+            stop_note(label, False) for label in self.unconfirmed
+        ]
+
+
+class _Running:
+    """The channels of this process's commands and streams (channel -> board label), so that an
+    interrupted orch can stop them all; once stopping, no new command starts (but cleanup)."""
+
+    lock = threading.Lock()
+    channels: dict[paramiko.Channel, str] = {}  # noqa: RUF012 -- one registry per process, by design
+    stopped: set[paramiko.Channel] = set()  # noqa: RUF012 -- idem
+    stopping = False
+    cleanup = threading.local()
+
+
+def _register(channel: paramiko.Channel, label: str) -> None:
+    with _Running.lock:
+        _Running.channels[channel] = label
+
+
+def _forget(channel: paramiko.Channel) -> None:
+    with _Running.lock:
+        _Running.channels.pop(channel, None)
+        _Running.stopped.discard(channel)
+
+
+def _ended(channel: paramiko.Channel) -> bool:
+    return bool(channel.exit_status_ready() or channel.closed or channel.eof_received)
+
+
+def _end_input(channel: paramiko.Channel) -> None:
+    """End the channel's stdin: the board's guard ends the command's process group."""
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        channel.shutdown_write()
+
+
+def _await_end(channels: Sequence[paramiko.Channel], wait: float) -> set[paramiko.Channel]:
+    """Those of ``channels`` that ended within ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and not all(_ended(channel) for channel in channels):
+        time.sleep(0.05)
+    return {channel for channel in channels if _ended(channel)}
+
+
+def stopping() -> bool:
+    """True once ``stop_running`` was called: orch is on its way out."""
+    return _Running.stopping
+
+
+def stop_running(wait: float = STOP_WAIT_S) -> Stopped:
+    """Stop every command and stream this process runs on boards (orch was interrupted) and wait up
+    to ``wait`` seconds for the boards to confirm; nothing new starts after this (``cleanup`` aside)."""
+    with _Running.lock:
+        _Running.stopping = True
+        running = {channel: label for channel, label in _Running.channels.items() if not _ended(channel)}
+        _Running.stopped.update(running)
+    for channel in running:
+        _end_input(channel)
+    ended = _await_end(list(running), wait)
+    confirmed = sorted({label for channel, label in running.items() if channel in ended})
+    unconfirmed = sorted({label for channel, label in running.items() if channel not in ended})
+    return Stopped(confirmed=tuple(confirmed), unconfirmed=tuple(unconfirmed))
+
+
+@contextlib.contextmanager
+def cleanup() -> Iterator[None]:
+    """Commands in this block may start after ``stop_running`` (putting back what orch changed)."""
+    _Running.cleanup.allowed = True
+    try:
+        yield
+    finally:
+        _Running.cleanup.allowed = False
 
 
 def check_local_files(boards: Sequence[Board]) -> None:
@@ -133,7 +259,7 @@ class RemoteSession:
             raise TypeError("run() takes an argv list; use run_command_line() for a shell command line")
         if not argv:
             raise ValueError("run() needs a non-empty argv")
-        return self._execute(shlex.join(argv), timeout=timeout, check=check, stdin=stdin)
+        return self._execute("run", argv, timeout=timeout, check=check, stdin=stdin)
 
     def run_command_line(
         self, command_line: str, *, timeout: float | None = None, check: bool = True
@@ -143,22 +269,27 @@ class RemoteSession:
         Only for text a user gave orch as a command line (``orch exec -- 'a | b'``);
         never build one from inventory values.
         """
-        return self._execute(command_line, timeout=timeout, check=check, stdin=None)
+        return self._execute("line", [command_line], timeout=timeout, check=check, stdin=None)
 
     def run_script(
         self, script: str, args: Sequence[str] = (), *, timeout: float | None = None, check: bool = True
     ) -> CommandResult:
         """Run a project-written POSIX sh script sent on stdin; values reach it only as quoted ``$1``, ``$2``..."""
-        command = shlex.join(["sh", "-s", "--", *args])
-        return self._execute(command, timeout=timeout, check=check, stdin=script.encode())
+        argv = ["sh", "-s", "--", *args]
+        return self._execute("run", argv, timeout=timeout, check=check, stdin=script.encode())
 
     def open_stream(self, argv: Sequence[str]) -> paramiko.Channel:
         """Start argv (each element shell-quoted) and return its channel as a byte stream
-        (``send``/``recv``/``shutdown_write``/``close``), for protocols spoken over stdin/stdout."""
-        return self._start(shlex.join(argv))
+        (``send``/``recv``/``shutdown_write``/``close``), for protocols spoken over stdin/stdout.
+        The end of its stdin is passed on; what still runs 3 s later is ended by the guard."""
+        channel = self._start(guarded_command("stream", argv))
+        _register(channel, self.label)
+        return channel
 
     def _start(self, command: str) -> paramiko.Channel:
         """A new session channel on this connection running ``command``."""
+        if _Running.stopping and not getattr(_Running.cleanup, "allowed", False):
+            raise CommandStopped(f"{self.label}: orch is stopping; nothing more is started on the board")
         transport: paramiko.Transport | None = self._conn.transport
         if transport is None or not transport.is_active():
             raise RemoteError(f"{self.label}: the SSH connection is closed", hint="connect again")
@@ -170,19 +301,47 @@ class RemoteSession:
         return channel
 
     def _execute(
-        self, command: str, *, timeout: float | None, check: bool, stdin: bytes | None
+        self,
+        mode: GuardMode,
+        argv: Sequence[str],
+        *,
+        timeout: float | None,
+        check: bool,
+        stdin: bytes | None,
     ) -> CommandResult:
         start = time.monotonic()
-        channel = self._start(command)
+        command = argv[0] if mode == "line" else shlex.join(argv)
+        channel = self._start(guarded_command(mode, argv, input_size=len(stdin or b"")))
+        _register(channel, self.label)
         exchange = _Exchange(channel, stdin)
         deadline = start + timeout if timeout is not None else None
         try:
-            exchange.run(deadline, on_timeout=lambda: self._timed_out(command, timeout, exchange, start))
+            exchange.run(deadline)
             exit_code = channel.recv_exit_status() if channel.exit_status_ready() else -1
+        except _Overdue:
+            stopped = self._stop(channel, exchange)
+            raise CommandTimeout(
+                f"{self.label}: timed out after {timeout:g}s running {command};"
+                f" {stop_note(self.label, stopped)}",
+                stdout=exchange.out.decode(errors="replace"),
+                stderr=exchange.err.decode(errors="replace"),
+                duration=time.monotonic() - start,
+                stopped=stopped,
+            ) from None
         except (paramiko.SSHException, OSError) as error:
             raise RemoteError(f"{self.label}: connection lost while running {command}: {error}") from error
+        except BaseException:
+            # Ctrl-C in the thread that runs it: the command ends with orch.
+            self._stop(channel, exchange)
+            raise
         finally:
+            was_stopped = channel in _Running.stopped
+            _forget(channel)
             channel.close()
+        if was_stopped:
+            raise CommandStopped(
+                f"{self.label}: stopped the command on the board (orch was interrupted): {command}"
+            )
         result = CommandResult(
             exit_code=exit_code,
             stdout=exchange.out.decode(errors="replace"),
@@ -196,15 +355,20 @@ class RemoteSession:
             raise CommandFailed(f"{self.label}: `{command}` {cause}{detail}", result=result)
         return result
 
-    def _timed_out(
-        self, command: str, timeout: float | None, exchange: _Exchange, start: float
-    ) -> CommandTimeout:
-        return CommandTimeout(
-            f"{self.label}: timed out after {timeout:g}s running {command}",
-            stdout=exchange.out.decode(errors="replace"),
-            stderr=exchange.err.decode(errors="replace"),
-            duration=time.monotonic() - start,
-        )
+    @staticmethod
+    def _stop(channel: paramiko.Channel, exchange: _Exchange) -> bool:
+        """End the command's stdin and wait for the board to report its end; True once it did."""
+        with _Running.lock:
+            _Running.stopped.add(channel)
+        _end_input(channel)
+        deadline = time.monotonic() + STOP_WAIT_S
+        try:
+            while time.monotonic() < deadline and not _ended(channel):
+                exchange.receive()
+                time.sleep(0.05)
+        except (paramiko.SSHException, OSError):
+            return False
+        return _ended(channel)
 
     # --- files -----------------------------------------------------------------------
     def _sftp_client(self) -> paramiko.SFTPClient:
@@ -296,26 +460,29 @@ class RemoteSession:
             raise self._file_error("resolving the home directory", "~", error) from error
 
 
+class _Overdue(Exception):
+    """The command's deadline passed (``_execute`` stops it and raises CommandTimeout)."""
+
+
 class _Exchange:
-    """One command's channel: its stdin sent in chunks, both output streams gathered until it exits."""
+    """One command's channel: its input sent in chunks, both output streams gathered until it exits.
+    The channel's stdin stays open after the input: its end is what stops the command."""
 
     def __init__(self, channel: paramiko.Channel, stdin: bytes | None) -> None:
         self.channel = channel
         self.out = bytearray()
         self.err = bytearray()
         self.pending = memoryview(stdin) if stdin else None
-        if self.pending is None:
-            channel.shutdown_write()
 
-    def run(self, deadline: float | None, *, on_timeout: Callable[[], CommandTimeout]) -> None:
-        """Until the command has exited and its output is read; ``on_timeout()`` is raised past ``deadline``."""
+    def run(self, deadline: float | None) -> None:
+        """Until the command has exited and its output is read; ``_Overdue`` past ``deadline``."""
         idle = 0.001
         while True:
-            progressed = self._send() | self._receive()
+            progressed = self._send() | self.receive()
             if self._finished():
                 return
             if deadline is not None and time.monotonic() > deadline:
-                raise on_timeout()
+                raise _Overdue
             if progressed:
                 idle = 0.001
             else:
@@ -328,11 +495,10 @@ class _Exchange:
         sent = self.channel.send(bytes(self.pending[:_CHUNK]))
         self.pending = self.pending[sent:]
         if not self.pending:
-            self.channel.shutdown_write()  # EOF: `sh -s` stops reading the script here
             self.pending = None
         return sent > 0
 
-    def _receive(self) -> bool:
+    def receive(self) -> bool:
         progressed = False
         while self.channel.recv_ready():
             self.out += self.channel.recv(_CHUNK)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from rich.markup import escape
 
+from orchestrator.adapters import ssh
 from orchestrator.adapters.session import CommandResult
-from orchestrator.adapters.ssh import CommandTimeout, connect
+from orchestrator.adapters.ssh import CommandTimeout, connect, stop_note
 from orchestrator.board import Board
 from orchestrator.commands import options
 from orchestrator.commands.options import Selection, add_json_option, add_selection_options, selected_boards
@@ -26,8 +27,9 @@ NAME = "exec"
 HELP = "run a command on the selected boards in parallel"
 
 # The fleet's hard stop comes a little after the command's own timeout, so that a
-# hung command is normally ended by the SSH layer (keeping its partial output).
-_GRACE = 5.0
+# hung command is normally ended by the SSH layer (keeping its partial output), which also
+# waits for the board to confirm that the command stopped.
+_GRACE = ssh.STOP_WAIT_S + 3.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,10 +107,12 @@ def _run_on(board: Board, request: ExecRequest) -> CommandResult:
         except CommandTimeout as error:
             # Name the user's --timeout, not what was left of it after connecting.
             raise CommandTimeout(
-                f"{session.label}: timed out after {request.timeout:g}s (--timeout) running {request.display}",
+                f"{session.label}: timed out after {request.timeout:g}s (--timeout) running {request.display};"
+                f" {stop_note(session.board.name, error.stopped)}",
                 stdout=error.stdout,
                 stderr=error.stderr,
                 duration=time.monotonic() - start,
+                stopped=error.stopped,
             ) from error
 
 
@@ -213,14 +217,20 @@ def _summary(result: FleetResult[CommandResult]) -> str:
 def run(args: argparse.Namespace) -> int:
     request = ExecRequest.from_args(args)
     boards = selected_boards(request.selection)
-    result = run_on_boards(
-        boards,
-        lambda board: _run_on(board, request),
-        parallel=request.parallel,
-        timeout=None if request.timeout is None else request.timeout + _GRACE,
-        label=f"exec: {request.display}",
-        progress=None if not request.json else False,
-    )
+    try:
+        result = run_on_boards(
+            boards,
+            lambda board: _run_on(board, request),
+            parallel=request.parallel,
+            timeout=None if request.timeout is None else request.timeout + _GRACE,
+            label=f"exec: {request.display}",
+            progress=None if not request.json else False,
+        )
+    except KeyboardInterrupt:
+        # The boards' commands end with orch: each one's guard ends it once its channel's input ends.
+        for line in ssh.stop_running().lines():
+            console.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
+        raise
     if request.json:
         emit_json(_document(result))
     else:
