@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
 
+from orchestrator.adapters import ssh
 from orchestrator.adapters.session import BoardSession, CommandResult, Stream
 from orchestrator.adapters.ssh import CommandTimeout
 from orchestrator.bench.plan import Step
@@ -171,6 +172,8 @@ class AgentRunner:
             try:
                 return self._host(python, agent).run(args, timeout=timeout, stall_s=STALL_S), self.FORKED
             except AgentHostFailed as error:
+                if ssh.stopping():  # orch stopped the host: nothing is run again
+                    raise ssh.CommandStopped(f"{self.session.label}: stopped the agent host") from error
                 self._fall_back(error, "this run and the next ones")
         return self.session.run(step.argv, timeout=timeout, check=False), self.COMMAND
 

@@ -14,8 +14,9 @@ from orchestrator.bench.quantise import Quantised
 from orchestrator.bench.results import BOARD_SCHEMA, utc_now
 from orchestrator.board import Board
 
-# How a board's part of a run stands: "running" until it ends, then "ok" or "failed".
-RunState = Literal["running", "ok", "failed"]
+# How a board's part of a run stands: "running" until it ends, then "ok" or "failed"; "interrupted"
+# when orch was stopped first (what it measured until then is kept).
+RunState = Literal["running", "ok", "failed", "interrupted"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +74,25 @@ class BoardDocument:
     quantization: dict[str, dict[str, Quantised]] | None = None
     agent_host_fallbacks: list[str] | None = None  # why runs started as commands instead of forks
     tune: dict[str, Any] | None = None  # `orch tune`'s record of the search on this board
+    planned_rounds: list[int] = field(default_factory=list)  # the round of every step planned
+
+    def rounds_complete(self) -> int:
+        """How many planned rounds have every one of their steps measured."""
+        done: dict[int, int] = {}
+        for number in [m.round for m in self.measurements] + [c.round for c in self.cold_starts]:
+            done[number] = done.get(number, 0) + 1
+        planned: dict[int, int] = {}
+        for number in self.planned_rounds:
+            planned[number] = planned.get(number, 0) + 1
+        return sum(1 for number, steps in planned.items() if done.get(number, 0) >= steps)
+
+    def progress(self) -> dict[str, int]:
+        """What an interrupted board had done: steps measured of those planned, whole rounds."""
+        return {
+            "steps_done": len(self.measurements) + len(self.cold_starts),
+            "steps_planned": len(self.planned_rounds),
+            "rounds_complete": self.rounds_complete(),
+        }
 
     @classmethod
     def begin(cls, run_id: str, board: Board, plan: BenchPlan) -> BoardDocument:
@@ -119,4 +139,6 @@ class BoardDocument:
             document["agent_host_fallbacks"] = self.agent_host_fallbacks
         if self.tune is not None:
             document["tune"] = self.tune
+        if self.status == "interrupted":
+            document["interrupted"] = self.progress()
         return document

@@ -120,6 +120,7 @@ def measure_board(
     if plan.quantize:
         board.quantise(chosen, models)
     steps = board_steps(plan, chosen, models)
+    document.planned_rounds += [step.round + round_offset for step in steps]
     runner = AgentRunner(session, lambda message: board.say(f"[yellow]warning:[/] {escape(message)}"))
     clocks: ClockState | None = None
     try:
@@ -133,7 +134,8 @@ def measure_board(
         if runner.fallbacks:
             document.agent_host_fallbacks = runner.fallbacks
         if clocks is not None and clocks.previous:
-            board.restore_clocks(clocks)
+            with ssh.cleanup():  # also once orch is stopping: the clocks are put back
+                board.restore_clocks(clocks)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -259,6 +261,45 @@ class BenchRun:
     wall_s: float
 
 
+# How long an interrupted run waits for its boards' threads to store what they measured (their
+# commands are stopped first; putting the clocks back may take a few commands).
+_SETTLE_S = 30.0
+INTERRUPTED_ERROR = "orch was interrupted; what was measured before is kept"
+
+
+class _Boards:
+    """The run's board documents as they are built, each stored exactly once: by its thread when it
+    ends, or by an interrupted run for a thread that did not end in time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.documents: dict[str, BoardDocument] = {}
+        self.ended: dict[str, threading.Event] = {}
+        self.stored: set[str] = set()
+        self.interrupted = False
+
+    def begin(self, name: str, document: BoardDocument) -> None:
+        with self.lock:
+            self.documents[name] = document
+            self.ended[name] = threading.Event()
+
+    def store_once(self, name: str, store: Callable[[], object]) -> None:
+        with self.lock:
+            if name in self.stored:
+                return
+            self.stored.add(name)
+        try:
+            store()
+        finally:
+            self.ended[name].set()
+
+    def settle(self, wait: float) -> None:
+        """Until every board's thread has stored its document, ``wait`` seconds at most."""
+        deadline = time.monotonic() + wait
+        for event in list(self.ended.values()):
+            event.wait(max(0.0, deadline - time.monotonic()))
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Run:
     """One run's boards: each one's body, its document stored whatever happens."""
@@ -268,24 +309,50 @@ class _Run:
     store: ResultStore
     kind: RunKind
     progress: Progress
+    boards: _Boards = field(default_factory=_Boards)
 
     def board(self, board: Board) -> BoardDocument:
         """Everything the run does on one board; the board document is stored even when this raises."""
         document = BoardDocument.begin(self.run_id, board, self.plan)
+        self.boards.begin(board.name, document)
         try:
             self.kind.body(board, self.plan, document, self.progress)
             document.status = "ok"
             return document
         except BaseException as error:
-            document.status = "failed"
-            if isinstance(error, OrchError):
-                document.error = error.message + (f" (fix: {error.hint})" if error.hint else "")
+            if self.boards.interrupted:
+                document.status = "interrupted"
+                document.error = INTERRUPTED_ERROR
             else:
-                document.error = f"{type(error).__name__}: {error}"
+                document.status = "failed"
+                if isinstance(error, OrchError):
+                    document.error = error.message + (f" (fix: {error.hint})" if error.hint else "")
+                else:
+                    document.error = f"{type(error).__name__}: {error}"
             raise
         finally:
             document.finished = utc_now()
-            self.store.write_board(self.run_id, document.as_dict())
+            self.boards.store_once(
+                board.name, lambda: self.store.write_board(self.run_id, document.as_dict())
+            )
+
+    def interrupt(self) -> ssh.Stopped:
+        """orch was interrupted: stop every board's commands, and store each board's document with
+        what it measured (threads that do not end in time: as their document stands)."""
+        self.boards.interrupted = True
+        stopped = ssh.stop_running()
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: store what is there now
+            self.boards.settle(_SETTLE_S)
+        for name, document in list(self.boards.documents.items()):
+
+            def store(document: BoardDocument = document) -> None:
+                document.status = "interrupted"
+                document.error = INTERRUPTED_ERROR
+                document.finished = utc_now()
+                self.store.write_board(self.run_id, document.as_dict())
+
+            self.boards.store_once(name, store)
+        return stopped
 
     def abandoned(self, outcome: Outcome[BoardDocument]) -> None:
         """A board whose thread timed out and was abandoned: what is known is stored, so the run is
@@ -318,7 +385,13 @@ def run_bench(
 
     run = _Run(plan=plan, run_id=run_id, store=store, kind=kind, progress=progress)
     started = time.monotonic()
-    outcome = run_on_boards(plan.boards, run.board, parallel=plan.parallel, label=f"{kind.label} {run_id}")
+    try:
+        outcome = run_on_boards(
+            plan.boards, run.board, parallel=plan.parallel, label=f"{kind.label} {run_id}"
+        )
+    except KeyboardInterrupt:
+        _store_interrupted(run, command=command, wall=time.monotonic() - started)
+        raise
     wall = time.monotonic() - started
     for board_outcome in outcome.outcomes.values():
         if not board_outcome.ok and board_outcome.timed_out:
@@ -337,6 +410,40 @@ def run_bench(
         },
     )
     return BenchRun(run_id=run_id, path=path, outcome=outcome, wall_s=wall)
+
+
+def _store_interrupted(run: _Run, *, command: str, wall: float) -> None:
+    """orch was interrupted (Ctrl-C, SIGTERM): the boards' commands stopped, what they measured
+    stored, the run marked interrupted; said on the console."""
+    stopped = run.interrupt()
+    for line in stopped.lines():
+        console.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
+    documents = run.boards.documents
+    rounds = min((document.rounds_complete() for document in documents.values()), default=0)
+    steps = sum(document.progress()["steps_done"] for document in documents.values())
+    run.store.finish_run(
+        run.run_id,
+        {
+            "run_id": run.run_id,
+            "created": utc_now(),
+            "command": command,
+            "plan": run.plan.as_dict(),
+            "boards": {
+                name: {"status": document.status, "error": document.error, "progress": document.progress()}
+                for name, document in documents.items()
+            },
+            "wall_s": wall,
+            "status": "interrupted",
+            "rounds_complete": rounds,
+            **run.kind.meta,
+        },
+    )
+    console.print(
+        f"[red]run {run.run_id} interrupted[/]: {steps} measured step(s) stored, {rounds} of"
+        f" {run.plan.rounds} rounds complete on every board; the run is marked interrupted (partial data:"
+        f" `orch results show {run.run_id}`, comparisons only with --allow-partial)",
+        soft_wrap=True,
+    )
 
 
 def _boards_meta(outcome: FleetResult[BoardDocument]) -> dict[str, dict[str, Any]]:

@@ -6,7 +6,9 @@ Layout (root = ``orchestrator.paths.results_dir()``, ``./results`` by default)::
       index.sqlite              runs, per-board outcomes and per-series summaries, for listing and queries
       <run-id>/
         <board>.json            one per board: raw latencies of every agent run + all metadata (or the error)
-        run.json                the run's command line, options and per-board outcome (written at the end)
+        run.json                the run's command line, options and per-board outcome (written at the end,
+                                or when orch is interrupted: status "interrupted")
+        running                 while the run goes on: which orch process runs it (``run_state``)
 
 The JSON files are the record; the index is derived from them (``reindex()`` rebuilds it) so a
 lost or damaged index loses nothing. Files are created with mode ``x``: a name that exists is an
@@ -24,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.bench import stats
+from orchestrator.bench import run_state, stats
 from orchestrator.bench.results_index import IndexConnection, free_name, index_problem
 from orchestrator.bench.series import Series, series_of
 from orchestrator.errors import UsageError
@@ -80,11 +82,29 @@ class RunRecord:
         return found
 
     @property
+    def status(self) -> str:
+        return str(self.meta.get("status") or "incomplete")
+
+    @property
+    def complete(self) -> bool:
+        """A finished run (ok or failed): not interrupted, abandoned or still running."""
+        return self.status in run_state.COMPLETE
+
+    def partial_note(self) -> str:
+        """Why this run's data is partial ("" for a complete run)."""
+        if self.complete:
+            return ""
+        rounds = self.meta.get("rounds_complete")
+        planned = (self.meta.get("plan") or {}).get("rounds")
+        measured = f": {rounds} of {planned} rounds complete" if rounds is not None and planned else ""
+        return f"run {self.run_id} is {self.status}{measured}; its data is partial"
+
+    @property
     def failed(self) -> dict[str, str]:
         return {
             name: doc.get("error") or "failed"
             for name, doc in self.boards.items()
-            if doc.get("status") != "ok"
+            if doc.get("status") not in ("ok", "interrupted")
         }
 
 
@@ -112,6 +132,7 @@ class ResultStore:
     def begin_run(self, run_id: str, *, command: str) -> Path:
         path = self.run_dir(run_id)
         path.mkdir(parents=True, exist_ok=False)  # a run id is never reused
+        run_state.write_owner(path)
         with self._index() as db:
             db.execute(
                 "INSERT INTO runs (run_id, created, command, status) VALUES (?, ?, ?, 'running')",
@@ -130,13 +151,18 @@ class ResultStore:
     def finish_run(self, run_id: str, meta: dict[str, Any]) -> Path:
         path = self.run_dir(run_id) / RUN_FILE
         _write_new(path, meta)
-        ok = sum(1 for outcome in meta.get("boards", {}).values() if outcome.get("status") == "ok")
-        failed = len(meta.get("boards", {})) - ok
+        outcomes = [outcome.get("status") for outcome in meta.get("boards", {}).values()]
+        ok = outcomes.count("ok")
+        failed = len(outcomes) - ok - outcomes.count("interrupted")
+        status = (
+            meta.get("status") if meta.get("status") == "interrupted" else ("ok" if failed == 0 else "failed")
+        )
         with self._index() as db:
             db.execute(
                 "UPDATE runs SET status = ?, boards_ok = ?, boards_failed = ? WHERE run_id = ?",
-                ("ok" if failed == 0 else "failed", ok, failed, run_id),
+                (status, ok, failed, run_id),
             )
+        run_state.remove_owner(path.parent)
         return path
 
     # --- reading ------------------------------------------------------------------------
@@ -154,7 +180,9 @@ class ResultStore:
                 "SELECT run_id, created, command, status, boards_ok, boards_failed FROM runs ORDER BY run_id"
             ).fetchall()
             result = []
-            for run_id, created, command, status, ok, failed in rows:
+            for run_id, created, command, stored, ok, failed in rows:
+                # A run still "running" in the index whose orch is gone was abandoned.
+                status = run_state.unfinished_status(self.root / run_id) if stored == "running" else stored
                 boards = [
                     b
                     for (b,) in db.execute(
@@ -178,6 +206,11 @@ class ResultStore:
 
     def resolve(self, ref: str) -> str:
         """A run id from 'latest', 'latest~1' (the one before), a full id or a unique prefix."""
+        if not ref.strip():
+            raise UsageError(
+                "RUN is empty: name a run",
+                hint="give a run id, a unique prefix of one, 'latest' or 'latest~N' (see `orch results list`)",
+            )
         runs = sorted(p.name for p in self.root.glob("*") if p.is_dir()) if self.root.is_dir() else []
         if not runs:
             raise UsageError(f"no benchmark runs in {self.root}", hint="run `orch bench` first")
@@ -221,13 +254,16 @@ class ResultStore:
                 continue
             boards[document["board"]] = document
         meta_file = path / RUN_FILE
-        meta: dict[str, Any] = {"run_id": run_id, "status": "incomplete"}
+        meta: dict[str, Any] = {"run_id": run_id, "status": run_state.unfinished_status(path)}
         if meta_file.exists():
             document, problem = _read_json(meta_file)
             if problem is None and not isinstance(document, dict):
                 problem = f"not a run record (a JSON {type(document).__name__}, not an object)"
             if problem is None:
                 meta = document
+                if "status" not in meta:  # run.json of older orch: finished, its status from the boards
+                    ok = all(doc.get("status") == "ok" for doc in boards.values())
+                    meta = {**meta, "status": "ok" if ok else "failed"}
             else:
                 damaged.append(self._damaged(meta_file, problem))
                 meta = {"run_id": run_id, "status": "damaged"}
@@ -255,8 +291,9 @@ class ResultStore:
             for document in record.boards.values():
                 self._index_board(record.run_id, document, run_dir / board_file_name(document["board"]))
             if RUN_FILE in {p.name for p in run_dir.iterdir()}:
-                ok = sum(1 for d in record.boards.values() if d.get("status") == "ok")
-                failed = len(record.boards) - ok
+                statuses = [d.get("status") for d in record.boards.values()]
+                ok = statuses.count("ok")
+                failed = len(statuses) - ok - statuses.count("interrupted")
                 # run.json does not hold the status: finish_run derived it from the outcomes.
                 status = record.meta.get("status") or ("ok" if failed == 0 else "failed")
                 with self._index() as db:

@@ -127,7 +127,7 @@ def pick_models(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -> 
             raise BenchError(
                 f"{board}: model {wanted!r} is not deployed in {', '.join(r.id for r in releases)}"
                 f" (models: {', '.join(common) or 'none'})",
-                hint=f"orch deploy --host {board} --model models/{wanted}.onnx",
+                hint=f"orch deploy --host {board} --model models/{wanted.removesuffix('.onnx')}.onnx",
             )
         chosen.append(found[0])
     return tuple(dict.fromkeys(chosen))

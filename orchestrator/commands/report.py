@@ -12,7 +12,7 @@ from orchestrator.bench.report.html import write_html
 from orchestrator.bench.results import ResultStore
 from orchestrator.bench.series import pairings_within
 from orchestrator.commands import options
-from orchestrator.commands.results import report_damaged
+from orchestrator.commands.results import add_allow_partial_option, refuse_partial, report_damaged
 from orchestrator.console import console, emit_json
 from orchestrator.errors import UsageError
 
@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="smallest change called faster/slower",
     )
     parser.add_argument("--json", action="store_true", help="print the written paths as one JSON document")
+    add_allow_partial_option(parser, "report on a run that is not complete (interrupted, abandoned, running)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,16 +53,24 @@ class ReportRequest:
     html: Path
     threshold: float
     json: bool
+    allow_partial: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ReportRequest:
-        return cls(run=args.run, html=args.html, threshold=args.threshold, json=args.json)
+        return cls(
+            run=args.run,
+            html=args.html,
+            threshold=args.threshold,
+            json=args.json,
+            allow_partial=args.allow_partial,
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     request = ReportRequest.from_args(args)
     store = ResultStore()
     record = store.load(request.run)
+    refuse_partial(record, allowed=request.allow_partial, what="a report")
     pairings = pairings_within(record.series(), threshold=request.threshold)
     try:
         written = write_html(record, pairings, request.html)

@@ -22,7 +22,7 @@ from orchestrator.bench.report.tables import (
     comparison_warnings,
     run_tables,
 )
-from orchestrator.bench.results import ResultStore, flatten_series
+from orchestrator.bench.results import ResultStore, RunRecord, flatten_series
 from orchestrator.bench.series import Pairing, pairings_between, pairings_within
 from orchestrator.commands import options
 from orchestrator.console import console, emit_json, print_whole, quiet_stdout
@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.05,
         help="smallest change called faster/slower",
     )
+    add_allow_partial_option(show, "show the comparisons within a run that is not complete")
     options.add_json_option(show)
     compare = sub.add_parser("compare", help="RUN_B against baseline RUN_A, per board and measurement")
     compare.add_argument("run_a", metavar="RUN_A")
@@ -54,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.05,
         help="smallest change called faster/slower",
     )
+    add_allow_partial_option(compare, "compare a run that is not complete (interrupted, abandoned, running)")
     options.add_json_option(compare)
     export = sub.add_parser("export", help="series summaries (or every sample) as CSV or JSON")
     export.add_argument("runs", nargs="*", metavar="RUN", help="runs to export (default: every run)")
@@ -64,6 +66,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--samples", action="store_true", help="one row per timed inference instead of per series"
     )
     export.add_argument("-o", "--output", type=options.path_arg, help="write to this file instead of stdout")
+
+
+def add_allow_partial_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--allow-partial", action="store_true", help=help_text)
+
+
+def refuse_partial(record: RunRecord, *, allowed: bool, what: str) -> None:
+    """A run that is not complete is used for ``what`` only with --allow-partial (then with a warning)."""
+    if record.complete:
+        return
+    if not allowed:
+        raise UsageError(
+            f"{record.partial_note()}: {what} of it is refused",
+            hint=f"add --allow-partial to use its partial data (`orch results show {record.run_id}` shows it)",
+        )
+    console.print(f"[yellow]warning:[/] {escape(record.partial_note())} (--allow-partial)", soft_wrap=True)
 
 
 def report_damaged(store: ResultStore) -> int:
@@ -111,6 +129,7 @@ class ResultsRequest:
     run_a: str = ""  # compare
     run_b: str = ""
     threshold: float = 0.05  # show, compare
+    allow_partial: bool = False  # show, compare
     runs: tuple[str, ...] = ()  # export (empty: every run)
     csv: bool = False
     samples: bool = False
@@ -126,6 +145,7 @@ class ResultsRequest:
             run_a=getattr(args, "run_a", ""),
             run_b=getattr(args, "run_b", ""),
             threshold=getattr(args, "threshold", 0.05),
+            allow_partial=getattr(args, "allow_partial", False),
             runs=tuple(getattr(args, "runs", ())),
             csv=getattr(args, "csv", False),
             samples=getattr(args, "samples", False),
@@ -152,6 +172,7 @@ def _list(request: ResultsRequest, store: ResultStore) -> int:
     table = Table(title=f"Benchmark runs in {store.root}", title_justify="left")
     table.add_column("run", no_wrap=True)
     table.add_column("created (UTC)", no_wrap=True)
+    table.add_column("status", no_wrap=True)
     table.add_column("boards", no_wrap=True)
     table.add_column("series", justify="right")
     table.add_column("command (orch bench ...)")
@@ -159,11 +180,12 @@ def _list(request: ResultsRequest, store: ResultStore) -> int:
         boards = f"{run_['boards_ok']} ok"
         if run_["boards_failed"]:
             boards += f", [red]{run_['boards_failed']} failed[/]"
-        elif run_["status"] not in ("ok", "failed"):
-            boards = run_["status"]
+        status = run_["status"] or "?"
+        if status not in ("ok", "failed"):
+            status = f"[yellow]{escape(status)}[/] (partial)" if status != "running" else status
         created = (run_["created"] or "").replace("T", " ").removesuffix("Z")[:16]
         command = (run_["command"] or "").removeprefix("orch bench").strip()
-        table.add_row(run_["run_id"], created, boards, str(run_["series"]), escape(command))
+        table.add_row(run_["run_id"], created, status, boards, str(run_["series"]), escape(command))
     console.print(table)
     return 0
 
@@ -171,11 +193,15 @@ def _list(request: ResultsRequest, store: ResultStore) -> int:
 def _show(request: ResultsRequest, store: ResultStore) -> int:
     record = store.load(request.run)
     series = record.series()
-    pairings = pairings_within(series, threshold=request.threshold)
+    # The comparisons within a run that is not complete are partial: shown only when asked for.
+    compared = record.complete or request.allow_partial
+    pairings = pairings_within(series, threshold=request.threshold) if compared else []
     if request.json:
         emit_json(
             {
                 "run_id": record.run_id,
+                "status": record.status,
+                "complete": record.complete,
                 "meta": record.meta,
                 "series": flatten_series([record]),
                 "comparisons": [p.as_dict() for p in pairings],
@@ -185,6 +211,9 @@ def _show(request: ResultsRequest, store: ResultStore) -> int:
         )
         return 0
     console.print(f"run [bold]{record.run_id}[/]: {escape(str(record.meta.get('command', '')))}")
+    if not record.complete:
+        hidden = "" if compared else "; its comparisons are shown only with --allow-partial"
+        console.print(f"[yellow]{escape(record.partial_note())}[/]{hidden}", soft_wrap=True)
     print_whole(board_state_table(record))
     for table in run_tables(series, pairings, record.failed):
         print_whole(table)
@@ -200,9 +229,18 @@ def _show(request: ResultsRequest, store: ResultStore) -> int:
 
 def _compare(request: ResultsRequest, store: ResultStore) -> int:
     a, b = store.load(request.run_a), store.load(request.run_b)
+    for record in (a, b):
+        refuse_partial(record, allowed=request.allow_partial, what="a comparison")
     pairings = pairings_between(a.series(), b.series(), threshold=request.threshold)
     if request.json:
-        emit_json({"run_a": a.run_id, "run_b": b.run_id, "comparisons": [p.as_dict() for p in pairings]})
+        emit_json(
+            {
+                "run_a": a.run_id,
+                "run_b": b.run_id,
+                "partial": [record.run_id for record in (a, b) if not record.complete],
+                "comparisons": [p.as_dict() for p in pairings],
+            }
+        )
         return 0
     if not pairings:
         raise UsageError(f"{a.run_id} and {b.run_id} have no board and measurement in common")
