@@ -95,31 +95,32 @@ class Faults:
         return out.split()
 
     def frozen_processes(self, mark: str) -> list[int]:
-        """Processes of the board with ``mark`` in their command line, read from the workstation's
-        /proc (the same kernel): works while the board's container is paused."""
+        """Processes of this board's orch workdir with ``mark`` in their command line, read from
+        the workstation's /proc (the same kernel): quick, and it works while the board's container
+        is paused. The workdir in the command line tells them from other labs' processes."""
         found = []
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
             try:
-                cmdline = (entry / "cmdline").read_bytes()
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
             except OSError:
                 continue
-            if mark.encode() in cmdline.replace(b"\0", b" ") and entry.name != str(os.getpid()):
+            if mark.encode() in cmdline and WORKDIR.encode() in cmdline:
                 found.append(int(entry.name))
         return found
 
     def wait_for_process(self, mark: str, process: subprocess.Popen[str], timeout: float = 900) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.board_processes(mark):
+            if self.frozen_processes(mark):
                 return
             if process.poll() is not None:
                 out, err = process.communicate()
                 pytest.fail(
                     f"orch ended ({process.returncode}) before {mark!r} ran:\n{out}\n{err}", pytrace=False
                 )
-            time.sleep(0.2)
+            time.sleep(0.05)
         pytest.fail(f"{mark!r} never ran on the board", pytrace=False)
 
     def gone_within(self, mark: str, seconds: float) -> float | None:

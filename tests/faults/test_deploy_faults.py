@@ -113,7 +113,7 @@ def _pause_in_the_verification(faults: Faults, *args: str) -> subprocess.Popen[s
     """A deploy of B with the board's container paused while it verifies B. A pause that lands
     after the verification ended (it can be short) is undone: that deploy finishes, the board is
     rolled back to A, and it is tried again."""
-    for _ in range(3):
+    for _ in range(5):
         process = faults.start(*deploy_b(faults, *args))
         faults.wait_for_process(VERIFY_MARK, process)
         subprocess.run(["docker", "pause", faults.container], check=True, capture_output=True)
