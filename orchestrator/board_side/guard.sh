@@ -81,11 +81,11 @@ pid=$!
 exec 4<&-
 
 alive() {
-    if [ "$grouped" = yes ]; then
-        kill -s 0 -- "-$pid" 2>/dev/null
-    else
-        kill -s 0 "$pid" 2>/dev/null
+    # The command's process itself too: its group exists only once setsid has run in it.
+    if [ "$grouped" = yes ] && kill -s 0 -- "-$pid" 2>/dev/null; then
+        return 0
     fi
+    kill -s 0 "$pid" 2>/dev/null
 }
 
 tree() {
@@ -104,6 +104,7 @@ tree() {
 signal_all() {
     if [ "$grouped" = yes ]; then
         kill -s "$1" -- "-$pid" 2>/dev/null
+        kill -s "$1" "$pid" 2>/dev/null
     else
         for each in $(tree "$pid"); do
             kill -s "$1" "$each" 2>/dev/null
