@@ -118,7 +118,8 @@ class BoardLock:
     def __init__(self, stream: Stream, *, board: str, broken: str | None, then: CommandResult | None):
         self._stream = stream
         self.board = board
-        self.broken = broken  # a warning: the lock of a dead holder was broken to get this one
+        # A warning (without the board's name): the lock of a dead holder was broken to get this one.
+        self.broken = broken
         self.then = then  # the script run under the lock, when one was given
 
     def release(self) -> None:
@@ -158,7 +159,8 @@ def acquire(  # noqa: PLR0913 -- keyword-only options of one board's lock, each 
     on_wait: Callable[[str], None] = lambda _message: None,
 ) -> BoardLock:
     """Take the board's lock, waiting up to ``wait`` seconds; ``then`` (a script and its args) runs
-    under it in the same round trip (its result is ``lock.then``). ``on_wait`` hears who holds it.
+    under it in the same round trip (its result is ``lock.then``). ``on_wait`` hears who holds it
+    (a message without the board's name).
     Raises BoardBusy naming the holder when the wait runs out."""
     board = session.board.name
     argv = [session.board.python, "-c", read_text("board_lock.py"), workdir]
@@ -183,11 +185,10 @@ def _await_lock(lines: _Lines, *, wait: float, on_wait: Callable[[str], None], t
         holder = event.fields.get("holder")
         if event.event == "held":
             if holder_is_dead(holder):
-                broken = f"{board}: broke the board lock of {describe_holder(holder)}: that process is gone"
-                on_wait(broken)
+                broken = f"broke the board lock of {describe_holder(holder)}: that process is gone"
                 stream.send(b"break\n")
             else:
-                on_wait(f"{board}: waiting for the board lock, held by {describe_holder(holder)}")
+                on_wait(f"waiting for the board lock, held by {describe_holder(holder)}")
         elif event.event == "busy":
             raise BoardBusy(
                 f"{board}: the board is busy: {describe_holder(holder)} holds its lock;"
@@ -197,7 +198,7 @@ def _await_lock(lines: _Lines, *, wait: float, on_wait: Callable[[str], None], t
         elif event.event == "acquired":
             previous = event.fields.get("previous")
             if previous and broken is None:
-                broken = f"{board}: the board lock of {describe_holder(previous)} was left behind; broken"
+                broken = f"the board lock of {describe_holder(previous)} was left behind; broken"
             result = _then_result(lines, deadline, board) if then else None
             return BoardLock(stream, board=board, broken=broken, then=result)
 

@@ -217,11 +217,10 @@ def _hold_lock(session: ssh.RemoteSession, board: Board, holder: dict[str, objec
     )
     stream.settimeout(300)
     answer = b""
-    while b"\n" not in answer:
+    while b'"acquired"' not in answer:  # after "held" lines while an earlier holder ends
         chunk = stream.recv(4096)
-        assert chunk, "the lock process ended"
+        assert chunk, f"the lock process ended: {answer!r}"
         answer += chunk
-    assert json.loads(answer.splitlines()[0])["event"] == "acquired"
     return stream
 
 
@@ -252,7 +251,7 @@ def test_a_busy_board_is_refused_naming_the_holder_and_a_dead_holder_is_broken(f
         broke, doc = faults.orch("deploy", "--host", "f1", "--model", str(faults.tiny), "--json")
         stream.close()
     assert broke.returncode == 0, explain(broke)
-    assert f"warning: f1: broke the board lock of orch deploy (pid {dead['pid']} on {here}" in broke.stderr
+    assert f"f1: warning: broke the board lock of orch deploy (pid {dead['pid']} on {here}" in broke.stderr
     assert doc["boards"]["f1"]["release_id"] == State.a
     assert_board_on_a(faults, "after the lock tests")
 
