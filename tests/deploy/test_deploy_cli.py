@@ -37,7 +37,7 @@ def env(orch_env: dict[str, str]) -> dict[str, str]:
         (["--parallel", "0"], "--parallel must be at least 1"),
         (["--timeout", "0"], "--timeout must be positive"),
         (["--rollback", "--model", "models/tiny.onnx"], "--rollback switches to the previous release"),
-        (["--model", "models/missing.onnx"], "model not found: models/missing.onnx"),
+        (["--model", "models/missing.onnx"], "models/missing.onnx"),
         (["--artifact", "nowhere"], "nowhere: no manifest.json: not an artifact directory"),
         (["--host", "nano99"], "nano99"),
     ],
