@@ -180,7 +180,7 @@ def test_cli_refuses_what_is_not_a_model_naming_the_file(
     garbage = tmp_path / "notes.onnx"
     garbage.write_bytes(np.arange(64, dtype=np.uint8).tobytes())
     for model, expected in (
-        (garbage, f"--model {garbage}: not an ONNX model"),
+        (garbage, f"argument --model: '{garbage}': not an ONNX model"),
         (tmp_path / "gone.onnx", "no such file"),
     ):
         result = orch_cli(
