@@ -229,7 +229,8 @@ def _show(request: ResultsRequest, store: ResultStore) -> int:
 
 def _compare(request: ResultsRequest, store: ResultStore) -> int:
     a, b = store.load(request.run_a), store.load(request.run_b)
-    for record in (a, b):
+    partial = list(dict.fromkeys(record.run_id for record in (a, b) if not record.complete))
+    for record in {record.run_id: record for record in (a, b)}.values():
         refuse_partial(record, allowed=request.allow_partial, what="a comparison")
     pairings = pairings_between(a.series(), b.series(), threshold=request.threshold)
     if request.json:
@@ -237,7 +238,7 @@ def _compare(request: ResultsRequest, store: ResultStore) -> int:
             {
                 "run_a": a.run_id,
                 "run_b": b.run_id,
-                "partial": [record.run_id for record in (a, b) if not record.complete],
+                "partial": partial,
                 "comparisons": [p.as_dict() for p in pairings],
             }
         )
