@@ -86,7 +86,12 @@ def test_cmake_and_package_variables_are_accepted(ort_tree: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("target", known_target_names())
+# The targets ORT 1.21.0 can be planned for: the Jetsons' distributions are below its minimums
+# (tests/builds/test_release_checks.py shows that refusal).
+PLANNABLE_AT_1_21 = [t for t in known_target_names() if resolve_target(t).bootstrap_suite]
+
+
+@pytest.mark.parametrize("target", PLANNABLE_AT_1_21)
 @pytest.mark.parametrize("variant", ["default", "lto", "tuned"])
 def test_every_shipped_plan_passes_validation(ort_tree: Path, target: str, variant: str) -> None:
     source = SourceSpec(kind="debian", location="trixie", ref=None, version="1.21.0")
