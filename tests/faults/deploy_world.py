@@ -48,6 +48,7 @@ class Faults:
     tiny: Path
     tiny2: Path
     garbage: Path  # random bytes named .onnx
+    unloadable: Path  # a well-formed ONNX model with an operator no onnxruntime has
 
     def board(self) -> Board:
         return load_inventory(self.inventory).board("f1")
@@ -157,6 +158,7 @@ def make_faults(lab: Any, stock_build: Any, root: Path) -> Faults:
     tiny2 = write_tiny_convnet(models / "tiny2.onnx", seed=1)
     garbage = models / "garbage.onnx"
     garbage.write_bytes(os.urandom(4096))
+    unloadable = _unloadable_model(models / "unloadable.onnx")
     lab.refresh()
     lab_board = lab.board("lab1")
     inventory = root / "inventory.yaml"
@@ -178,5 +180,34 @@ def make_faults(lab: Any, stock_build: Any, root: Path) -> Faults:
         "ORCH_INVENTORY": str(inventory),
     }
     return Faults(
-        root=root, env=env, inventory=inventory, container=container, tiny=tiny, tiny2=tiny2, garbage=garbage
+        root=root,
+        env=env,
+        inventory=inventory,
+        container=container,
+        tiny=tiny,
+        tiny2=tiny2,
+        garbage=garbage,
+        unloadable=unloadable,
     )
+
+
+def _unloadable_model(path: Path) -> Path:
+    """Valid ONNX to any workstation check, refused by onnxruntime on the board when it loads:
+    its one node is an operator of a domain no runtime knows."""
+    import onnx  # noqa: PLC0415 -- heavy, and only this model needs it
+    from onnx import TensorProto, helper  # noqa: PLC0415 -- as above
+
+    node = helper.make_node("OrchNoSuchOp", ["input"], ["output"], domain="orch.test")
+    graph = helper.make_graph(
+        [node],
+        "unloadable",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 4])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("orch.test", 1)]
+    )
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path

@@ -152,19 +152,22 @@ def test_a_release_whose_model_is_random_bytes_never_becomes_current(faults: Fau
     )
     if result.returncode == 2:  # refused on the workstation (not ONNX): nothing was sent
         assert "garbage.onnx" in result.stderr, explain(result)
+        bad = faults.unloadable  # then a model that only the board's onnxruntime refuses
     else:
-        assert result.returncode == 6, explain(result)
-        report = doc["boards"]["f1"]
-        assert "garbage.onnx" in report["error"] and f"{State.a} stays current" in report["error"], report
-        assert report["current"] == State.a, report
-        # ... and interrupted in its verification, too.
-        process = faults.start(
-            "deploy", "--host", "f1", "--model", str(faults.tiny), "--model", str(faults.garbage)
-        )
-        faults.wait_for_process(VERIFY_MARK, process)
-        process.send_signal(signal.SIGKILL)
-        process.communicate(timeout=60)
-    assert_board_on_a(faults, "after deploying a model of random bytes")
+        bad = faults.garbage
+    result, doc = faults.orch(
+        "deploy", "--host", "f1", "--model", str(faults.tiny), "--model", str(bad), "--json"
+    )
+    assert result.returncode == 6, explain(result)
+    report = doc["boards"]["f1"]
+    assert bad.name in report["error"] and f"{State.a} stays current" in report["error"], report
+    assert report["current"] == State.a, report
+    # ... and interrupted in its verification, too.
+    process = faults.start("deploy", "--host", "f1", "--model", str(faults.tiny), "--model", str(bad))
+    faults.wait_for_process(VERIFY_MARK, process)
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=60)
+    assert_board_on_a(faults, f"after deploying a model the board cannot load ({bad.name})")
 
 
 def test_a_paused_and_thawed_board_finishes_and_rollback_verifies_before_it_switches(faults: Faults) -> None:
