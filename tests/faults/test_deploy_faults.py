@@ -145,7 +145,7 @@ def test_timeout_while_the_board_is_paused_in_the_verification(faults: Faults) -
     assert_board_on_a(faults, "after a --timeout while the board was paused")
 
 
-def test_a_release_whose_model_is_random_bytes_never_becomes_current(faults: Faults) -> None:
+def test_a_release_whose_model_the_board_cannot_load_never_becomes_current(faults: Faults) -> None:
     assert State.a, "needs the first deploy"
     result, doc = faults.orch(
         "deploy", "--host", "f1", "--model", str(faults.tiny), "--model", str(faults.garbage), "--json"
