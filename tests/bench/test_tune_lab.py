@@ -55,8 +55,11 @@ def test_tune_picks_optimisation_all_over_disable(deployed, tmp_path):  # noqa: 
         ("stock", "disable"),
         ("tuned", "disable"),
     }, found["rungs"]
-    for item in dropped:  # each with its run-level reason: the ratio's interval above 1 + threshold
-        assert item["ci_low"] > 1.05 and item["ratio_to_best"] > 1.4, item
+    # Each dropped with its run-level reason: the ratio's interval wholly above 1 + threshold. How far
+    # above is the emulation's business (a loser dropped after 2 runs each measured 1.31x to 2.6x in
+    # CI runs sharing the machine), so only the rule is asserted.
+    for item in dropped:
+        assert item["ci_low"] > 1.05 and item["ratio_to_best"] > 1.05, item
     # The confirm rung topped the winner up to the runs a verdict needs.
     assert found["rungs"][-1]["kind"] == "confirm" and result["runs"] >= 4, found["rungs"]
     assert result["n"] == 6 * result["runs"]
