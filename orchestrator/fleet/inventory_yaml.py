@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from orchestrator.errors import InventoryError
-from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
+from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped, read_pipe_capped
 
 NULL_TAG = "tag:yaml.org,2002:null"
 _STR_TAG = "tag:yaml.org,2002:str"
@@ -35,6 +35,8 @@ _C_LOADER: Any = getattr(yaml, "CSafeLoader", None)
 _LOADER: Any = _C_LOADER or yaml.SafeLoader
 # Far beyond any real inventory; what lies beyond is an accident or an attack.
 MAX_DEPTH = 64
+# How long a named pipe given as the inventory (`-i <(cmd)`) may take to bring its first bytes.
+PIPE_WAIT_S = 10.0
 MAX_EXPANDED = 2_000_000
 # What YAML's reader refuses (its own error gives only a character position).
 _UNPRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -224,17 +226,35 @@ def _decode(path: Path, data: bytes) -> str:
 
 
 def _special_file(path: Path) -> str | None:
-    """What ``path`` is when it is no regular file: opening a FIFO that has no writer would wait for
-    ever, and a device may never end."""
+    """What ``path`` is when it is neither a regular file nor a named pipe: a device may never end."""
     try:
         mode = path.stat().st_mode
     except OSError:
         return None  # opening it names the error
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISFIFO(mode):
         return None
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
     return "a socket" if stat.S_ISSOCK(mode) else "a device"
+
+
+def _is_pipe(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def _read(path: Path) -> tuple[bytes, bool]:
+    """The file's first TEXT_FILE_LIMIT bytes and whether it holds more. A named pipe (``-i <(cmd)``,
+    ``/dev/stdin`` fed by a pipe) is read once its writer writes, within PIPE_WAIT_S seconds."""
+    if not _is_pipe(path):
+        return read_capped(path)
+    read = read_pipe_capped(path, PIPE_WAIT_S)
+    if read is None:
+        raise InventoryError(
+            f"{path}: is a named pipe (FIFO) that nothing wrote to within {PIPE_WAIT_S:g}s: not an inventory",
+            hint="pass -i PATH of an inventory file, or a pipe that a command writes it to (-i <(cat FILE))",
+        )
+    return read
 
 
 def read_inventory_text(path: Path) -> str:
@@ -242,10 +262,10 @@ def read_inventory_text(path: Path) -> str:
     if special:
         raise InventoryError(
             f"{path}: is {special}, not a regular file: not an inventory",
-            hint="pass -i PATH of an inventory file (copy what the pipe or device holds into one)",
+            hint="pass -i PATH of an inventory file (copy what the device holds into one, or pipe it: -i <(cmd))",
         )
     try:
-        data, more = read_capped(path)
+        data, more = _read(path)
         if more:
             raise InventoryError(
                 f"{path}: larger than {TEXT_FILE_LIMIT >> 20} MiB (or endless, like a device): not an inventory"

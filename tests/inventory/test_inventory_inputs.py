@@ -1,16 +1,22 @@
-"""Inputs a careless user gives the inventory commands: a named pipe as the inventory or ssh_config,
-an ORCH_HOME that is a file, a mistyped --limit over 10,000 boards, a file full of typos. Each ends
-at once with one clear message and exit code 2, through the real CLI."""
+"""Inputs a careless user gives the inventory commands: a named pipe as the inventory (read when a
+command writes to it, `-i <(cmd)`; refused when nothing does) or ssh_config, an ORCH_HOME that is a
+file, a mistyped --limit over 10,000 boards, a file full of typos. Each ends at once with one clear
+message and exit code 2, through the real CLI."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from orchestrator import cli
 from orchestrator.errors import InventoryError
+from orchestrator.fleet import inventory_yaml
 from orchestrator.fleet.inventory import load_inventory
 
 
@@ -26,14 +32,77 @@ def _ten_thousand(path: Path, board: str = "{{hostname: 10.0.{0}.{1}}}") -> Path
     return path
 
 
-def test_a_named_pipe_is_refused_not_waited_for(env: dict[str, str], tmp_path: Path, orch_cli) -> None:
-    fifo = tmp_path / "inventory.fifo"
-    os.mkfifo(fifo)  # no writer: opening it for reading would wait for ever
-    result = orch_cli(env, "inventory", "list", "-i", str(fifo), timeout=30)
-    assert result.returncode == 2, result.stderr
-    assert f"{fifo}: is a named pipe (FIFO), not a regular file: not an inventory" in result.stderr
-    assert "Traceback" not in result.stderr
+def _in_process(env: dict[str, str], monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
+    """``orch ARGV`` run by the CLI's own entry point in this process, with ``env``'s locations."""
+    for key in ("ORCH_HOME", "ORCH_INVENTORY", "ORCH_SSH_CONFIG", "COLUMNS"):
+        monkeypatch.setenv(key, env[key])
+    return cli.main(list(argv))
 
+
+def _write_later(fifo: Path, text: str, delay: float) -> threading.Thread:
+    """A writer that opens ``fifo`` (waiting for its reader), writes ``text`` after ``delay`` s, closes it."""
+
+    def write() -> None:
+        with fifo.open("w") as pipe:
+            time.sleep(delay)
+            pipe.write(text)
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_named_pipe_a_command_writes_to_is_read_as_the_inventory(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "inventory.fifo"
+    os.mkfifo(fifo)  # as `-i <(cmd)` gives one: its writer comes, then writes, then closes it
+    writer = _write_later(fifo, "all:\n  hosts:\n    pi01: {hostname: 192.0.2.1}\n    pi02: {}\n", 0.5)
+    assert _in_process(env, monkeypatch, "inventory", "list", "-i", str(fifo), "--json") == 0
+    writer.join(10)
+    listed = json.loads(capsys.readouterr().out)
+    assert [board["name"] for board in listed["boards"]] == ["pi01", "pi02"], listed
+
+
+def test_the_inventory_on_stdin_through_a_pipe_is_read(env: dict[str, str], orch_cli) -> None:
+    # A real process whose stdin is a pipe: /dev/stdin is that pipe.
+    text = "all:\n  hosts:\n    pi01: {hostname: 192.0.2.1}\n"
+    result = orch_cli(env, "inventory", "list", "-i", "/dev/stdin", "--json", input=text, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert [board["name"] for board in json.loads(result.stdout)["boards"]] == ["pi01"]
+
+
+def test_a_named_pipe_nothing_writes_to_is_refused_within_the_wait(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "inventory.fifo"
+    os.mkfifo(fifo)  # no writer: opening it for reading the usual way would wait for ever
+    monkeypatch.setattr(inventory_yaml, "PIPE_WAIT_S", 1.0)
+    unblocked = threading.Event()
+
+    def unblock() -> None:  # a reader stuck in open() would keep the test waiting: a writer frees it
+        if not done.wait(30):
+            unblocked.set()
+            os.close(os.open(fifo, os.O_WRONLY))
+
+    done = threading.Event()
+    threading.Thread(target=unblock, daemon=True).start()
+    started = time.monotonic()
+    code = _in_process(env, monkeypatch, "inventory", "list", "-i", str(fifo))
+    took = time.monotonic() - started
+    done.set()
+    assert not unblocked.is_set(), "orch waited for a writer that never came"
+    assert code == 2 and 1.0 <= took < 10, (code, took)
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{fifo}: is a named pipe (FIFO) that nothing wrote to within 1s: not an inventory" in err, err
+    assert "Traceback" not in err
+
+
+def test_a_named_pipe_as_ssh_config_is_refused_not_waited_for(
+    env: dict[str, str], tmp_path: Path, orch_cli
+) -> None:
+    fifo = tmp_path / "ssh_config.fifo"
+    os.mkfifo(fifo)  # no writer: opening it for reading would wait for ever
     Path(env["ORCH_INVENTORY"]).write_text("all:\n  hosts:\n    pi01: {}\n")  # a board: ssh_config is read
     result = orch_cli({**env, "ORCH_SSH_CONFIG": str(fifo)}, "inventory", "list", timeout=30)
     assert result.returncode == 2, result.stderr
