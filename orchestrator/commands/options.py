@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.adapters.ssh import check_local_files
+from orchestrator.artifacts.model_file import onnx_file_problem
 from orchestrator.board import Board
-from orchestrator.commands.model_file import onnx_file_problem
 from orchestrator.fleet.inventory import load_inventory
 from orchestrator.paths import default_inventory_path
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.artifacts.model_file import onnx_file_problem
 from orchestrator.artifacts.store import Artifact
 from orchestrator.digests import file_sha256
 from orchestrator.errors import UsageError
@@ -87,8 +88,17 @@ def local_file(role: FileRole, path: Path, name: str) -> LocalFile:
 
 
 def default_model_paths(directory: Path = Path("models")) -> list[Path]:
-    """The project's models: ``./models/*.onnx``."""
-    return sorted(directory.glob("*.onnx")) if directory.is_dir() else []
+    """The project's models: ``./models/*.onnx``, each checked as a ``--model`` file is (on the
+    workstation, before anything is planned or sent): one that is not an ONNX model is refused by name."""
+    paths = sorted(directory.glob("*.onnx")) if directory.is_dir() else []
+    for path in paths:
+        problem = onnx_file_problem(path)
+        if problem:
+            raise UsageError(
+                f"{path}: {problem} (deploy's default models are {directory}/*.onnx)",
+                hint="fix or remove it, or name the models to deploy with --model",
+            )
+    return paths
 
 
 def model_files(paths: Sequence[Path]) -> list[LocalFile]:

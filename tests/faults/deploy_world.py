@@ -54,12 +54,12 @@ class Faults:
         return load_inventory(self.inventory).board("f1")
 
     def orch(
-        self, *args: str, timeout: float = 1800
+        self, *args: str, timeout: float = 1800, cwd: Path | None = None
     ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
         result = subprocess.run(
             [sys.executable, "-m", "orchestrator", *args],
             env=self.env,
-            cwd=self.root,
+            cwd=cwd or self.root,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -132,6 +132,15 @@ class Faults:
                 return time.monotonic() - start
             time.sleep(0.5)
         return None
+
+    def board_files(self) -> list[str]:
+        """Every file under the board's workdir (the store's and the releases'), as the board lists them."""
+        board = self.board()
+        with ssh.connect(board, connect_timeout=60) as session:
+            found = session.run(
+                ["find", WORKDIR, "-path", f"{WORKDIR}/releases/*/venv", "-prune", "-o", "-print"]
+            )
+        return sorted(found.stdout.splitlines())
 
     def board_state(self) -> tuple[str | None, list[str], str]:
         """(current release, leftover `.current.*` entries, what the current release's model gives)."""

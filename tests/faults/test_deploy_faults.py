@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -275,6 +277,28 @@ def test_a_busy_board_is_refused_naming_the_holder_and_a_dead_holder_is_broken(f
     }
     _follow_a(report["release_id"])
     assert_board_on_a(faults, "after the lock tests")
+
+
+def test_a_default_model_that_is_no_onnx_model_is_refused_before_anything_is_sent(
+    faults: Faults, tmp_path: Path
+) -> None:
+    # A project whose ./models/ (deploy's default models, no --model given) holds random bytes
+    # named .onnx beside a good model.
+    assert State.a, "needs the first deploy"
+    models = tmp_path / "project" / "models"
+    models.mkdir(parents=True)
+    shutil.copyfile(faults.tiny, models / "tiny.onnx")
+    (models / "broken.onnx").write_bytes(random.Random(22).randbytes(4096))
+    before = faults.board_files()
+    for dry in (("--dry-run",), ()):
+        result, _ = faults.orch("deploy", "--host", "f1", *dry, cwd=models.parent)
+        assert result.returncode == 2, explain(result)
+        said = " ".join(result.stderr.split())
+        assert "models/broken.onnx: not an ONNX model (" in said, explain(result)
+        assert "deploy's default models are models/*.onnx" in said and "--model" in said, explain(result)
+        assert "Traceback" not in result.stderr
+    assert faults.board_files() == before, "the refused deploy changed the board"
+    assert_board_on_a(faults, "after the refused default model")
 
 
 def _bad_artifacts(root: Path, good: Path) -> dict[str, Path]:

@@ -1,8 +1,8 @@
 """Is this file an ONNX model? Asked on the workstation, before anything is planned or sent.
 
-A ``--model`` value that is a directory, a device (``/dev/zero``), a pipe, random bytes or an empty
-file is refused here by name, in ``--dry-run`` too, instead of being uploaded to a board, read until
-memory runs out, or reported as "not found".
+A ``--model`` value (and each of deploy's default models, ``./models/*.onnx``) that is a directory,
+a device (``/dev/zero``), a pipe, random bytes or an empty file is refused by name, in ``--dry-run``
+too, instead of being uploaded to a board, read until memory runs out, or reported as "not found".
 
 Two checks: the file's outer structure is walked as the protobuf message an ONNX ``ModelProto`` is
 (every field well formed, lengths inside the file, the model's version and graph present), reading
