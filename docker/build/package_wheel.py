@@ -28,6 +28,10 @@ SYSTEM_LIBS = re.compile(
 )
 
 
+# Where the board's libraries are in the build container (multiarch); the sysroot route names its own.
+DEFAULT_LIBDIRS = [Path("/usr/lib/aarch64-linux-gnu"), Path("/lib/aarch64-linux-gnu")]
+
+
 def needed(readelf: str, path: Path) -> list[str]:
     out = subprocess.run([readelf, "-d", str(path)], check=True, capture_output=True, text=True).stdout
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
@@ -87,12 +91,13 @@ def bundle_executable(exe: Path, out: Path, readelf: str, libdirs: list[Path]) -
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--exe":
-        # package_wheel.py --exe PATH OUT: an executable with its libraries, for an emulated board.
+        # package_wheel.py --exe PATH OUT [LIBDIR ...]: an executable with its libraries, for an
+        # emulated board (LIBDIRs: where they are; a sysroot's on the sysroot route).
         libs = bundle_executable(
             Path(sys.argv[2]),
             Path(sys.argv[3]),
             "aarch64-linux-gnu-readelf",
-            [Path("/usr/lib/aarch64-linux-gnu"), Path("/lib/aarch64-linux-gnu")],
+            [Path(d) for d in sys.argv[4:]] or DEFAULT_LIBDIRS,
         )
         print("ORCH-BUNDLE " + json.dumps(libs), flush=True)
         return 0
@@ -104,6 +109,8 @@ def main() -> int:
     parser.add_argument("--readelf", default="aarch64-linux-gnu-readelf")
     parser.add_argument("--libdir", action="append", type=Path, default=[])
     parser.add_argument("--no-bundle", action="store_true")
+    # The sysroot route runs the build machine's Python: the wheel is tagged for the board's (cp311).
+    parser.add_argument("--python-tag")
     args = parser.parse_args()
 
     dist = Path(tempfile.mkdtemp(prefix="orch-dist-"))
@@ -129,12 +136,16 @@ def main() -> int:
         unpacked = Path(tempfile.mkdtemp(prefix="orch-unpack-"))
         subprocess.run([sys.executable, "-m", "wheel", "unpack", str(wheel), "-d", str(unpacked)], check=True)
         root = next(unpacked.iterdir())
-        libdirs = args.libdir or [Path("/usr/lib/aarch64-linux-gnu"), Path("/lib/aarch64-linux-gnu")]
+        libdirs = args.libdir or DEFAULT_LIBDIRS
         bundled = bundle(root / "onnxruntime" / "capi", args.readelf, libdirs)
         wheel.unlink()
         # `wheel pack` rewrites RECORD with the new files' hashes.
         subprocess.run([sys.executable, "-m", "wheel", "pack", str(root), "-d", str(dist)], check=True)
         wheel = min(dist.glob("*.whl"))
+    if args.python_tag:
+        retag = [sys.executable, "-m", "wheel", "tags", "--remove"]
+        retag += [f"--python-tag={args.python_tag}", f"--abi-tag={args.python_tag}", str(wheel)]
+        wheel = dist / subprocess.run(retag, check=True, capture_output=True, text=True).stdout.strip()
     args.out.mkdir(parents=True, exist_ok=True)
     final = args.out / wheel.name
     shutil.copy2(wheel, final)

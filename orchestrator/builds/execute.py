@@ -37,7 +37,7 @@ from orchestrator.builds.build_report import (
     require_flags,
 )
 from orchestrator.builds.cache import CacheRelay
-from orchestrator.builds.container_paths import BUILD, CCACHE, OUT, REDUCED, SCRIPTS, SRC, TOOLCHAINS
+from orchestrator.builds.container_paths import BUILD, CCACHE, OUT, REDUCED, SCRIPTS, SRC, SYSROOT, TOOLCHAINS
 from orchestrator.builds.flags import flags_of, validate_or_raise
 from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
 from orchestrator.builds.native_runner.execute import CompileIn, add_runner, header_from_tree
@@ -54,6 +54,7 @@ from orchestrator.builds.workspace import (
     ensure_build_volume,
     ensure_dependencies_volume,
     ensure_source_volume,
+    ensure_sysroot_volume,
     local_build_dir,
 )
 from orchestrator.errors import BuildError, ContainerError
@@ -236,6 +237,11 @@ class _BuildRun:
             volumes[ensure_dependencies_volume(engine, image_id, deps, plan.ort_version, self.log)] = {
                 "bind": DEPS,
                 "mode": "rw",
+            }
+        if plan.toolchain == "clang-sysroot" and plan.sysroot is not None:
+            volumes[ensure_sysroot_volume(engine, image_id, plan.sysroot, self.log)] = {
+                "bind": SYSROOT,
+                "mode": "ro",
             }
         return volumes
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.base_images import base_image_tag, base_image_variable, ensure_base_image, registry_override
+from orchestrator.builds.toolchain import CLANG_SUITE, SYSROOT_WAYS, Toolchain
 from orchestrator.errors import BuildError
 from orchestrator.paths import DOCKER_DIR
 from orchestrator.targets import TargetProfile
@@ -27,6 +28,7 @@ Log = Callable[[str], None]
 DOCKERFILE = DOCKER_DIR / "build.Dockerfile"
 PACKAGES_DIR = DOCKER_DIR / "build" / "packages"
 DEFAULT_PACKAGES = PACKAGES_DIR / "default.txt"
+CLANG_PACKAGES = PACKAGES_DIR / "clang-sysroot.txt"  # the sysroot route's one build container
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,8 +63,13 @@ def packages_file(codename: str, route: DependencyRoute) -> Path:
 
 def read_packages(codename: str, route: DependencyRoute) -> ImagePackages:
     """The build image's packages for a distribution release and dependency route."""
+    return read_package_list(packages_file(codename, route))
+
+
+def read_package_list(path: Path) -> ImagePackages:
+    """One package list: ``host:``, ``target:`` and ``suites:`` lines, ``#`` comments."""
     lists: dict[str, list[str]] = {"host": [], "target": [], "suites": []}
-    for line in packages_file(codename, route).read_text().splitlines():
+    for line in path.read_text().splitlines():
         key, sep, value = line.split("#", 1)[0].strip().partition(":")
         if sep and key in lists:
             lists[key] += value.split()
@@ -71,14 +78,26 @@ def read_packages(codename: str, route: DependencyRoute) -> ImagePackages:
     )
 
 
-def plan_image(profile: TargetProfile, route: DependencyRoute, build_arch: str = "amd64") -> ImagePlan:
-    """The build image of a target and dependency route, named by what its layers hold."""
-    suite = profile.bootstrap_suite
+def plan_image(
+    profile: TargetProfile,
+    route: DependencyRoute,
+    build_arch: str = "amd64",
+    toolchain: Toolchain = "gcc-multiarch",
+) -> ImagePlan:
+    """The build image of a target, dependency route and toolchain, named by what its layers hold:
+    the board's distribution (gcc-multiarch), or the one clang image for every board (clang-sysroot)."""
+    if toolchain == "clang-sysroot":
+        suite: str | None = CLANG_SUITE
+        packages = read_package_list(CLANG_PACKAGES)
+        name = "orch/build-clang-sysroot"
+    else:
+        suite = profile.bootstrap_suite
+        packages = read_packages(profile.os.codename, route)
+        name = f"orch/build-{profile.os.codename}{'-source' if route == 'source' else ''}"
     if suite:
         base = registry_override(suite) or base_image_tag(suite, build_arch)
     else:
         base = os.environ.get(base_image_variable(profile.os.codename)) or profile.base_image
-    packages = read_packages(profile.os.codename, route)
     buildargs = (
         ("BASE_IMAGE", base),
         ("TARGET_ARCH", "arm64" if profile.arch == "aarch64" else profile.arch),
@@ -89,7 +108,7 @@ def plan_image(profile: TargetProfile, route: DependencyRoute, build_arch: str =
     )
     inputs = _inputs_sha256(buildargs)
     return ImagePlan(
-        tag=f"orch/build-{profile.os.codename}{'-source' if route == 'source' else ''}:{inputs[:12]}",
+        tag=f"{name}:{inputs[:12]}",
         base_image=base,
         base_suite=suite,
         base_arch=build_arch,
@@ -102,13 +121,11 @@ def plan_image(profile: TargetProfile, route: DependencyRoute, build_arch: str =
 
 def _inputs_sha256(buildargs: tuple[tuple[str, str], ...]) -> str:
     digest = hashlib.sha256()
-    digest.update(json.dumps(buildargs).encode())
     # The scripts under docker/build are mounted at run time (always current); the image is
-    # named by what its layers hold: Dockerfile, package lists, build arguments.
-    for path in [DOCKERFILE, *sorted(PACKAGES_DIR.glob("*.txt"))]:
-        if path.is_file():
-            digest.update(str(path.relative_to(DOCKER_DIR)).encode())
-            digest.update(path.read_bytes())
+    # named by what its layers hold: the Dockerfile and the build arguments (the package lists
+    # are among them, so another target's list does not rename this image).
+    digest.update(json.dumps(buildargs).encode())
+    digest.update(DOCKERFILE.read_bytes())
     return digest.hexdigest()
 
 
@@ -176,19 +193,13 @@ def missing_base_image(plan: BuildPlan, engine_label: str) -> BuildError:
     if image.base_suite:
         # Only a registry override stops orch from making a Debian image offline.
         ways.append(f"unset {variable}: orch makes the {image.base_suite} image offline with debootstrap")
-        tail = ""
     else:
-        # A sysroot pulled from such a board is of the same distribution: --sysroot-from would plan
-        # FROM this same image again, so it is no way out here.
-        tail = (
-            f"; a sysroot pulled from a {target.os.distro} {target.os.release} board plans this same base"
-            " image (only Debian sysroots build offline)"
-        )
+        ways.append(SYSROOT_WAYS)
     listed = "; ".join(f"({number}) {way}" for number, way in enumerate(ways, start=1))
     return BuildError(
         f"the build image for target '{target.name}' needs the base image '{image.base_image}', "
         f"which {engine_label} does not have and cannot pull without a registry",
-        hint=f"{len(ways)} ways: {listed}{tail}. `--dry-run` shows the plan and this same refusal",
+        hint=f"{len(ways)} ways: {listed}. `--dry-run` shows the plan and this same refusal",
     )
 
 

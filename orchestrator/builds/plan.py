@@ -24,7 +24,7 @@ from orchestrator.builds.build_args import (
     reduced_note,
     variant_args,
 )
-from orchestrator.builds.container_paths import BUILD, OUT, SCRIPTS, SRC, TOOLCHAIN_FILE
+from orchestrator.builds.container_paths import BUILD, OUT, SCRIPTS, SRC
 from orchestrator.builds.flags import check_without_tree
 from orchestrator.builds.image import ImagePlan, plan_image
 from orchestrator.builds.network import NetworkNeeds, network_needs
@@ -39,10 +39,17 @@ from orchestrator.builds.routes import (
 )
 from orchestrator.builds.sources.ort import SourceSpec
 from orchestrator.builds.sysroots.target import SysrootRef
+from orchestrator.builds.toolchain import (
+    Toolchain,
+    python_defines,
+    sysroot_libdirs,
+    toolchain_defines,
+    toolchain_file,
+    toolchain_for,
+)
 from orchestrator.builds.variants import Variant, release_tuple
 from orchestrator.endpoints import RemoteCache, check_docker_host
 from orchestrator.errors import BuildError, UsageError
-from orchestrator.paths import TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile
 
 # Roughly 2 GiB per C++ compile job of ORT (template-heavy sources; LTO links need more).
@@ -83,6 +90,7 @@ class BuildPlan:
     execution_provider: str
     scope: BuildScope
     dependencies: DependencyRoute
+    toolchain: Toolchain
     image: ImagePlan
     toolchain_file: Path
     defines: tuple[tuple[str, str], ...]
@@ -125,6 +133,7 @@ class BuildPlan:
     def package_argv(self) -> list[str]:
         """After the compile: the wheel retagged for the board with its system libraries bundled, or
         (scope mlas-test) the test executable with the libraries it needs on a board."""
+        libdirs = sysroot_libdirs() if self.toolchain == "clang-sysroot" else []
         if self.scope == "mlas-test":
             return [
                 "python3",
@@ -132,7 +141,11 @@ class BuildPlan:
                 "--exe",
                 f"{self.config_build_dir}/onnxruntime_mlas_test",
                 OUT,
+                *libdirs,
             ]
+        sysroot_args = [f"--libdir={d}" for d in libdirs]
+        if libdirs:
+            sysroot_args.append(f"--python-tag={self.target.os.python_tag}")
         return [
             "python3",
             f"{SCRIPTS}/package_wheel.py",
@@ -146,6 +159,7 @@ class BuildPlan:
             self.wheel_platform,
             "--readelf",
             f"{self.target.cross_prefix}readelf",
+            *sysroot_args,
         ]
 
     @property
@@ -167,6 +181,7 @@ class BuildPlan:
             "execution_provider": self.execution_provider,
             "scope": self.scope,
             "dependencies": self.dependencies,
+            "toolchain": self.toolchain,
             "image": {
                 "tag": self.image.tag,
                 "base_image": self.image.base_image,
@@ -249,10 +264,11 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     """The whole build, refused here (UsageError) when the options do not fit the target or variant."""
     _check_options(profile, variant, options)
     version = options.source.version
-    choice = choose_route(profile, version)
+    toolchain = toolchain_for(has_sysroot=options.sysroot is not None)
+    choice = choose_route(profile, version, toolchain)
     # A release the build container's own CMake, GCC or Python cannot build is refused now, not
     # minutes into the configure step.
-    release_check = check_release(profile, choice.route, version, options.scope)
+    release_check = check_release(profile, choice.route, version, options.scope, toolchain)
     refuse_unmet(profile, version, release_check)
     provider = options.execution_provider
     flags = variant.compiler_flags(mcpu=profile.mcpu, march=profile.march)
@@ -265,7 +281,9 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     )
     parallel = options.parallel or choose_parallel(options.cpus, options.memory_bytes)
     defines = [
-        *_common_defines(profile, options.scope),
+        *toolchain_defines(toolchain, profile),
+        *_common_defines(options.scope),
+        *(python_defines(toolchain, profile) if options.scope == "wheel" else []),
         *route_defines(choice, options.scope),
         *_flag_defines(flags),
         *variant.defines,
@@ -294,7 +312,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         *([reduced_note(config)] if config is not None else []),
         kleidiai.note,
         *_sysroot_notes(profile, options.sysroot),
-        *route_notes(choice, profile, version),
+        *route_notes(choice, profile, version, toolchain),
         *release_check.notes,
         *_version_notes(options.source),
     ]
@@ -306,8 +324,9 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         execution_provider=provider,
         scope=options.scope,
         dependencies=choice.route,
-        image=plan_image(profile, choice.route),
-        toolchain_file=TOOLCHAINS_DIR / "aarch64-linux-gnu.cmake",
+        toolchain=toolchain,
+        image=plan_image(profile, choice.route, toolchain=toolchain),
+        toolchain_file=toolchain_file(toolchain),
         defines=tuple(defines),
         build_args=tuple(args),
         compiler_flags=flags,
@@ -368,10 +387,8 @@ def _check_variant_release(variant: Variant, version: str) -> None:
         )
 
 
-def _common_defines(profile: TargetProfile, scope: BuildScope) -> list[tuple[str, str]]:
+def _common_defines(scope: BuildScope) -> list[tuple[str, str]]:
     return [
-        ("CMAKE_TOOLCHAIN_FILE", TOOLCHAIN_FILE),
-        ("ORCH_CROSS_PREFIX", profile.cross_prefix),
         ("CMAKE_C_COMPILER_LAUNCHER", "ccache"),
         ("CMAKE_CXX_COMPILER_LAUNCHER", "ccache"),
         # The manifest reads the flags each source really got back from this file.

@@ -15,6 +15,7 @@ from typing import Literal
 from orchestrator.builds.build_args import BuildScope
 from orchestrator.builds.image import read_packages
 from orchestrator.builds.routes import DependencyRoute
+from orchestrator.builds.toolchain import CLANG_CMAKE, CLANG_SUITE, SYSROOT_WAYS, Toolchain
 from orchestrator.builds.variants import release_tuple
 from orchestrator.errors import UsageError
 from orchestrator.targets import TargetProfile
@@ -98,11 +99,18 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".") if part.isdigit())
 
 
-def build_tools(profile: TargetProfile, route: DependencyRoute) -> dict[Tool, tuple[str, str]]:
+def build_tools(
+    profile: TargetProfile, route: DependencyRoute, toolchain: Toolchain = "gcc-multiarch"
+) -> dict[Tool, tuple[str, str]]:
     """(version, where it comes from) of each tool in the build container, where orch knows it."""
     codename = profile.os.codename
     where = f"{profile.os.distro} {profile.os.release} ({codename})"
     tools: dict[Tool, tuple[str, str]] = {"Python": (profile.os.python, f"{where}'s python3")}
+    if toolchain == "clang-sysroot":
+        # The board gives only its Python (headers in the sysroot); CMake and the compiler (clang,
+        # not GCC) are the one build container's.
+        tools["CMake"] = (CLANG_CMAKE, f"the sysroot route's build container ({CLANG_SUITE}'s cmake)")
+        return tools
     known = DISTRIBUTION_TOOLS.get(codename)
     if known is not None:
         tools["GCC"] = (known.gcc, f"{where}'s g++-{profile.cross_prefix.rstrip('-')}")
@@ -115,7 +123,11 @@ def build_tools(profile: TargetProfile, route: DependencyRoute) -> dict[Tool, tu
 
 
 def check_release(
-    profile: TargetProfile, route: DependencyRoute, version: str, scope: BuildScope
+    profile: TargetProfile,
+    route: DependencyRoute,
+    version: str,
+    scope: BuildScope,
+    toolchain: Toolchain = "gcc-multiarch",
 ) -> ReleaseCheck:
     """The release's minimums against the build container's CMake, GCC and the board's Python."""
     release = release_tuple(version)
@@ -129,7 +141,7 @@ def check_release(
             notes=(unknown,),
             unmet=(),
         )
-    tools = build_tools(profile, route)
+    tools = build_tools(profile, route, toolchain)
     met: list[str] = []
     unmet: list[str] = []
     for minimum in MINIMUMS:
@@ -168,8 +180,8 @@ def _unmet_hint(profile: TargetProfile, python_too_old: bool) -> str:
             " runner, built against its sysroot, which orch cannot build yet"
         )
     return (
-        f"the build container is {profile.os.distro} {profile.os.release} itself (its own compiler and CMake);"
-        " a build with a newer toolchain against this board's sysroot is what orch cannot do yet"
+        f"the build container here is {profile.os.distro} {profile.os.release} itself (its own compiler and"
+        f" CMake); {SYSROOT_WAYS}"
     )
 
 

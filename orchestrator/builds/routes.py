@@ -20,6 +20,7 @@ from typing import Literal
 from orchestrator.builds.container_paths import SHIMS
 from orchestrator.builds.image import DEFAULT_PACKAGES, packages_file
 from orchestrator.builds.sources.dependencies import DependencyTable, load_table
+from orchestrator.builds.toolchain import Toolchain
 from orchestrator.paths import TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile
 
@@ -36,8 +37,13 @@ class RouteChoice:
     table: DependencyTable | None  # only on the source route
 
 
-def choose_route(profile: TargetProfile, version: str) -> RouteChoice:
-    """The first route that applies to the board's distribution and the ORT release."""
+def choose_route(profile: TargetProfile, version: str, toolchain: Toolchain = "gcc-multiarch") -> RouteChoice:
+    """The first route that applies to the board's distribution, the ORT release and the toolchain.
+    On the sysroot route nothing of the board's distribution is installed in the build container:
+    its dependencies are compiled from source (or fetched), never taken from packages."""
+    if toolchain == "clang-sysroot":
+        table = load_table(version)
+        return RouteChoice(route="source" if table else "fetch", table=table)
     if (profile.os.codename, version) in SYSTEM_DEPS:
         return RouteChoice(route="system", table=None)
     # The self-contained route needs a table for the release and a build image orch knows how to
@@ -88,14 +94,25 @@ def route_build_args(choice: RouteChoice) -> list[str]:
     return []
 
 
-def route_notes(choice: RouteChoice, profile: TargetProfile, version: str) -> list[str]:
+def route_notes(
+    choice: RouteChoice, profile: TargetProfile, version: str, toolchain: Toolchain = "gcc-multiarch"
+) -> list[str]:
     """What the plan says about where the dependencies come from (nothing for the system route)."""
     if choice.table is not None:
+        table = choice.table.path.relative_to(TOOLCHAINS_DIR.parent)
+        if toolchain == "clang-sysroot":
+            return [
+                (
+                    f"self-contained: each of ORT {version}'s dependencies is compiled from a Debian source"
+                    f" package of the release ORT pins ({table}) into the wheel, with clang against the"
+                    f" sysroot's glibc and libstdc++; no network"
+                )
+            ]
         return [
             (
                 f"self-contained: {profile.os.distro} {profile.os.codename} does not carry ORT {version}'s"
                 f" dependencies at its pinned versions, so each is compiled from a Debian source package of"
-                f" that release ({choice.table.path.relative_to(TOOLCHAINS_DIR.parent)}) into the wheel, with"
+                f" that release ({table}) into the wheel, with"
                 f" {profile.os.codename}'s own compiler, glibc and libstdc++; no network"
             )
         ]

@@ -23,10 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.builds.container_paths import SRC
+from orchestrator.builds.container_paths import SRC, SYSROOT
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.sources.dependencies import DEPS, PreparedDependencies
 from orchestrator.builds.sources.ort import SourceTree
+from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.errors import BuildError
 from orchestrator.paths import orch_home
 
@@ -100,6 +101,40 @@ def ensure_dependencies_volume(
     if code != 0:
         raise BuildError(
             f"copying the dependency sources into volume {name} on {engine.label} failed (exit {code})"
+        )
+    return name
+
+
+# A sysroot's absolute links (``libfoo.so -> /lib/aarch64-linux-gnu/libfoo.so.1``) name the board's
+# root: in the volume they are made to point inside the mount, or they would resolve in the build
+# container's own (x86-64) root.
+_RELINK_ABSOLUTE = (
+    'find "$1" -type l -lname "/*" | while IFS= read -r link; do'
+    ' ln -sfn "$1$(readlink "$link")" "$link"; done && touch "$1/.orch-sysroot-complete"'
+)
+
+
+def ensure_sysroot_volume(engine: Engine, image: str, ref: SysrootRef, log: Callable[[str], None]) -> str:
+    """The volume holding a stored sysroot at /sysroot, named by its content digest, filled once."""
+    name = f"orch-sysroot-{ref.digest[:16]}"
+    engine.ensure_volume(name, labels={LABEL_ROLE: "sysroot", "orch.sysroot": ref.name})
+    mount = {name: {"bind": SYSROOT, "mode": "rw"}}
+    if (
+        engine.run(image, ["test", "-f", f"{SYSROOT}/.orch-sysroot-complete"], volumes=mount, network="none")
+        == 0
+    ):
+        return name
+    log(f"copying sysroot {ref.name!r} ({ref.digest[:12]}) into volume {name} on {engine.label}")
+    code = engine.run(
+        image,
+        ["sh", "-c", _RELINK_ABSOLUTE, "relink", SYSROOT],
+        volumes=mount,
+        network="none",
+        copy_in=[(ref.root, SYSROOT)],
+    )
+    if code != 0:
+        raise BuildError(
+            f"copying sysroot {ref.name!r} into volume {name} on {engine.label} failed (exit {code})"
         )
     return name
 

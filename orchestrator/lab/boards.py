@@ -43,6 +43,13 @@ MAX_BOARDS = 64
 BOARD_PREFIX = "lab"
 # What a board needs: sshd, the Python its profile claims (venvs for releases), TLS roots.
 LAB_PACKAGES = ("openssh-server", "python3", "python3-venv", "ca-certificates")
+# A stand-in for a board of another distribution (a Jetson) carries the development files such a
+# board has (JetPack installs its compiler, libc and Python headers): `orch sysroot pull` from it
+# gives a sysroot a cross build can use. Per suite, because libstdc++'s -dev package is versioned.
+STAND_IN_DEV_PACKAGES = {
+    "bookworm": ("libc6-dev", "libstdc++-12-dev", "python3-dev"),
+    "bullseye": ("libc6-dev", "libstdc++-10-dev", "python3-dev"),
+}
 BOARD_DOCKERFILE = DOCKER_DIR / "board.Dockerfile"
 BOARD_CONTEXT = DOCKER_DIR / "board"
 BOARD_IMAGE_REPO = "orch/lab-board"
@@ -100,13 +107,19 @@ def parse_board_option(text: str) -> ProfileBoards:
     return ProfileBoards(profile=resolve_target(name), count=count)
 
 
+# The Debian release standing in for another distribution's board: the newest whose glibc is not
+# newer than the board's, so what runs on the stand-in needs no more than the board has (Ubuntu
+# 22.04: glibc 2.35 against bookworm's 2.36, the closest the mirror has; 20.04 and 18.04: bullseye's
+# 2.31, the oldest Debian the lab makes).
+STAND_IN_SUITES = {"22.04": "bookworm", "20.04": "bullseye", "18.04": "bullseye"}
+
+
 def lab_suite(profile: TargetProfile) -> str:
-    """The Debian suite of a profile's lab board: its own for Debian-based profiles; Debian 12 (the
-    oldest the lab makes) as a CPU stand-in for others (Jetsons run Ubuntu, which the lab cannot
-    bootstrap from a Debian mirror)."""
+    """The Debian suite of a profile's lab board: its own for Debian-based profiles; a stand-in of a
+    close glibc for others (Jetsons run Ubuntu, which the lab cannot bootstrap from a Debian mirror)."""
     if profile.os.distro == "debian":
         return profile.bootstrap_suite or profile.os.codename
-    return "bookworm"
+    return STAND_IN_SUITES.get(profile.os.release, "bookworm")
 
 
 def os_stand_in_note(profile: TargetProfile) -> str | None:
@@ -115,8 +128,8 @@ def os_stand_in_note(profile: TargetProfile) -> str | None:
         return None
     return (
         f"{profile.name}: its OS is {profile.os.distro} {profile.os.release} (glibc {profile.os.glibc}, Python"
-        f" {profile.os.python}); its lab boards run Debian 12 with the {profile.qemu_cpu} CPU model: a stand-in"
-        " for the CPU, not for the OS"
+        f" {profile.os.python}); its lab boards run Debian {lab_suite(profile)} with the {profile.qemu_cpu} CPU"
+        " model and their development files: a stand-in for the CPU, not for the OS"
     )
 
 
@@ -135,12 +148,21 @@ def banner_timeout(boards: int) -> float:
     return 180.0 + 5.0 * max(0, boards - 4)
 
 
-def board_image_inputs(base_image: str, base_image_id: str, qemu_cpu: str) -> dict[str, str]:
+def board_packages(profile: TargetProfile) -> tuple[str, ...]:
+    """What a profile's lab board is made with: the lab's packages, plus a stand-in's development files."""
+    if profile.os.distro == "debian":
+        return LAB_PACKAGES
+    return LAB_PACKAGES + STAND_IN_DEV_PACKAGES.get(lab_suite(profile), ())
+
+
+def board_image_inputs(
+    base_image: str, base_image_id: str, qemu_cpu: str, packages: tuple[str, ...] = LAB_PACKAGES
+) -> dict[str, str]:
     """Everything the board image depends on, as build arguments (hashed into its tag)."""
     return {
         "BASE_IMAGE": base_image,
         "BASE_IMAGE_ID": base_image_id,
-        "PACKAGES": " ".join(LAB_PACKAGES),
+        "PACKAGES": " ".join(packages),
         "QEMU_CPU": qemu_cpu,
     }
 
@@ -180,9 +202,10 @@ def ssh_banner(host: str, port: int, timeout: float = 3.0) -> str | None:
 def ensure_board_image(engine: Engine, profile: TargetProfile, on_log: Log | None = None) -> str:
     """The board image's tag; built (and its base made) when missing."""
     suite = lab_suite(profile)
-    base = base_images.ensure_base_image(engine, suite, profile.arch, LAB_PACKAGES, on_log=on_log)
+    packages = board_packages(profile)
+    base = base_images.ensure_base_image(engine, suite, profile.arch, packages, on_log=on_log)
     base_id = engine.image_id(base) or "registry"
-    inputs = board_image_inputs(base, base_id, profile.qemu_cpu)
+    inputs = board_image_inputs(base, base_id, profile.qemu_cpu, packages)
     tag = board_image_tag(inputs)
     if engine.image_id(tag) is None:
         if on_log:

@@ -6,7 +6,9 @@ import pytest
 
 from orchestrator.errors import TargetError, UsageError
 from orchestrator.lab.boards import (
+    LAB_PACKAGES,
     MAX_BOARDS,
+    board_packages,
     lab_suite,
     os_stand_in_note,
     parse_board_option,
@@ -63,5 +65,11 @@ def test_each_profile_gets_its_own_os_or_says_it_is_a_cpu_stand_in() -> None:
     assert lab_suite(resolve_target("rpi5-bookworm")) == "bookworm"
     assert os_stand_in_note(resolve_target("rpi5")) is None
     nano = resolve_target("nano")
-    assert lab_suite(nano) == "bookworm"
+    # The closest glibc the lab makes at or below the board's: Debian 11 for Ubuntu 18.04 (2.31 is
+    # the oldest Debian orch bootstraps), Debian 12 (2.36) for Ubuntu 22.04 (2.35).
+    assert lab_suite(nano) == "bullseye"
+    assert lab_suite(resolve_target("jetson-orin")) == "bookworm"
     assert "ubuntu 18.04" in (os_stand_in_note(nano) or "") and "cortex-a57" in (os_stand_in_note(nano) or "")
+    # A stand-in carries the development files a sysroot pulled from it needs; a Debian board does not.
+    assert {"libc6-dev", "libstdc++-10-dev", "python3-dev"} <= set(board_packages(nano))
+    assert board_packages(resolve_target("rpi4")) == LAB_PACKAGES

@@ -1,0 +1,39 @@
+# CMake toolchain file of the sysroot route: the build container's clang, lld and LLVM binutils for
+# 64-bit ARM Linux, against a board's sysroot mounted at /sysroot. Headers, crt files, glibc,
+# libstdc++ and the Python headers all come from the sysroot, so what is built needs only what
+# that board has (the wheel check proves every GLIBC_/GLIBCXX_ need against the same tree).
+#
+# ORCH_SYSROOT may name another mount point (default /sysroot).
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+
+if(NOT DEFINED ORCH_SYSROOT)
+  set(ORCH_SYSROOT "/sysroot")
+endif()
+set(CMAKE_SYSROOT "${ORCH_SYSROOT}")
+
+set(CMAKE_C_COMPILER clang)
+set(CMAKE_CXX_COMPILER clang++)
+set(CMAKE_ASM_COMPILER clang)
+foreach(lang C CXX ASM)
+  set(CMAKE_${lang}_COMPILER_TARGET aarch64-linux-gnu)
+endforeach()
+# LTO objects hold LLVM bitcode: only LLVM's archiver and ranlib index them.
+set(CMAKE_AR "/usr/bin/llvm-ar" CACHE FILEPATH "" FORCE)
+set(CMAKE_RANLIB "/usr/bin/llvm-ranlib" CACHE FILEPATH "" FORCE)
+set(CMAKE_NM "/usr/bin/llvm-nm" CACHE FILEPATH "" FORCE)
+# lld: links for any target and honours the sysroot (also inside glibc's linker scripts).
+set(CMAKE_LINKER_TYPE LLD)
+
+# Libraries, headers and packages only from the sysroot; programs (protoc, python3) from the build machine.
+set(CMAKE_FIND_ROOT_PATH "${ORCH_SYSROOT}")
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
+
+# pkg-config reports the board's .pc files, with paths inside the sysroot.
+set(ENV{PKG_CONFIG_SYSROOT_DIR} "${ORCH_SYSROOT}")
+set(ENV{PKG_CONFIG_LIBDIR} "${ORCH_SYSROOT}/usr/lib/aarch64-linux-gnu/pkgconfig:${ORCH_SYSROOT}/usr/share/pkgconfig")
+set(ENV{PKG_CONFIG_PATH} "")
