@@ -260,6 +260,7 @@ class BuildRecord:
     source: Source | None = None
     patches: tuple[dict[str, str], ...] | None = None  # {"name", "sha256"} per applied patch, in order
     dependencies: str | None = None  # "system" | "source" | "fetch"
+    toolchain: str | None = None  # "gcc-multiarch" | "clang-sysroot" (its version: ``compiler``)
     # The self-contained route: each dependency's Debian package, version, sha256 and ORT patch.
     dependency_sources: tuple[dict[str, str], ...] | None = None
     # --sysroot-from: the stored sysroot the wheel was built and checked for (name, digest, OS, check).

@@ -50,6 +50,7 @@ from orchestrator.builds.sources.dependencies import (
     prepare_dependencies,
 )
 from orchestrator.builds.sources.ort import SourceTree, prepare_source
+from orchestrator.builds.toolchain import toolchain_environment
 from orchestrator.builds.workspace import (
     ensure_build_volume,
     ensure_dependencies_volume,
@@ -394,6 +395,7 @@ def _environment(plan: BuildPlan, image_id: str, source_volume: str) -> dict[str
         "ORCH_CONFIG_DIR": plan.config_build_dir,
         # run_build.sh skips CMake's configure step when the kept build directory has this stamp.
         "ORCH_CONFIGURE_STAMP": configure_stamp(plan, image_id, source_volume),
+        **toolchain_environment(plan.toolchain, plan.target),
     }
 
 

@@ -38,7 +38,7 @@ from orchestrator.builds.routes import (
     route_notes,
 )
 from orchestrator.builds.sources.ort import SourceSpec
-from orchestrator.builds.sysroots.target import SysrootRef
+from orchestrator.builds.sysroots.target import SysrootRef, refuse_incomplete
 from orchestrator.builds.toolchain import (
     Toolchain,
     python_defines,
@@ -265,6 +265,8 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     _check_options(profile, variant, options)
     version = options.source.version
     toolchain = toolchain_for(has_sysroot=options.sysroot is not None)
+    if options.sysroot is not None:
+        refuse_incomplete(options.sysroot, wheel=options.scope == "wheel")
     choice = choose_route(profile, version, toolchain)
     # A release the build container's own CMake, GCC or Python cannot build is refused now, not
     # minutes into the configure step.
@@ -294,7 +296,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         *build_args(variant, parallel, options.scope),
         *route_build_args(choice),
         *(["--enable_lto"] if lto else []),
-        *variant_args(variant, flags),
+        *variant_args(variant, flags, newer_compiler=toolchain == "clang-sysroot"),
     ]
     extra = provider_args(provider, profile, args)
     args += extra.args

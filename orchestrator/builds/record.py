@@ -64,6 +64,7 @@ def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
         ),
         patches=tuple(tree.patches) if tree else (),
         dependencies=plan.dependencies,
+        toolchain=plan.toolchain,
         image=plan.image.tag,
         build_argv=tuple(plan.build_argv),
         defines=tuple(f"{k}={v}" for k, v in plan.defines),

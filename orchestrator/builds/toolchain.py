@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from orchestrator.builds.container_paths import SHIMS, SYSROOT, TOOLCHAINS
+from orchestrator.builds.container_paths import SCRIPTS, SHIMS, SYSROOT, TOOLCHAINS
 from orchestrator.paths import TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile
 
@@ -56,16 +56,39 @@ def toolchain_defines(toolchain: Toolchain, profile: TargetProfile) -> list[tupl
         ("CMAKE_TOOLCHAIN_FILE", container_file),
         ("ORCH_SYSROOT", SYSROOT),
         # Boost's header-only mp11 from the build image (toolchains/cmake-shims/boost-headers).
-        ("Boost_DIR", f"{SHIMS}/boost-headers"),
+        ("mp11_DIR", f"{SHIMS}/boost-headers"),  # find_package(mp11 NAMES Boost) reads mp11_DIR
     ]
 
 
+# The build image's numpy (Debian 13's numpy 2): its C API headers serve any board's numpy >= 1.x
+# (extensions built against numpy 2 load with numpy 1.x, NumPy's own compatibility promise).
+HOST_NUMPY_INCLUDE = "/usr/lib/python3/dist-packages/numpy/_core/include"
+BOARD_PYTHON = f"{SCRIPTS}/board_python.sh"  # docker/build/board_python.sh
+
+
+def board_interpreter(profile: TargetProfile) -> str:
+    """The board's interpreter inside its sysroot (relative): ``usr/bin/python3.11``."""
+    return f"usr/bin/python{profile.os.python}"
+
+
 def python_defines(toolchain: Toolchain, profile: TargetProfile) -> list[tuple[str, str]]:
-    """For a wheel on the sysroot route: the board's Python headers (its pyconfig.h included), not the
-    build machine's; the build machine's python3 runs the build and its numpy gives the C API headers."""
+    """For a wheel on the sysroot route: FindPython runs the board's own interpreter (under qemu-user,
+    docker/build/board_python.sh), so its version, ABI and headers are the board's, and the headers
+    come from the sysroot (its pyconfig.h included); numpy's C API headers are the build image's."""
     if toolchain != "clang-sysroot":
         return []
-    return [("Python_INCLUDE_DIR", f"{SYSROOT}/usr/include/python{profile.os.python}")]
+    return [
+        ("Python_EXECUTABLE", BOARD_PYTHON),
+        ("Python_INCLUDE_DIR", f"{SYSROOT}/usr/include/python{profile.os.python}"),
+        ("Python_NumPy_INCLUDE_DIR", HOST_NUMPY_INCLUDE),
+    ]
+
+
+def toolchain_environment(toolchain: Toolchain, profile: TargetProfile) -> dict[str, str]:
+    """What the build container's environment adds for the toolchain (the board interpreter's path)."""
+    if toolchain != "clang-sysroot":
+        return {}
+    return {"ORCH_SYSROOT": SYSROOT, "ORCH_BOARD_PYTHON": board_interpreter(profile)}
 
 
 def sysroot_libdirs() -> list[str]:

@@ -112,3 +112,49 @@ def test_lever_variants_xnnpack_and_reduced_build_deploy_and_run(
     assert session["providers"][0] == "XnnpackExecutionProvider"
     # The EP's advice: ORT's own pool 1 thread, XNNPACK's pool the threads asked for.
     assert session["intra_op_num_threads"] == 1 and session["xnnpack_threads"] == 2
+
+
+@pytest.fixture(scope="module")
+def orin_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with profile_lab(tmp_path_factory.mktemp("orin-lab"), "jetson-orin:1") as the_lab:
+        yield the_lab
+
+
+@pytest.mark.timeout(FULL_TIMEOUT + 3600)
+def test_jetson_wheel_built_against_its_stand_ins_sysroot_runs_and_verifies_there(
+    orin_lab: Lab, tmp_path: Path, seed_ort_source
+) -> None:
+    """`orch build --target jetson --sysroot-from jetson-orin-1`: clang against the sysroot pulled from
+    the Jetson Orin's stand-in (Debian 12, Cortex-A76); the wheel pre-flights on that CPU, installs on
+    the board, computes a model as x86 does, and `orch verify` finds no regression against stock."""
+    seed_ort_source(orin_lab.home)
+    board = "jetson-orin-1"
+    pulled = orin_lab.orch("sysroot", "pull", "--host", board, "--no-compress", timeout=1800)
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    build = orin_lab.orch(
+        "build", "--target", "jetson", "--sysroot-from", board, "--variant", "default", "--json",
+        timeout=FULL_TIMEOUT,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr[-3000:]
+    manifest = json.loads(build.stdout)["manifest"]
+    assert manifest["toolchain"] == "clang-sysroot" and manifest["dependencies"] == "source"
+    assert manifest["wheel"].endswith("-cp311-cp311-linux_aarch64.whl")
+    assert manifest["preflight"]["ok"] and manifest["preflight"]["comparison"]["max_abs_diff"] < 1e-4
+    assert not manifest.get("bundled_libraries")
+
+    model = write_model(tiny_convnet(), tmp_path / "tiny.onnx")
+    deploy = orin_lab.orch(
+        "deploy", "--host", board, "--variant", "default", "--model", str(model), timeout=1800
+    )
+    assert deploy.returncode == 0, deploy.stderr[-3000:]
+    inputs = np.random.default_rng(5).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    version, output = infer_on_board(orin_lab.board(board), "tiny.onnx", inputs)
+    assert version == "1.21.0"
+    reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
+    np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-5)
+
+    verify = orin_lab.orch("verify", "--host", board, "--subset", "500", "--json", timeout=3600)
+    assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
+    (checked,) = json.loads(verify.stdout)["boards"][board]["builds"]
+    assert checked["onnxruntime"]["reference"]["version"] == "1.21.0" and checked["regressions"] == []
+    print(f"jetson via sysroot: {manifest.get('duration_s')} s; verify {checked['counts']}")

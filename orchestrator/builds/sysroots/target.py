@@ -104,3 +104,41 @@ def profile_for_sysroot(profile: TargetProfile, stored: StoredSysroot) -> tuple[
         os=board_os,
     )
     return adjusted, reference
+
+
+def missing_for_build(ref: SysrootRef, *, wheel: bool) -> list[tuple[str, str]]:
+    """What a cross build needs from a sysroot and this one lacks: (what, the Debian/Ubuntu package
+    that brings it). Glibc's and libstdc++'s headers always; for a wheel, the board's Python headers
+    and its interpreter with its standard library (CMake's FindPython runs it under emulation)."""
+    root, python = ref.root, ref.os.python
+    needs = [
+        ("glibc's headers (usr/include/stdio.h)", "libc6-dev", root / "usr/include/stdio.h"),
+        ("libstdc++'s headers (usr/include/c++/)", "libstdc++-dev", root / "usr/include/c++"),
+    ]
+    if wheel:
+        needs += [
+            (f"Python {python}'s headers", "python3-dev", root / f"usr/include/python{python}/Python.h"),
+            (f"the python{python} interpreter", f"python{python}", root / f"usr/bin/python{python}"),
+            (
+                f"Python {python}'s standard library",
+                f"python{python}",
+                root / f"usr/lib/python{python}/os.py",
+            ),
+        ]
+    return [(what, package) for what, package, path in needs if not path.exists() and not path.is_symlink()]
+
+
+def refuse_incomplete(ref: SysrootRef, *, wheel: bool) -> None:
+    """One message naming everything the sysroot lacks, with the line that installs it on the board."""
+    missing = missing_for_build(ref, wheel=wheel)
+    if not missing:
+        return
+    packages = " ".join(dict.fromkeys(package for _, package in missing))
+    where = f"board {ref.board}" if ref.board else f"the root file system of sysroot {ref.name!r}"
+    raise UsageError(
+        f"sysroot {ref.name!r} lacks what a cross build needs: {'; '.join(what for what, _ in missing)}",
+        hint=f"install what {where} lacks (sudo apt install {packages}"
+        + ("; libstdc++-dev is the libstdc++-N-dev of its g++" if "libstdc++-dev" in packages else "")
+        + "), then take the sysroot again (orch sysroot pull --host BOARD, or orch sysroot add): a sysroot"
+        " pulled by an orch that did not keep the board's interpreter lacks it even when the board has it",
+    )

@@ -1,4 +1,5 @@
-# The sysroot route: ORT declares Boost's mp11 (header-only) with FIND_PACKAGE_ARGS NAMES Boost.
+# The sysroot route: ORT declares Boost's mp11 (header-only) with FIND_PACKAGE_ARGS NAMES Boost (found
+# through mp11_DIR).
 # A board's sysroot seldom has Boost, and Boost's headers are architecture-independent: Boost::mp11
 # (and Boost::headers) on a directory of the build tree holding only a link to the build image's
 # /usr/include/boost (never its whole /usr/include, which holds the build machine's glibc headers).
