@@ -9,8 +9,14 @@
 #   usr/include (all of it); from lib/<triplet>, usr/lib/<triplet> and usr/lib/gcc/<triplet>/*
 #   only *.so, *.so.*, *.a, *.o and pkgconfig/*.pc (a Jetson's /usr/lib/aarch64-linux-gnu holds
 #   GBs of other things); the dynamic loader's links; the /lib -> usr/lib links of a merged /usr;
-#   the usr/lib/python3.X directories (no content but _sysconfigdata) that say which Python it is;
+#   the board's Python: each interpreter usr/bin/python3.X (not python3.X-config or other programs)
+#   and its standard library usr/lib/python3.X, leaving out what lies under __pycache__, test,
+#   tests, site-packages, dist-packages, idlelib, turtledemo, tkinter, ensurepip and lib2to3
+#   directories. Cross builds of the Python module run the board's own interpreter under emulation
+#   (CMake's FindPython asks it for its version, ABI and paths), so the sysroot carries it and its
+#   standard library -- never the board's installed packages;
 #   the OS release files.
+# orchestrator.builds.sysroots.staging.wanted keeps exactly these paths (the store's rules).
 # Prints key=value lines: tarball (absolute path), entries, bytes.
 set -eu
 workdir="$1"; compress="$2"; root="${3:-/}"
@@ -49,12 +55,18 @@ done
 for dir in usr/lib/gcc/*-linux-gnu*/*; do
   if [ -d "$dir" ] && [ ! -L "$dir" ]; then libraries "$dir"; fi
 done
+for file in usr/bin/python3.*; do
+  case "${file#usr/bin/python3.}" in '' | *[!0-9]*) continue ;; esac
+  if [ -f "$file" ] || [ -L "$file" ]; then echo "$file" >> "$list"; fi
+done
 for dir in usr/lib/python3.*; do
+  case "${dir#usr/lib/python3.}" in '' | *[!0-9]*) continue ;; esac
   if [ -d "$dir" ] && [ ! -L "$dir" ]; then
     echo "$dir" >> "$list"
-    for data in "$dir"/_sysconfigdata*.py; do
-      if [ -f "$data" ]; then echo "$data" >> "$list"; fi
-    done
+    find "$dir" \( -type d \( -name __pycache__ -o -name test -o -name tests -o -name site-packages \
+      -o -name dist-packages -o -name idlelib -o -name turtledemo -o -name tkinter -o -name ensurepip \
+      -o -name lib2to3 \) -prune \) -o \( \( -type f -o -type l \) -print \) >> "$list" ||
+      echo "warning: could not read all of /$dir (find failed)" >&2
   fi
 done
 for file in etc/os-release usr/lib/os-release etc/debian_version etc/lsb-release etc/nv_tegra_release; do

@@ -20,7 +20,12 @@ from rich.table import Table
 from orchestrator.adapters.ssh import connect
 from orchestrator.artifacts.store import read_manifest
 from orchestrator.board import Board
-from orchestrator.builds.sysroots.contents import CHECKED_PREFIXES, LibraryVersions, check_wheel_against
+from orchestrator.builds.sysroots.contents import (
+    CHECKED_PREFIXES,
+    LibraryVersions,
+    apt_install_command,
+    check_wheel_against,
+)
 from orchestrator.builds.sysroots.pull import PullResult, pull
 from orchestrator.builds.sysroots.store import (
     check_name,
@@ -177,15 +182,15 @@ def _describe(record: dict[str, Any]) -> str:
     return ", ".join(parts) + f"; {record.get('files', 0)} files, {_size(int(record.get('size', 0)))}"
 
 
-def _headers_note(name: str, record: dict[str, Any], where: str) -> str | None:
-    """Say what a sysroot cannot do yet, and what to install: a minimal board has no -dev packages."""
-    missing = list(record.get("missing_dev_packages") or [])
+def _headers_note(name: str, record: dict[str, Any], *, where: str, again: str) -> str | None:
+    """Say what a sysroot cannot do yet, ending with the command that installs what it lacks ``where``
+    (``on the board``): a minimal board has no -dev packages."""
+    missing = [str(package) for package in record.get("missing_dev_packages") or []]
     if not missing:
         return None
     return (
         f"{name} lacks headers ({', '.join(missing)} not installed): this sysroot serves wheel checks, not"
-        f" compiling. To compile against it, install them {where} (sudo apt-get install {' '.join(missing)})"
-        " and pull or add it again."
+        f" compiling; to compile against it, install them and {again}; {where}: {apt_install_command(missing)}"
     )
 
 
@@ -256,7 +261,7 @@ def _pull(request: PullRequest) -> int:
         )
         if done.glibc_mismatch:
             console.print(f"  [yellow]note:[/] {escape(done.glibc_mismatch)}", soft_wrap=True)
-        note = _headers_note(name, stored.record, "on the board")
+        note = _headers_note(name, stored.record, where="on the board", again="pull it again")
         if note:
             console.print(f"  [yellow]note:[/] {escape(note)}", soft_wrap=True)
     print_failures(result)
@@ -299,7 +304,7 @@ def _add(request: AddRequest) -> int:
         f"[green]✓[/] {escape(name)}: {escape(_stored_text(outcome))} in {time.monotonic() - started:.1f} s",
         soft_wrap=True,
     )
-    note = _headers_note(name, stored.record, "in that root file system")
+    note = _headers_note(name, stored.record, where="in that root file system", again="add it again")
     if note:
         console.print(f"  [yellow]note:[/] {escape(note)}", soft_wrap=True)
     return 0

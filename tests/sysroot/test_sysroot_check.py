@@ -171,3 +171,31 @@ def test_the_wheels_python_must_be_the_sysroots(elves: Elves, tmp_path: Path) ->
     check = check_wheel_against(wheel, Sysroot(root, "bookworm01"))
     assert not check.ok and check.problems == ()
     assert check.messages == [f"{wheel.name} is for Python cp313, sysroot bookworm01 has Python 3.11"]
+
+
+def test_the_sysroot_names_its_interpreter_only_with_its_standard_library(tmp_path: Path) -> None:
+    root = make_sysroot(tmp_path / "root", {}, python="3.13")
+    # A sysroot pulled before sysroots carried the interpreter: the empty usr/lib/python3.13.
+    assert Sysroot(root).python_version == "3.13" and Sysroot(root).python_executable is None
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "usr" / "bin" / "python3.13").write_bytes(b"\x7fELF")
+    assert Sysroot(root).python_executable is None  # no os.py: it could not find its prefix
+    (root / "usr" / "lib" / "python3.13" / "os.py").write_text("# the standard library\n")
+    assert Sysroot(root).python_executable == "usr/bin/python3.13"
+    # A link, resolved inside the sysroot, is the interpreter too.
+    (root / "usr" / "bin" / "python3.13").rename(root / "usr" / "bin" / "python3.13-real")
+    (root / "usr" / "bin" / "python3.13").symlink_to("/usr/bin/python3.13-real")
+    assert Sysroot(root).python_executable == "usr/bin/python3.13"
+    # The interpreter of the Python the build compiles for (the one with headers), not another.
+    (root / "usr" / "lib" / "python3.11").mkdir()
+    (root / "usr" / "include" / "python3.11").mkdir(parents=True)
+    (root / "usr" / "include" / "python3.11" / "Python.h").write_text("")
+    assert Sysroot(root).python_version == "3.11" and Sysroot(root).python_executable is None
+    (root / "usr" / "bin" / "python3.11").write_bytes(b"\x7fELF")
+    (root / "usr" / "lib" / "python3.11" / "os.py").write_text("")
+    assert Sysroot(root).python_executable == "usr/bin/python3.11"
+    # Nothing outside the sysroot counts: a link to the workstation's interpreter is no interpreter.
+    (root / "usr" / "bin" / "python3.11").unlink()
+    (root / "usr" / "bin" / "python3.11").symlink_to("../" * 10 + "usr/bin/python3")
+    with pytest.raises(SysrootError, match="leads outside the sysroot"):
+        _ = Sysroot(root).python_executable

@@ -90,6 +90,11 @@ def test_pull_from_a_lab_board_matches_what_the_board_reports(
     libstdcxx = sysroot.library("libstdc++.so.6")
     assert libstdcxx is not None and libstdcxx.machine == "EM_AARCH64"
     assert libstdcxx.highest("GLIBCXX_") == "GLIBCXX_3.4.33"  # GCC 14's libstdc++, as trixie ships
+    # The board's interpreter and standard library, for cross builds to run; never its packages.
+    python_lib = sysroot.root / "usr" / "lib" / "python3.13"
+    assert sysroot.python_executable == "usr/bin/python3.13"
+    assert (python_lib / "encodings" / "utf_8.py").is_file() and (python_lib / "lib-dynload").is_dir()
+    assert not list(python_lib.rglob("__pycache__")) and not (sysroot.root / "usr/lib/python3").exists()
     # A minimal board: no -dev packages, so wheel checks only, and the packages are named.
     assert record["missing_dev_packages"] == ["libc6-dev", "python3-dev", "libstdc++-14-dev"]
 
@@ -98,6 +103,10 @@ def test_pull_from_a_lab_board_matches_what_the_board_reports(
     assert f"lab1: unchanged, same digest {lab1['digest'][:12]}" in again.stderr
     assert "nothing new stored" in again.stderr
     assert "lab1 lacks headers (libc6-dev, python3-dev, libstdc++-14-dev not installed)" in again.stderr
+    assert any(
+        line.endswith("; on the board: sudo apt install libc6-dev python3-dev libstdc++-14-dev")
+        for line in again.stderr.splitlines()
+    ), again.stderr
     # Nothing left behind on the board: the tarball was orch's scratch.
     leftovers = orch(world, "exec", "--host", "lab1", "--json", "--", "ls -A orch | grep -c sysroot- || true")
     assert json.loads(leftovers.stdout)["lab1"]["stdout"].strip() == "0", leftovers.stdout

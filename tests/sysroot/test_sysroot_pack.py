@@ -1,6 +1,7 @@
 """The board-side pack script, run here on a small root file system exactly as a board runs it
 (``sh -s -- ARGS`` with the script on stdin): it packs what the store keeps, and nothing the store
-would throw away after the transfer.
+would throw away after the transfer -- the board's Python interpreter and standard library
+included, its byte code, test suites and packages not.
 """
 
 from __future__ import annotations
@@ -30,11 +31,31 @@ FILES = [
     f"usr/lib/gcc/{T}/14/libgcc.a",
     f"usr/lib/gcc/{T}/14/cc1plus",
     f"usr/lib/gcc/{T}/14/include/stddef.h",
+    f"usr/lib/{T}/libpython3.13.so.1.0",
     "usr/lib/python3.13/os.py",
     "usr/lib/python3.13/_sysconfigdata__aarch64-linux-gnu.py",
+    "usr/lib/python3.13/encodings/utf_8.py",
+    f"usr/lib/python3.13/lib-dynload/_ssl.cpython-313-{T}.so",
+    "usr/lib/python3.13/__pycache__/os.cpython-313.pyc",
+    "usr/lib/python3.13/encodings/__pycache__/utf_8.cpython-313.pyc",
+    "usr/lib/python3.13/site-packages/numpy/__init__.py",
+    "usr/lib/python3.13/dist-packages/yaml/__init__.py",
+    "usr/lib/python3.13/test/test_os.py",
+    "usr/lib/python3.13/unittest/test/test_case.py",
+    "usr/lib/python3.13/ctypes/tests/test_bytes.py",
+    "usr/lib/python3.13/idlelib/idle.py",
+    "usr/lib/python3.13/turtledemo/clock.py",
+    "usr/lib/python3.13/tkinter/__init__.py",
+    "usr/lib/python3.13/ensurepip/__init__.py",
+    "usr/lib/python3.13/lib2to3/main.py",
+    "usr/lib/python3/dist-packages/yaml/__init__.py",
+    "usr/lib/python2.7/os.py",
     "usr/lib/os-release",
     "usr/share/doc/libc6/copyright",
     "usr/bin/python3.13",
+    "usr/bin/python3.13-config",
+    "usr/bin/python3.13m",
+    "usr/bin/perl",
     "etc/passwd",
     "etc/debian_version",
 ]
@@ -44,6 +65,21 @@ LINKS = {
     f"usr/lib/{T}/libstdc++.so.6": "libstdc++.so.6.0.33",
     "usr/lib/ld-linux-aarch64.so.1": f"{T}/ld-linux-aarch64.so.1",
     f"usr/lib/{T}/libdangling.so": "/opt/vendor/libdangling.so.1",
+    "usr/bin/python3": "python3.13",
+    f"usr/lib/python3.13/config-3.13-{T}/libpython3.13.so": f"../../{T}/libpython3.13.so.1.0",
+    "usr/lib/python3.13/sitecustomize.py": "/etc/python3.13/sitecustomize.py",
+}
+# Of Python, what a sysroot holds: the interpreter, the standard library, the shared libpython.
+PYTHON_KEPT = {
+    "usr/bin/python3.13",
+    f"usr/lib/{T}/libpython3.13.so.1.0",
+    "usr/lib/python3.13",
+    "usr/lib/python3.13/os.py",
+    "usr/lib/python3.13/_sysconfigdata__aarch64-linux-gnu.py",
+    "usr/lib/python3.13/encodings/utf_8.py",
+    f"usr/lib/python3.13/lib-dynload/_ssl.cpython-313-{T}.so",
+    f"usr/lib/python3.13/config-3.13-{T}/libpython3.13.so",
+    "usr/lib/python3.13/sitecustomize.py",
 }
 
 
@@ -93,7 +129,9 @@ def test_the_script_packs_exactly_what_the_store_keeps(tmp_path: Path) -> None:
     # Links stay links (a dangling one too: the board's own business), and bulk stays home.
     assert members["lib"].issym() and members["lib"].linkname == "usr/lib"
     assert members[f"usr/lib/{T}/libdangling.so"].linkname == "/opt/vendor/libdangling.so.1"
-    assert f"usr/lib/{T}/nvidia/firmware.bin" not in packed and "usr/lib/python3.13/os.py" not in packed
+    assert f"usr/lib/{T}/nvidia/firmware.bin" not in packed
+    assert {name for name in packed if "python" in name and not name.startswith("usr/include")} == PYTHON_KEPT
+    assert members[f"usr/lib/python3.13/config-3.13-{T}/libpython3.13.so"].issym()
     assert (
         int(values["entries"]) == len(packed)
         and int(values["bytes"]) == Path(values["tarball"]).stat().st_size

@@ -1,6 +1,7 @@
 """The sysroot store and `orch sysroot add/list/check`, on real tarballs and directories.
 
-What a user notices: only headers and libraries are kept (symlinks as symlinks), a second add
+What a user notices: only headers, libraries and the board's Python interpreter with its standard
+library are kept (symlinks as symlinks; never the board's Python packages), a second add
 of the same tree stores nothing new, a tarball cannot write outside the store, and `check`
 exits 0 or 5 naming what is missing.
 """
@@ -18,7 +19,9 @@ from subprocess import CompletedProcess
 import pytest
 from sysroot_elves import TRIPLET, Elves, make_wheel
 
+from orchestrator.builds.sysroots.contents import Sysroot
 from orchestrator.builds.sysroots.staging import wanted
+from orchestrator.commands.sysroot import _headers_note
 
 BANNER = "GNU C Library (Test GLIBC 2.41-1) stable release version 2.41."
 
@@ -45,18 +48,47 @@ Orch = Callable[..., CompletedProcess[str]]
         ("usr/lib/python3.13", "dir", True),
         ("usr/lib/python3.13/_sysconfigdata__aarch64-linux-gnu.py", "file", True),
         ("etc/os-release", "link", True),
+        # The board's interpreter and its standard library (run under emulation by cross builds):
+        ("usr/bin/python3.13", "file", True),
+        ("usr/bin/python3.13", "link", True),
+        ("usr/lib/python3.13/os.py", "file", True),
+        ("usr/lib/python3.13/encodings/utf_8.py", "file", True),
+        ("usr/lib/python3.13/lib-dynload/_ssl.cpython-313-aarch64-linux-gnu.so", "file", True),
+        ("usr/lib/python3.13/config-3.13-aarch64-linux-gnu/libpython3.13.so", "link", True),
+        ("usr/lib/python3.13/test", "link", True),  # a link named test, not a directory's contents
+        (f"usr/lib/{TRIPLET}/libpython3.13.so.1.0", "file", True),
         # GBs a Jetson has beside its libraries, and what a rootfs has elsewhere:
         (f"usr/lib/{TRIPLET}/nvidia/firmware.bin", "file", False),
         (f"usr/lib/{TRIPLET}/gconv/gconv-modules", "file", False),
         (f"usr/lib/gcc/{TRIPLET}/14/cc1plus", "file", False),
-        ("usr/lib/python3.13/os.py", "file", False),
         ("usr/share/doc/libc6/copyright", "file", False),
-        ("usr/bin/python3.13", "file", False),
+        # Of Python: no byte code, test suites, GUI tools, other programs, nor the board's packages.
+        ("usr/lib/python3.13/__pycache__/os.cpython-313.pyc", "file", False),
+        ("usr/lib/python3.13/json/__pycache__/decoder.cpython-313.pyc", "file", False),
+        ("usr/lib/python3.13/site-packages/numpy/__init__.py", "file", False),
+        ("usr/lib/python3.13/dist-packages/yaml/__init__.py", "file", False),
+        ("usr/lib/python3.13/test/test_os.py", "file", False),
+        ("usr/lib/python3.13/unittest/test/test_case.py", "file", False),
+        ("usr/lib/python3.13/ctypes/tests/test_bytes.py", "file", False),
+        ("usr/lib/python3.13/idlelib/idle.py", "file", False),
+        ("usr/lib/python3.13/turtledemo/clock.py", "file", False),
+        ("usr/lib/python3.13/tkinter/__init__.py", "file", False),
+        ("usr/lib/python3.13/ensurepip/__init__.py", "file", False),
+        ("usr/lib/python3.13/lib2to3/main.py", "file", False),
+        ("usr/lib/python3.13/encodings", "dir", False),
+        ("usr/lib/python3/dist-packages/yaml/__init__.py", "file", False),
+        ("usr/lib/python2.7/os.py", "file", False),
+        ("usr/bin/python3.13-config", "file", False),
+        ("usr/bin/python3.13m", "file", False),
+        ("usr/bin/python3", "link", False),
+        ("usr/bin/perl", "file", False),
+        ("usr/bin/python3.13", "dir", False),
+        ("usr/local/lib/python3.13/dist-packages/x.py", "file", False),
         ("etc/passwd", "file", False),
         ("lib", "dir", False),
     ],
 )
-def test_only_headers_and_libraries_are_kept(path: str, kind: str, kept: bool) -> None:
+def test_only_headers_libraries_and_the_python_interpreter_are_kept(path: str, kind: str, kept: bool) -> None:
     assert wanted(PurePosixPath(path), kind=kind) is kept
 
 
@@ -73,8 +105,18 @@ def _rootfs(
     (multiarch / "libz.so").symlink_to("libz.so.1")
     (multiarch / "gconv").mkdir()
     (multiarch / "gconv" / "gconv-modules").write_text("x" * 10000)
-    (root / "usr" / "lib" / "python3.13").mkdir()
-    (root / "usr" / "lib" / "python3.13" / "os.py").write_text("# the standard library\n")
+    python_lib = root / "usr" / "lib" / "python3.13"
+    (python_lib / "__pycache__").mkdir(parents=True)
+    (python_lib / "os.py").write_text("# the standard library\n")
+    (python_lib / "encodings").mkdir()
+    (python_lib / "encodings" / "utf_8.py").write_text("# a package of the standard library\n")
+    (python_lib / "__pycache__" / "os.cpython-313.pyc").write_bytes(b"\x00" * 1000)
+    (python_lib / "site-packages" / "numpy").mkdir(parents=True)
+    (python_lib / "site-packages" / "numpy" / "__init__.py").write_text("# the board's own package\n")
+    (root / "usr" / "bin").mkdir()
+    for program in ("python3.13", "python3.13-config", "perl"):
+        (root / "usr" / "bin" / program).write_text("#!/bin/sh\n")
+        (root / "usr" / "bin" / program).chmod(0o755)
     (root / "usr" / "share" / "doc").mkdir(parents=True)
     (root / "usr" / "share" / "doc" / "README").write_text("docs\n")
     (root / "usr" / "lib" / "os-release").write_text('ID=debian\nVERSION_ID="13"\nPRETTY_NAME="Debian 13"\n')
@@ -107,12 +149,17 @@ def test_add_keeps_the_libraries_and_a_second_add_stores_nothing_new(
     assert (multiarch / "libc.so.6").is_file()
     assert os.readlink(multiarch / "libz.so") == "libz.so.1" and os.readlink(tree / "lib") == "usr/lib"
     assert not (multiarch / "gconv").exists() and not (tree / "usr" / "share").exists()
-    assert (tree / "usr" / "lib" / "python3.13").is_dir() and not (tree / "usr/lib/python3.13/os.py").exists()
+    # The board's interpreter and standard library, without byte code, packages or other programs.
+    assert (tree / "usr/lib/python3.13/os.py").is_file() and (tree / "usr/bin/python3.13").is_file()
+    assert (tree / "usr/lib/python3.13/encodings/utf_8.py").is_file()
+    assert not (tree / "usr/lib/python3.13/__pycache__").exists()
+    assert not (tree / "usr/lib/python3.13/site-packages").exists()
+    assert sorted(p.name for p in (tree / "usr" / "bin").iterdir()) == ["python3.13"]
+    assert Sysroot(tree).python_executable == "usr/bin/python3.13"
     record = document["record"]
     assert (record["glibc"], record["python"], record["triplet"]) == ("2.41", "3.13", TRIPLET)
-    assert (
-        record["os"]["name"] == "Debian 13" and record["files"] == 7
-    )  # 2 libraries, 3 links, os-release + its link
+    # 2 libraries, 3 links, os-release + its link, the interpreter, os.py and encodings/utf_8.py
+    assert record["os"]["name"] == "Debian 13" and record["files"] == 10
     assert record["missing_dev_packages"][:2] == ["libc6-dev", "python3-dev"]
     assert (Path(document["path"]) / "sysroot.json").is_file()
 
@@ -126,8 +173,16 @@ def test_add_keeps_the_libraries_and_a_second_add_stores_nothing_new(
         json.loads(other.stdout)["new"] is False and json.loads(other.stdout)["digest"] == document["digest"]
     )
     assert [p.name for p in _home(orch_env).iterdir() if len(p.name) == 64] == [document["digest"]]
-    # It says what it cannot do: compile (no headers), with the packages to install.
-    assert "lacks headers" in again.stderr and "libc6-dev" in again.stderr
+    # It says what it cannot do: compile (no headers), ending with the command that installs them
+    # (no libstdc++ to tell the GCC by: g++ brings the default GCC's C++ headers).
+    assert (
+        "lacks headers (libc6-dev, python3-dev, libstdc++-dev (of the board's GCC) not installed)"
+        in again.stderr
+    )
+    assert any(
+        line.endswith("; in that root file system: sudo apt install libc6-dev python3-dev g++")
+        for line in again.stderr.splitlines()
+    ), again.stderr
 
     # A changed library: a new digest, and the name now points at it.
     (multiarch_src := rootfs / "usr" / "lib" / TRIPLET / "libc.so.6").unlink()
@@ -240,3 +295,17 @@ def test_check_exits_5_naming_each_missing_version_and_0_when_it_fits(
     assert (
         "no sysroot called 'nano01'" in unknown.stderr and "orch sysroot pull --host nano01" in unknown.stderr
     )
+
+
+def test_the_pull_note_ends_with_the_command_to_run_on_the_board() -> None:
+    record = {"missing_dev_packages": ["libc6-dev", "python3-dev", "libstdc++-12-dev"]}
+    note = _headers_note("nano01", record, where="on the board", again="pull it again")
+    assert note is not None and note.startswith(
+        "nano01 lacks headers (libc6-dev, python3-dev, libstdc++-12-dev not installed)"
+    )
+    assert note.endswith("; on the board: sudo apt install libc6-dev python3-dev libstdc++-12-dev")
+    # An Ubuntu 18.04 board: its libstdc++ names no GCC orch knows, g++ brings the default GCC's headers.
+    unknown = {"missing_dev_packages": ["libstdc++-dev (of the board's GCC)"]}
+    note = _headers_note("nano02", unknown, where="on the board", again="pull it again")
+    assert note is not None and note.endswith("; on the board: sudo apt install g++")
+    assert _headers_note("orin01", {"missing_dev_packages": []}, where="on the board", again="") is None

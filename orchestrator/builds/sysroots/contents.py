@@ -42,6 +42,8 @@ _PYTHON_DIR = re.compile(r"^python(\d+)\.(\d+)[a-z]*$")
 _GLIBC_BANNER = re.compile(rb"GNU C Library [^\n\x00]*?version (\d+\.\d+(?:\.\d+)?)")
 # libstdc++.so.6.0.N -> the GCC release whose libstdc++ it is (GCC's ABI policy table).
 _LIBSTDCXX_GCC = {28: 10, 29: 11, 30: 12, 31: 13, 32: 13, 33: 14, 34: 15}
+# What missing_dev_packages names when the board's GCC is not known: not a package apt can install.
+_LIBSTDCXX_UNKNOWN = "libstdc++-dev (of the board's GCC)"
 
 
 class SysrootError(UsageError):
@@ -232,6 +234,22 @@ class Sysroot:
             return with_headers[0]
         return self.python_versions[0] if self.python_versions else None
 
+    @property
+    def python_executable(self) -> str | None:
+        """The board's interpreter of ``python_version``, relative to the sysroot ("usr/bin/python3.13").
+
+        A cross build of the Python module runs it under emulation (CMake's FindPython asks it for
+        its version, ABI and paths); it finds its prefix by its standard library's ``os.py``, so both
+        must be there. None for a sysroot without them (pulled before sysroots carried them).
+        """
+        version = self.python_version
+        if not version:
+            return None
+        interpreter = f"usr/bin/python{version}"
+        if self._has(interpreter) and self._has(f"usr/lib/python{version}/os.py"):
+            return interpreter
+        return None
+
     def _has(self, path: str) -> bool:
         found = resolve_inside(self.root, path)
         return found is not None and (self.root / found).is_file()
@@ -265,7 +283,7 @@ class Sysroot:
         found = self.find_library("libstdc++.so.6")
         match = re.search(r"libstdc\+\+\.so\.6\.0\.(\d+)$", found.name) if found else None
         gcc = _LIBSTDCXX_GCC.get(int(match.group(1))) if match else None
-        return f"libstdc++-{gcc}-dev" if gcc else "libstdc++-dev (of the board's GCC)"
+        return f"libstdc++-{gcc}-dev" if gcc else _LIBSTDCXX_UNKNOWN
 
     def os_release(self) -> dict[str, str]:
         """``etc/os-release`` (or ``usr/lib/os-release``) as a dict; empty when the sysroot has neither."""
@@ -277,6 +295,15 @@ class Sysroot:
 
     def core_libraries(self) -> dict[str, LibraryVersions | None]:
         return {name: self.library(name) for name in CORE_LIBRARIES}
+
+
+def apt_install_command(packages: Iterable[str]) -> str:
+    """The command that installs ``missing_dev_packages`` on a Debian/Ubuntu board, as it is typed there.
+
+    The C++ headers of an unknown GCC come with ``g++``: the board's default GCC and its libstdc++-dev.
+    """
+    names = ["g++" if package == _LIBSTDCXX_UNKNOWN else package for package in packages]
+    return "sudo apt install " + " ".join(dict.fromkeys(names))
 
 
 def _parse_os_release(text: str) -> dict[str, str]:

@@ -19,7 +19,27 @@ from orchestrator.builds.sysroots.contents import SysrootError
 from orchestrator.errors import UsageError
 
 _TRIPLET = re.compile(r"^[a-z0-9_]+-linux-gnu[a-z0-9_]*$")
-_PYTHON_LIB = re.compile(r"^python\d+\.\d+$")
+# A CPython of the board: its library directory (usr/lib/python3.X) and interpreter (usr/bin/python3.X).
+_PYTHON_LIB = re.compile(r"^python3\.\d+$")
+# Cross builds of the Python module run the board's own interpreter under emulation (CMake's
+# FindPython asks it for its version, ABI and paths), so a sysroot carries that interpreter and its
+# standard library. Left out: anything under a directory with one of these names: byte code,
+# Python's own test suites, GUI and teaching tools, and the board's installed packages (never part
+# of a sysroot). board_side/sysroot_pack.sh prunes the same names.
+PYTHON_LEFT_OUT = frozenset(
+    {
+        "__pycache__",
+        "test",
+        "tests",
+        "site-packages",
+        "dist-packages",
+        "idlelib",
+        "turtledemo",
+        "tkinter",
+        "ensurepip",
+        "lib2to3",
+    }
+)
 # What a path of a root file system is, as a sysroot keeps it.
 EntryKind = Literal["file", "link", "dir"]
 _TOP_LINKS = frozenset({"lib", "lib64", "lib32", "libx32", "usr/lib64"})
@@ -40,8 +60,9 @@ def _library_file(name: str) -> bool:
 def wanted(path: PurePosixPath, *, kind: EntryKind) -> bool:
     """Is ``path`` (relative to ``/``) part of a sysroot?
 
-    Directories are created as the files in them are; only ``usr/lib/python3.X`` is kept as an
-    empty directory, since it says which Python the board runs.
+    Directories are created as the files in them are; only ``usr/lib/python3.X`` is kept as a
+    directory of its own, since it says which Python the board runs. The board's interpreter
+    (``usr/bin/python3.X``) and its standard library are kept: see ``PYTHON_LEFT_OUT``.
     """
     parts = path.parts
     if not parts:
@@ -61,8 +82,8 @@ def wanted(path: PurePosixPath, *, kind: EntryKind) -> bool:
 
 
 def _known_entry(path: PurePosixPath, kind: EntryKind) -> bool | None:
-    """Headers, the top-level links, the OS's identity files, the loader and Python's sysconfig data
-    are decided by their place; None for every other path."""
+    """Headers, the top-level links, the OS's identity files, the loader and the board's Python
+    (interpreter and standard library) are decided by their place; None for every other path."""
     parts = path.parts
     text = path.as_posix()
     if parts[:2] == ("usr", "include") and len(parts) > 2:
@@ -71,8 +92,10 @@ def _known_entry(path: PurePosixPath, kind: EntryKind) -> bool | None:
         return kind == "link"
     if text in _OS_FILES or (str(path.parent) in _LOADER_DIRS and path.name.startswith("ld-linux")):
         return True
-    if len(parts) == 4 and parts[:2] == ("usr", "lib") and _PYTHON_LIB.match(parts[2]):
-        return parts[3].startswith("_sysconfigdata") and parts[3].endswith(".py")
+    if len(parts) == 3 and parts[:2] == ("usr", "bin") and _PYTHON_LIB.match(parts[2]):
+        return True  # python3.X only: not python3.X-config, python3.Xm or any other program
+    if len(parts) >= 4 and parts[:2] == ("usr", "lib") and _PYTHON_LIB.match(parts[2]):
+        return not PYTHON_LEFT_OUT.intersection(parts[3:-1])
     return None
 
 
@@ -250,12 +273,12 @@ def _stage_missed_links(
 def _worth_entering(rel: PurePosixPath) -> bool:
     """Could a directory hold wanted files? (A rootfs holds GBs elsewhere: /usr/share, /var, /opt...)"""
     parts = rel.parts
-    if rel.as_posix() in ("usr", "etc", "lib", "lib64", "lib32", "libx32", "usr/lib", "usr/lib64"):
+    if rel.as_posix() in ("usr", "etc", "lib", "lib64", "lib32", "libx32", "usr/lib", "usr/lib64", "usr/bin"):
         return True
     if parts[:2] == ("usr", "include") or parts[:3] == ("usr", "lib", "gcc"):
         return True
-    if len(parts) == 3 and parts[:2] == ("usr", "lib") and _PYTHON_LIB.match(parts[2]):
-        return True
+    if len(parts) >= 3 and parts[:2] == ("usr", "lib") and _PYTHON_LIB.match(parts[2]):
+        return not PYTHON_LEFT_OUT.intersection(parts[3:])
     if len(parts) >= 2 and parts[0] == "lib" and _TRIPLET.match(parts[1]):
         return True
     return len(parts) >= 3 and parts[:2] == ("usr", "lib") and bool(_TRIPLET.match(parts[2]))
