@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import signal
 import sys
+import threading
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.markup import escape
@@ -58,6 +61,42 @@ BROKEN_PIPE_EXIT = 128 + signal.SIGPIPE
 INTERNAL_ERROR_EXIT = 1
 # An OSError naming a file that escaped the command: a path it was given is unusable.
 PATH_ERROR_EXIT = 2
+# Stopped by a signal: the shell's status for a process the signal ended (130 Ctrl-C, 143 SIGTERM).
+INTERRUPTED_EXIT = 128 + signal.SIGINT
+TERMINATED_EXIT = 128 + signal.SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """orch received SIGTERM (``kill``, ``timeout``, a service manager): an interruption like
+    Ctrl-C, so the same paths stop the boards' commands and keep what was measured."""
+
+
+class _SigtermHandler:
+    """Raises ``Terminated`` at the first SIGTERM only: the clean-up that starts (bounded waits) is
+    let finish, where a service manager's follow-up SIGTERM would cut it short. (A handler, not
+    SIG_IGN: an ignored signal would stay ignored in the processes orch starts.)"""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def __call__(self, _signum: int, _frame: object) -> None:
+        if not self.received:
+            self.received = True
+            raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` in the main thread while the command runs (signal handlers
+    run there only: the boards' threads are ended by the clean-up the interruption runs)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _SigtermHandler())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _refuse_nul_bytes(args: argparse.Namespace) -> None:
@@ -77,7 +116,10 @@ def _report(error: OrchError) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(argv)
+        with _sigterm_interrupts():
+            return _main(argv)
+    except KeyboardInterrupt as stop:  # outside the command: while parsing, or reporting its error
+        return _stopped(stop)
     except BrokenPipeError:  # also while an error is being reported
         quiet_stdout()
         return BROKEN_PIPE_EXIT
@@ -97,13 +139,21 @@ def _main(argv: list[str] | None) -> int:
     except BrokenPipeError:  # before OSError below: a reader that went away is no path error
         quiet_stdout()
         return BROKEN_PIPE_EXIT
-    except KeyboardInterrupt:
-        console.print("[red]interrupted[/]")
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (Terminated)
+        return _stopped(stop)
     except Exception as error:  # noqa: BLE001 -- the last line of defence: one sentence, no traceback
         if args.debug:
             traceback.print_exc()
         return _report_unexpected(error)
+
+
+def _stopped(stop: KeyboardInterrupt) -> int:
+    """orch was stopped by a signal: said in a word; the signal's exit status."""
+    if isinstance(stop, Terminated):
+        console.print("[red]terminated[/] (SIGTERM)")
+        return TERMINATED_EXIT
+    console.print("[red]interrupted[/]")
+    return INTERRUPTED_EXIT
 
 
 def _report_unexpected(error: Exception) -> int:

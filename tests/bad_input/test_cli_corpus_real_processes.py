@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -153,3 +154,46 @@ def test_ten_thousand_boards_do_not_look_hung(root: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.count('"name": "b7_1') == 11
     assert took < 30, f"10,000 boards took {took:.1f} s"
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")],
+    ids=["sigterm", "ctrl-c"],
+)
+def test_a_signal_ends_a_command_as_an_interruption(
+    root: Path, sig: signal.Signals, code: int, said: str
+) -> None:
+    # orch waits for the writer of a named pipe given as the inventory; the signal comes meanwhile.
+    fifo = root / "inventory.fifo"
+    os.mkfifo(fifo)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "inventory", "list", "-i", str(fifo)],
+        env=_env(root),
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not _holds_open(process.pid, fifo):  # orch has opened the pipe and waits for data
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(sig)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == code, err
+    assert err.strip().splitlines()[-1] == said and "Traceback" not in err, err
+
+
+def _holds_open(pid: int, path: Path) -> bool:
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) == str(path):
+                return True
+        except OSError:
+            continue
+    return False
