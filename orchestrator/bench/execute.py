@@ -1,8 +1,9 @@
 """Run a BenchPlan: every board in parallel, each board's agent runs in order, results stored as they finish.
 
-Per board: connect, find the releases (``orchestrator.deploy.releases``), choose releases and models,
-quantise if asked, pin clocks if asked, run the interleaved steps, restore clocks (always, also
-when a step failed), then store the board's document, whatever happened. A board that fails
+Per board: connect, take the board lock (no deploy changes the releases meanwhile), find the
+releases (``orchestrator.deploy.releases``), choose releases and models, quantise if asked, pin
+clocks if asked, run the interleaved steps, restore clocks (always, also when a step failed), then
+store the board's document, whatever happened. A board that fails
 keeps its error and any measurement it finished; the others carry on (``orchestrator.fleet.parallel``).
 """
 
@@ -13,7 +14,7 @@ import json
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from orchestrator.bench.results import ResultStore, utc_now
 from orchestrator.bench.steps import board_steps, check_runners, pick_models, pick_releases
 from orchestrator.board import Board
 from orchestrator.console import console
-from orchestrator.deploy import releases
+from orchestrator.deploy import board_lock, releases
 from orchestrator.errors import BenchError, OrchError
 from orchestrator.fleet.parallel import FleetResult, Outcome, run_on_boards
 
@@ -85,10 +86,30 @@ BoardBody = Callable[[Board, BenchPlan, BoardDocument, Progress], None]
 
 
 def measure_over_ssh(board: Board, plan: BenchPlan, document: BoardDocument, progress: Progress) -> None:
-    """`orch bench`'s board body: connect, then measure the plan."""
+    """`orch bench`'s board body: connect, take the board's lock, then measure the plan."""
     progress(board.name, "connecting")
-    with ssh.connect(board) as session:
+    with ssh.connect(board) as session, board_locked(session, plan, "bench", progress):
         measure_board(session, plan, document, progress)
+
+
+@contextlib.contextmanager
+def board_locked(session: BoardSession, plan: BenchPlan, command: str, progress: Progress) -> Iterator[None]:
+    """The board's lock (``orchestrator.deploy.board_lock``, the one deploy takes), held while the
+    board is measured: no deploy, rollback or prune changes its releases meanwhile. A lock another
+    orch holds is waited for up to ``plan.lock_timeout_s``, then the board is refused naming it."""
+    name = session.board.name
+    lock = board_lock.acquire(
+        session,
+        releases.layout_for(session.board).workdir,
+        command=command,
+        wait=plan.lock_timeout_s,
+        on_wait=lambda message: progress(name, message),
+        refused="nothing was measured",
+    )
+    with lock:
+        if lock.broken:
+            progress(name, f"warning: {lock.broken}")
+        yield
 
 
 @dataclass(frozen=True, kw_only=True)

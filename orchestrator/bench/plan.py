@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeVar
 from orchestrator.artifacts.identity import route_of
 from orchestrator.bench.calibration import CalibrationSpec
 from orchestrator.board import Board
+from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT
 
 OptLevel = Literal["disable", "basic", "extended", "all"]
 OPT_LEVELS: tuple[OptLevel, ...] = ("disable", "basic", "extended", "all")
@@ -181,6 +182,8 @@ class BenchPlan:
     pin_clocks: bool = False
     parallel: int = 8
     step_timeout_s: float = 1800.0
+    # How long a board whose lock another orch holds (a deploy) is waited for before it is refused.
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT
     threshold: float = 0.05
     runners: tuple[Runner, ...] = ("python",)
     cold_starts: int = 0  # process launches per combination and round, each one cold-start sample
@@ -201,6 +204,7 @@ class BenchPlan:
             "pin_clocks": self.pin_clocks,
             "parallel": self.parallel,
             "step_timeout_s": self.step_timeout_s,
+            "lock_timeout_s": self.lock_timeout_s,
             "threshold": self.threshold,
             "ort_versions": {variant or "*": version for variant, version in self.ort_versions},
             "allow_version_mismatch": self.allow_version_mismatch,

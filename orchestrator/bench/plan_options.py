@@ -5,6 +5,7 @@ refuses what no board could run, with the option's name and value."""
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from orchestrator.bench.plan import (
     one_of,
 )
 from orchestrator.board import Board
+from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT
 from orchestrator.errors import UsageError
 from orchestrator.ort_versions import check_ort_version
 
@@ -207,6 +209,7 @@ def make_plan(  # noqa: PLR0913 -- one keyword per option of `orch bench`, each 
     pin_clocks: bool = False,
     parallel: int = 8,
     step_timeout_s: float = 1800.0,
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT,
     threshold: float = 0.05,
     runner: str = "python",
     cold_starts: int = 0,
@@ -223,6 +226,8 @@ def make_plan(  # noqa: PLR0913 -- one keyword per option of `orch bench`, each 
     _check_run_lengths(rounds=rounds, cooldown_s=cooldown_s, step_timeout_s=step_timeout_s, parallel=parallel)
     if threshold < 0:
         raise UsageError("--threshold must be >= 0 (e.g. 0.05 for 5 %)")
+    if not 0 <= lock_timeout_s < math.inf:  # NaN and infinity too
+        raise UsageError(f"--lock-timeout must be 0 or more seconds (got {lock_timeout_s:g})")
     agent = agent or AgentOptions()
     _check_agent(agent, settings)
     return BenchPlan(
@@ -238,6 +243,7 @@ def make_plan(  # noqa: PLR0913 -- one keyword per option of `orch bench`, each 
         pin_clocks=pin_clocks,
         parallel=parallel,
         step_timeout_s=step_timeout_s,
+        lock_timeout_s=lock_timeout_s,
         threshold=threshold,
         ort_versions=tuple(ort_versions),
         allow_version_mismatch=allow_version_mismatch,

@@ -15,7 +15,15 @@ from orchestrator.adapters import ssh
 from orchestrator.adapters.session import BoardSession
 from orchestrator.bench import tune, tune_result, tune_space
 from orchestrator.bench.board_document import BoardDocument
-from orchestrator.bench.execute import BenchRun, BoardBody, Progress, RunKind, measure_board, run_bench
+from orchestrator.bench.execute import (
+    BenchRun,
+    BoardBody,
+    Progress,
+    RunKind,
+    board_locked,
+    measure_board,
+    run_bench,
+)
 from orchestrator.bench.plan import BenchPlan, Combination, ReleaseRef
 from orchestrator.bench.results import ResultStore
 from orchestrator.bench.steps import pick_models
@@ -48,7 +56,7 @@ def tune_body(plan: TunePlan, found: dict[str, dict[str, Any]]) -> BoardBody:
 
     def body(board: Board, base: BenchPlan, document: BoardDocument, progress: Progress) -> None:
         progress(board.name, "connecting")
-        with ssh.connect(board) as session:
+        with ssh.connect(board) as session, board_locked(session, base, "tune", progress):
             _BoardTune(plan=plan, session=session, document=document, progress=progress).run(base, found)
 
     return body

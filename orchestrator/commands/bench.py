@@ -37,6 +37,7 @@ from orchestrator.bench.report.tables import comparison_warnings, run_tables
 from orchestrator.bench.series import pairings_within
 from orchestrator.commands import options
 from orchestrator.console import console, emit_json, print_whole
+from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT
 from orchestrator.errors import BenchError, PartialFailure
 
 # Explicit options always win; --quick only changes the defaults.
@@ -217,6 +218,14 @@ def add_run_options(how: Group) -> None:
         "--parallel", type=options.positive_int, default=8, help="boards benchmarked at the same time"
     )
     how.add_argument(
+        "--lock-timeout",
+        type=options.non_negative_float,
+        default=DEFAULT_LOCK_TIMEOUT,
+        metavar="S",
+        help="how long to wait for a board another orch is deploying to (its lock) before refusing it"
+        f" (default {DEFAULT_LOCK_TIMEOUT:g})",
+    )
+    how.add_argument(
         "--pin-clocks",
         action="store_true",
         help="set the cpufreq governor to performance (and jetson_clocks) for the run, then restore it",
@@ -273,6 +282,7 @@ class MeasureOptions:
     max_runs: int
     quick: bool
     step_timeout: float
+    lock_timeout: float
     parallel: int
     pin_clocks: bool
     sysfs_root: str | None
@@ -300,6 +310,7 @@ class MeasureOptions:
             max_runs=args.max_runs,
             quick=args.quick,
             step_timeout=args.step_timeout,
+            lock_timeout=args.lock_timeout,
             parallel=args.parallel,
             pin_clocks=args.pin_clocks,
             sysfs_root=args.sysfs_root,
@@ -380,6 +391,7 @@ def make_bench_plan(request: BenchRequest, *, settings: tuple[Setting, ...] | No
         pin_clocks=measure.pin_clocks,
         parallel=measure.parallel,
         step_timeout_s=measure.step_timeout,
+        lock_timeout_s=measure.lock_timeout,
         threshold=measure.threshold,
         runner=request.runner,
         cold_starts=cold_starts,

@@ -1,5 +1,5 @@
-"""One writer per board: the board lock that deploy, rollback and prune take (``orch bench`` can
-take the same one: it needs only a ``BoardSession`` and the board's workdir).
+"""One writer per board: the board lock that deploy, rollback and prune take, and that ``orch
+bench`` and ``orch tune`` hold while they measure (no release changes under a measurement).
 
 The lock is held by a board-side process (``board_side/board_lock.py``: ``flock`` on
 ``<workdir>/.orch.lock``) whose life is tied to this orch's SSH channel: it ends, and the kernel
@@ -157,11 +157,13 @@ def acquire(  # noqa: PLR0913 -- keyword-only options of one board's lock, each 
     wait: float = DEFAULT_LOCK_TIMEOUT,
     then: tuple[str, Sequence[str]] | None = None,
     on_wait: Callable[[str], None] = lambda _message: None,
+    refused: str = "nothing was changed",
 ) -> BoardLock:
     """Take the board's lock, waiting up to ``wait`` seconds; ``then`` (a script and its args) runs
     under it in the same round trip (its result is ``lock.then``). ``on_wait`` hears who holds it
     (a message without the board's name).
-    Raises BoardBusy naming the holder when the wait runs out."""
+    Raises BoardBusy naming the holder when the wait runs out (its message ends with ``refused``:
+    what the refusal means for the command)."""
     board = session.board.name
     argv = [session.board.python, "-c", read_text("board_lock.py"), workdir]
     argv += [json.dumps(holder_document(command)), f"{wait:g}"]
@@ -170,13 +172,15 @@ def acquire(  # noqa: PLR0913 -- keyword-only options of one board's lock, each 
     stream = session.open_stream(argv)
     try:
         lines = _Lines(stream, board, session.board.python)
-        return _await_lock(lines, wait=wait, on_wait=on_wait, then=then is not None)
+        return _await_lock(lines, wait=wait, on_wait=on_wait, then=then is not None, refused=refused)
     except BaseException:
         stream.close()
         raise
 
 
-def _await_lock(lines: _Lines, *, wait: float, on_wait: Callable[[str], None], then: bool) -> BoardLock:
+def _await_lock(
+    lines: _Lines, *, wait: float, on_wait: Callable[[str], None], then: bool, refused: str
+) -> BoardLock:
     stream, board = lines.stream, lines.board
     deadline = time.monotonic() + wait + ANSWER_MARGIN_S
     broken: str | None = None
@@ -192,7 +196,7 @@ def _await_lock(lines: _Lines, *, wait: float, on_wait: Callable[[str], None], t
         elif event.event == "busy":
             raise BoardBusy(
                 f"{board}: the board is busy: {describe_holder(holder)} holds its lock;"
-                f" waited {wait:g}s, nothing was changed",
+                f" waited {wait:g}s, {refused}",
                 hint="wait for it to finish, or give a longer --lock-timeout",
             )
         elif event.event == "acquired":

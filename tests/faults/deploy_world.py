@@ -1,15 +1,17 @@
-"""The deploy fault tests' world (test_deploy_faults.py): one lab board as ``f1`` in the tests' own inventory, the
-pre-flighted stock artifact (the session's ``stock_build``) and tiny models, and the checks made
-afterwards on the board itself (over SSH and, independently of the connection under test, in its
-container)."""
+"""The fault tests' world (tests/faults): the lab's boards as ``f1`` (where the faults land) and
+``f2`` in the tests' own inventory, the pre-flighted stock artifact (the session's ``stock_build``)
+and tiny models, and the checks made afterwards on the board itself (over SSH and, independently of
+the connection under test, in its container)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from orchestrator import lab_state
 from orchestrator.adapters import ssh
 from orchestrator.adapters.engine import Engine
 from orchestrator.board import Board
+from orchestrator.board_side import read_text
 from orchestrator.deploy.releases import Layout, read_listing
 from orchestrator.fleet.inventory import load_inventory
 from orchestrator.lab.sample_models import write_tiny_convnet
@@ -49,9 +52,30 @@ class Faults:
     tiny2: Path
     garbage: Path  # random bytes named .onnx
     unloadable: Path  # a well-formed ONNX model with an operator no onnxruntime has
+    endless: Path  # a well-formed ONNX model whose one inference never ends
 
-    def board(self) -> Board:
-        return load_inventory(self.inventory).board("f1")
+    def board(self, name: str = "f1") -> Board:
+        return load_inventory(self.inventory).board(name)
+
+    @contextlib.contextmanager
+    def holding_lock(self, holder: dict[str, object], board: str = "f1") -> Iterator[None]:
+        """The board lock, held from here with the board-side script and a holder description of
+        our choosing (after earlier holders have let go), until the block ends."""
+        target = self.board(board)
+        with ssh.connect(target) as session:
+            stream = session.open_stream(
+                [target.python, "-c", read_text("board_lock.py"), WORKDIR, json.dumps(holder), "5"]
+            )
+            try:
+                stream.settimeout(300)
+                answer = b""
+                while b'"acquired"' not in answer:  # after "held" lines while an earlier holder ends
+                    chunk = stream.recv(4096)
+                    assert chunk, f"the lock process ended: {answer!r}"
+                    answer += chunk
+                yield
+            finally:
+                stream.close()
 
     def orch(
         self, *args: str, timeout: float = 1800, cwd: Path | None = None
@@ -86,30 +110,53 @@ class Faults:
     def board_processes(self, mark: str) -> list[str]:
         """Processes in the board's container whose command line holds ``mark`` (read from /proc)."""
         # The mark goes in two halves: this scan's own command line (which holds its arguments)
-        # never matches the joined mark.
+        # never matches the joined mark. A process that ends during the scan has no cmdline left to
+        # open: the shell's message about it goes to /dev/null (redirected before the `<` is tried),
+        # and only pids are taken from the output (it holds stderr too).
         script = (
-            'for p in /proc/[0-9]*; do a=$(tr "\\0" " " < "$p/cmdline" 2>/dev/null) || continue;'
+            'for p in /proc/[0-9]*; do a=$(tr "\\0" " " 2>/dev/null < "$p/cmdline") || continue;'
             ' case "$a" in *"$1$2"*) echo "${p#/proc/}";; esac; done; true'
         )
         half = len(mark) // 2
         _, out = Engine().exec(self.container, ["sh", "-c", script, "sh", mark[:half], mark[half:]])
-        return out.split()
+        return [word for word in out.split() if word.isdigit()]
 
-    def frozen_processes(self, mark: str) -> list[int]:
-        """Processes of this board's orch workdir with ``mark`` in their command line, read from
-        the workstation's /proc (the same kernel): quick, and it works while the board's container
-        is paused. The workdir in the command line tells them from other labs' processes."""
-        found = []
+    def container_argvs(self) -> dict[int, list[str]]:
+        """Every process of the board's container (its pid namespace), read from the workstation's
+        /proc (the same kernel): quick, exact argvs (qemu's binfmt interpreter and path left out),
+        and it works while the container is paused. Other labs on this machine (another test run)
+        are not seen."""
+        state = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Pid}}", self.container],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        namespace = os.readlink(f"/proc/{state.stdout.strip()}/ns/pid")
+        found = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
             try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                if os.readlink(entry / "ns" / "pid") != namespace:
+                    continue
+                argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
             except OSError:
-                continue
-            if mark.encode() in cmdline and WORKDIR.encode() in cmdline:
-                found.append(int(entry.name))
+                continue  # gone meanwhile
+            if argv and "qemu" in argv[0] and "binfmt" in argv[0]:
+                argv = argv[2:]  # the interpreter and the program's path, before the program's own argv
+            found[int(entry.name)] = argv
         return found
+
+    def running(self, *argv: str) -> list[int]:
+        """The board's processes running exactly ``argv`` (the command itself, not a shell or guard
+        whose arguments hold it)."""
+        return [pid for pid, found in self.container_argvs().items() if found == list(argv)]
+
+    def frozen_processes(self, mark: str) -> list[int]:
+        """The board's processes with ``mark`` in their command line (``container_argvs``: quick, and
+        it works while the board's container is paused)."""
+        return [pid for pid, argv in self.container_argvs().items() if mark in " ".join(argv)]
 
     def wait_for_process(self, mark: str, process: subprocess.Popen[str], timeout: float = 900) -> None:
         deadline = time.monotonic() + timeout
@@ -168,18 +215,21 @@ def make_faults(lab: Any, stock_build: Any, root: Path) -> Faults:
     garbage = models / "garbage.onnx"
     garbage.write_bytes(os.urandom(4096))
     unloadable = _unloadable_model(models / "unloadable.onnx")
+    endless = _endless_model(models / "endless.onnx")
     lab.refresh()
-    lab_board = lab.board("lab1")
     inventory = root / "inventory.yaml"
-    host = {
-        "hostname": "127.0.0.1",
-        "port": lab_board.port,
-        "user": lab_board.user,
-        "identity_file": str(lab_board.identity_file),
-        "target": "lab",
-        "workdir": WORKDIR,
+    hosts = {
+        name: {
+            "hostname": "127.0.0.1",
+            "port": lab.board(lab_name).port,
+            "user": lab.board(lab_name).user,
+            "identity_file": str(lab.board(lab_name).identity_file),
+            "target": "lab",
+            "workdir": WORKDIR,
+        }
+        for name, lab_name in (("f1", "lab1"), ("f2", "lab2"))
     }
-    inventory.write_text(json.dumps({"all": {"hosts": {"f1": host}}}, indent=2))
+    inventory.write_text(json.dumps({"all": {"hosts": hosts}}, indent=2))
     state = lab_state.read_state()
     assert state is not None
     container = next(b.container for b in state.boards if b.name == "lab1")
@@ -197,6 +247,7 @@ def make_faults(lab: Any, stock_build: Any, root: Path) -> Faults:
         tiny2=tiny2,
         garbage=garbage,
         unloadable=unloadable,
+        endless=endless,
     )
 
 
@@ -218,5 +269,41 @@ def _unloadable_model(path: Path) -> Path:
     )
     model.ir_version = 8
     path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def _endless_model(path: Path) -> Path:
+    """Valid ONNX that onnxruntime loads, whose one inference never ends: a Loop of 2**62 trips
+    (an Identity each) over the input."""
+    import onnx  # noqa: PLC0415 -- heavy, and only this model needs it
+    from onnx import TensorProto, helper  # noqa: PLC0415 -- as above
+
+    def value(name: str, kind: int, shape: list[int]) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(name, kind, shape)
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["go"], ["go_on"]), helper.make_node("Identity", ["v"], ["v_next"])],
+        "trip",
+        [
+            value("trip", TensorProto.INT64, []),
+            value("go", TensorProto.BOOL, []),
+            value("v", TensorProto.FLOAT, [1, 4]),
+        ],
+        [value("go_on", TensorProto.BOOL, []), value("v_next", TensorProto.FLOAT, [1, 4])],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["trips", "go", "input"], ["output"], body=body)],
+        "endless",
+        [value("input", TensorProto.FLOAT, [1, 4])],
+        [value("output", TensorProto.FLOAT, [1, 4])],
+        initializer=[
+            helper.make_tensor("trips", TensorProto.INT64, [], [2**62]),
+            helper.make_tensor("go", TensorProto.BOOL, [], [True]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
     onnx.save(model, str(path))
     return path
