@@ -14,6 +14,7 @@ volumes on the engine (``workspace``), so the engine may be another machine's. A
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import time
@@ -21,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from orchestrator.artifacts.store import Artifact
+from orchestrator.artifacts.store import Artifact, BuildRecord
 from orchestrator.builds.build_log import Log, LogSink, Progress, first_error
 from orchestrator.builds.build_report import (
     REPORT_NAME,
@@ -41,6 +42,7 @@ from orchestrator.builds.container_paths import BUILD, CCACHE, OUT, REDUCED, SCR
 from orchestrator.builds.flags import flags_of, validate_or_raise
 from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
 from orchestrator.builds.native_runner.execute import CompileIn, add_runner, header_from_tree
+from orchestrator.builds.network import container_network, fetch_failure, network_needs
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.record import MadeWheel, build_record, finish_artifact
 from orchestrator.builds.sources.dependencies import (
@@ -49,7 +51,7 @@ from orchestrator.builds.sources.dependencies import (
     load_table,
     prepare_dependencies,
 )
-from orchestrator.builds.sources.ort import SourceTree, prepare_source
+from orchestrator.builds.sources.ort import SourceTree, fetch_entries, prepare_source
 from orchestrator.builds.toolchain import toolchain_environment
 from orchestrator.builds.workspace import (
     ensure_build_volume,
@@ -90,6 +92,7 @@ class BuildResult:
     ccache: CompilerCacheUse
     artifact: Artifact | None
     incremental: IncrementalBuild
+    record: BuildRecord | None = None  # how it was made (the artifact's manifest, or beside the build)
 
 
 def validate_plan_flags(plan: BuildPlan, tree: Path, *, force: bool) -> list[str]:
@@ -154,13 +157,20 @@ class _BuildRun:
     def run(self) -> BuildResult:
         self.engine.ping()
         inputs = self._prepare_inputs()
+        self.plan = with_fetched_needs(self.plan, inputs.tree, self.log)
         container = self._container(inputs)
         compiled = self._compile_and_package(container)
         if self.plan.scope != "wheel":
-            return self._result(container, compiled, None)
-        return self._result(container, compiled, self._artifact(inputs, container, compiled))
+            # No wheel, no artifact: the record of how it was made goes beside the build's output.
+            record = self._record(inputs, container, compiled)
+            (container.build_dir / "manifest.json").write_text(json.dumps(record.to_json(), indent=2) + "\n")
+            return self._result(container, compiled, None, record)
+        artifact = self._artifact(inputs, container, compiled)
+        return self._result(container, compiled, artifact, artifact.manifest.build)
 
-    def _result(self, container: _Container, compiled: _Compiled, artifact: Artifact | None) -> BuildResult:
+    def _result(
+        self, container: _Container, compiled: _Compiled, artifact: Artifact | None, record: BuildRecord
+    ) -> BuildResult:
         return BuildResult(
             plan=self.plan,
             build_dir=container.build_dir,
@@ -169,6 +179,7 @@ class _BuildRun:
             ccache=compiled.ccache,
             artifact=artifact,
             incremental=compiled.incremental,
+            record=record,
         )
 
     def _prepare_inputs(self) -> _Inputs:
@@ -295,7 +306,8 @@ class _BuildRun:
             if relay is not None:
                 relay.stop()
         if code != 0:
-            reason = first_error(sink.lines) or f"build.py exited with status {code}"
+            fetch = fetch_failure(sink.lines) if plan.dependencies == "fetch" else None
+            reason = fetch or first_error(sink.lines) or f"build.py exited with status {code}"
             raise BuildError(f"the ORT build failed:\n{reason}", hint=f"full log: {container.log_path}")
         return relay_up
 
@@ -325,6 +337,25 @@ class _BuildRun:
                 hint=f"full log: {container.log_path}",
             )
 
+    def _record(self, inputs: _Inputs, container: _Container, compiled: _Compiled) -> BuildRecord:
+        """What the plan says about the build and what the build measured; where each dependency
+        came from (the self-contained route's Debian packages, the fetch route's deps.txt)."""
+        plan = self.plan
+        sources = inputs.deps.records if inputs.deps else None
+        if plan.dependencies == "fetch":
+            sources = fetch_entries(inputs.tree.path) or None
+        return replace(
+            build_record(plan, inputs.tree),
+            dependency_sources=sources,
+            image_id=container.image_id,
+            engine=self.engine.label,
+            compiler=compiler_version(container.report),
+            ccache=compiled.ccache.as_dict(),
+            incremental=compiled.incremental.as_dict(),
+            build_duration_s=round(time.monotonic() - self.started, 1),
+            flag_warnings=inputs.warnings,
+        )
+
     def _artifact(self, inputs: _Inputs, container: _Container, compiled: _Compiled) -> Artifact:
         """The wheel's flags proved, checked, pre-flighted and recorded, with its native runner."""
         plan, log_path, report = self.plan, container.log_path, container.report
@@ -332,17 +363,9 @@ class _BuildRun:
         readback = readback_flags(report / "compile_commands.json", expected_flags(plan))
         require_flags(readback, log_path)
         record = replace(
-            build_record(plan, inputs.tree),
-            dependency_sources=inputs.deps.records if inputs.deps else None,
-            image_id=container.image_id,
-            engine=self.engine.label,
-            compiler=compiler_version(report),
+            self._record(inputs, container, compiled),
             compile_commands_readback=readback,
             bundled_libraries=package.bundled,
-            ccache=compiled.ccache.as_dict(),
-            incremental=compiled.incremental.as_dict(),
-            build_duration_s=round(time.monotonic() - self.started, 1),
-            flag_warnings=inputs.warnings,
         )
         made = MadeWheel(
             profile=plan.target,
@@ -397,6 +420,22 @@ def _environment(plan: BuildPlan, image_id: str, source_volume: str) -> dict[str
         "ORCH_CONFIGURE_STAMP": configure_stamp(plan, image_id, source_volume),
         **toolchain_environment(plan.toolchain, plan.target),
     }
+
+
+def with_fetched_needs(plan: BuildPlan, tree: SourceTree, log: Log) -> BuildPlan:
+    """The fetch route of a source whose cmake/deps.txt could be read only once it was fetched (a git
+    clone): its downloads listed now, and the build container's network chosen from them."""
+    if plan.dependencies != "fetch" or plan.network_needs.pending is None:
+        return plan
+    urls = tuple(entry["url"] for entry in fetch_entries(tree.path))
+    needs = network_needs(plan.source, plan.dependencies, urls)
+    network = container_network(plan.dependencies, needs)
+    log(f"needs the network: yes (cmake/deps.txt of the fetched source, {len(urls)} archives)")
+    for download in needs.downloads:
+        log(f"    {download.what}: {download.url}")
+    if network == "host":
+        log("every download is a loopback address: the build container runs on the host's network")
+    return replace(plan, network_needs=needs, network=network)
 
 
 def _prepare_dependencies(

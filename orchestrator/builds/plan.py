@@ -27,12 +27,20 @@ from orchestrator.builds.build_args import (
 from orchestrator.builds.container_paths import BUILD, OUT, SCRIPTS, SRC
 from orchestrator.builds.flags import check_without_tree
 from orchestrator.builds.image import ImagePlan, plan_image
-from orchestrator.builds.network import NetworkNeeds, network_needs
+from orchestrator.builds.network import (
+    ContainerNetwork,
+    NetworkNeeds,
+    container_network,
+    network_needs,
+    network_note,
+)
 from orchestrator.builds.reduced_ops import OperatorConfig
 from orchestrator.builds.release_checks import check_release, refuse_unmet
 from orchestrator.builds.routes import (
+    DependencyChoice,
     DependencyRoute,
     choose_route,
+    image_route,
     route_build_args,
     route_defines,
     route_notes,
@@ -79,6 +87,7 @@ class BuildOptions:
     # --sysroot-from: the board OS the profile was adjusted to; the wheel is checked against it.
     sysroot: SysrootRef | None = None
     operator_config: OperatorConfig | None = None  # --model, for a variant with reduce_to_models
+    dependencies: DependencyChoice = "auto"  # --dependencies: fetch forces ORT's own downloads
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,7 +108,7 @@ class BuildPlan:
     parallel: int
     ccache_volume: str
     wheel_platform: str
-    network: Literal["none"] | None  # None: the engine's default network
+    network: ContainerNetwork  # None: the engine's default network
     refused: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     cache: RemoteCache | None = None
@@ -107,6 +116,7 @@ class BuildPlan:
     kleidiai: KleidiAI = "not in this release"
     operator_config: OperatorConfig | None = None
     network_needs: NetworkNeeds = field(default_factory=lambda: NetworkNeeds(downloads=(), pending=None))
+    dependencies_wanted: DependencyChoice = "auto"  # --dependencies
 
     @property
     def artifact_variant(self) -> str:
@@ -181,6 +191,7 @@ class BuildPlan:
             "execution_provider": self.execution_provider,
             "scope": self.scope,
             "dependencies": self.dependencies,
+            "dependencies_option": self.dependencies_wanted,
             "toolchain": self.toolchain,
             "image": {
                 "tag": self.image.tag,
@@ -267,10 +278,11 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     toolchain = toolchain_for(has_sysroot=options.sysroot is not None)
     if options.sysroot is not None:
         refuse_incomplete(options.sysroot, wheel=options.scope == "wheel")
-    choice = choose_route(profile, version, toolchain)
+    choice = choose_route(profile, version, toolchain, options.dependencies)
+    image_of = image_route(choice.route, profile.os.codename)
     # A release the build container's own CMake, GCC or Python cannot build is refused now, not
     # minutes into the configure step.
-    release_check = check_release(profile, choice.route, version, options.scope, toolchain)
+    release_check = check_release(profile, image_of, version, options.scope, toolchain)
     refuse_unmet(profile, version, release_check)
     provider = options.execution_provider
     flags = variant.compiler_flags(mcpu=profile.mcpu, march=profile.march)
@@ -318,6 +330,9 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         *release_check.notes,
         *_version_notes(options.source),
     ]
+    needs = network_needs(options.source, choice.route)
+    if (network_said := network_note(choice.route, needs)) is not None:
+        notes.append(network_said)
     return BuildPlan(
         target=profile,
         variant=variant,
@@ -327,7 +342,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         scope=options.scope,
         dependencies=choice.route,
         toolchain=toolchain,
-        image=plan_image(profile, choice.route, toolchain=toolchain),
+        image=plan_image(profile, image_of, toolchain=toolchain),
         toolchain_file=toolchain_file(toolchain),
         defines=tuple(defines),
         build_args=tuple(args),
@@ -335,15 +350,15 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         parallel=parallel,
         ccache_volume=f"orch-ccache-{profile.name}",
         wheel_platform=f"linux_{profile.arch}",
-        # Fully offline when no dependency is downloaded by ORT: proves nothing is.
-        network="none" if choice.route != "fetch" else None,
+        network=container_network(choice.route, needs),
         refused=extra.refused,
         notes=tuple(notes),
         cache=options.cache,
         sysroot=options.sysroot,
         kleidiai=kleidiai.state,
         operator_config=config,
-        network_needs=network_needs(options.source, choice.route),
+        network_needs=needs,
+        dependencies_wanted=options.dependencies,
     )
 
 
@@ -361,6 +376,12 @@ def _check_options(profile: TargetProfile, variant: Variant, options: BuildOptio
             hint=f"{profile.name} supports: {', '.join(profile.execution_providers)}",
         )
     _check_variant_release(variant, options.source.version)
+    if options.dependencies == "fetch" and options.source.kind == "debian":
+        raise UsageError(
+            "--dependencies fetch downloads ORT's dependencies (cmake/deps.txt), but the source is"
+            f" Debian's onnxruntime {options.source.version} package (--ort-source debian, the offline route's)",
+            hint="give --ort-source a git URL[@ref], a checkout or a source tarball, or drop --dependencies fetch",
+        )
     if variant.reduce_to_models and options.operator_config is None:
         raise UsageError(
             f"variant '{variant.name}' keeps only the kernels of your models: name them with --model",

@@ -7,9 +7,11 @@
 * ``source`` (self-contained, when ``toolchains/deps/<version>.yaml`` exists): every dependency
   compiled from Debian source packages of ORT's pinned releases into the wheel, in a container of
   the board's own distribution (its compiler, glibc and libstdc++), fully disconnected.
-* ``fetch``: ORT's own FetchContent downloads (``cmake/deps.txt``), the upstream default.
+* ``fetch``: ORT's own FetchContent downloads (``cmake/deps.txt``), the upstream default; also
+  what ``--dependencies fetch`` asks for whatever else would apply.
 
-Each route gives its CMake defines, its build.py arguments and the note the plan shows.
+Each route gives its CMake defines, its build.py arguments, its build image's package list and
+the note the plan shows.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from orchestrator.paths import TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile
 
 DependencyRoute = Literal["system", "source", "fetch"]
+# --dependencies: ``auto`` takes the first route that applies; ``fetch`` forces ORT's own downloads.
+DependencyChoice = Literal["auto", "fetch"]
+DEPENDENCY_CHOICES: tuple[DependencyChoice, ...] = ("auto", "fetch")
 # Suites whose packages carry ORT's dependencies (for these ORT versions) at the pinned versions.
 SYSTEM_DEPS = {("trixie", "1.21.0")}
 
@@ -35,12 +40,21 @@ class RouteChoice:
 
     route: DependencyRoute
     table: DependencyTable | None  # only on the source route
+    wanted: DependencyChoice = "auto"  # --dependencies
 
 
-def choose_route(profile: TargetProfile, version: str, toolchain: Toolchain = "gcc-multiarch") -> RouteChoice:
-    """The first route that applies to the board's distribution, the ORT release and the toolchain.
-    On the sysroot route nothing of the board's distribution is installed in the build container:
-    its dependencies are compiled from source (or fetched), never taken from packages."""
+def choose_route(
+    profile: TargetProfile,
+    version: str,
+    toolchain: Toolchain = "gcc-multiarch",
+    wanted: DependencyChoice = "auto",
+) -> RouteChoice:
+    """The first route that applies to the board's distribution, the ORT release and the toolchain
+    (``wanted="fetch"``: ORT's own downloads, whatever else applies). On the sysroot route nothing of
+    the board's distribution is installed in the build container: its dependencies are compiled from
+    source (or fetched), never taken from packages."""
+    if wanted == "fetch":
+        return RouteChoice(route="fetch", table=None, wanted=wanted)
     if toolchain == "clang-sysroot":
         table = load_table(version)
         return RouteChoice(route="source" if table else "fetch", table=table)
@@ -52,6 +66,15 @@ def choose_route(profile: TargetProfile, version: str, toolchain: Toolchain = "g
         return RouteChoice(route="fetch", table=None)
     table = load_table(version)
     return RouteChoice(route="source" if table else "fetch", table=table)
+
+
+def image_route(route: DependencyRoute, codename: str) -> DependencyRoute:
+    """The route whose package list makes the build image. The fetch route compiles every dependency
+    from source as the self-contained route does, so it takes that route's image where the
+    distribution has one (bookworm's: CMake from backports, none of the board's -dev packages)."""
+    if route == "fetch" and packages_file(codename, "source") != DEFAULT_PACKAGES:
+        return "source"
+    return route
 
 
 def route_defines(choice: RouteChoice, scope: str) -> list[tuple[str, str]]:
@@ -117,11 +140,16 @@ def route_notes(
             )
         ]
     if choice.route == "fetch":
+        why = (
+            "as --dependencies fetch asks"
+            if choice.wanted == "fetch"
+            else f"{profile.os.distro} {profile.os.codename} does not carry them at ORT {version}'s versions"
+        )
         return [
             (
-                f"dependencies come from ORT's FetchContent downloads (cmake/deps.txt): {profile.os.distro} "
-                f"{profile.os.codename} does not carry them at ORT {version}'s versions; offline, put the archives "
-                "listed in cmake/deps.txt under <source>/mirror/ (ORT's local mirror folder)"
+                f"dependencies come from ORT's FetchContent downloads (cmake/deps.txt), each checked against"
+                f" its SHA1 there and compiled with the build container's compiler: {why}; offline, put the"
+                " archives listed in cmake/deps.txt under <source>/mirror/ (ORT's local mirror folder)"
             )
         ]
     return []

@@ -23,6 +23,7 @@ from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
 from orchestrator.builds.image import base_image_refusal, made_offline
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.queue import LOCAL
+from orchestrator.builds.routes import DEPENDENCY_CHOICES
 from orchestrator.builds.release_checks import check_stock_python
 from orchestrator.builds.stock import default_version, fetch_stock
 from orchestrator.builds.sysroots.store import find_sysroot
@@ -147,6 +148,14 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         default="wheel",
         choices=["wheel", "mlas-test"],
         help="wheel (default) or only MLAS + onnxruntime_mlas_test",
+    )
+    parser.add_argument(
+        "--dependencies",
+        default="auto",
+        choices=DEPENDENCY_CHOICES,
+        help="auto (default): the first route that applies (the board's packages, orch's Debian sources,"
+        " else ORT's downloads); fetch: ORT's own FetchContent downloads of cmake/deps.txt (needs the"
+        " network, not with --ort-source debian)",
     )
 
 
@@ -290,6 +299,11 @@ def _result_document(plan: BuildPlan, engine: Engine, result: BuildResult) -> di
             wheel=result.artifact.manifest.wheel,
             manifest=result.artifact.manifest.to_json(),
         )
+    elif result.record is not None:
+        # No wheel (--scope mlas-test): the build's record, written beside its output.
+        document.update(
+            manifest=result.record.to_json(), manifest_path=str(result.build_dir / "manifest.json")
+        )
     return document
 
 
@@ -320,10 +334,11 @@ def _stock(request: BuildRequest, profile: TargetProfile) -> int:
         or request.ort_source
         or request.docker_hosts_given
         or request.cache_url is not None
+        or request.dependencies != "auto"
     ):
         raise UsageError(
-            "the stock variant is not built: --cmake-define, --ort-source, --docker-host and --cache"
-            " do not apply"
+            "the stock variant is not built: --cmake-define, --ort-source, --docker-host, --cache and"
+            " --dependencies do not apply"
         )
     # The same release as the builds it will be compared with, unless asked otherwise.
     version = request.ort_version or default_version(profile)

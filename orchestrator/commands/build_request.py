@@ -14,6 +14,7 @@ from orchestrator.builds.build_args import BuildScope
 from orchestrator.builds.plan import BuildOptions, BuildPlan, machine_resources, make_plan, parse_define
 from orchestrator.builds.queue import LOCAL
 from orchestrator.builds.reduced_ops import OperatorConfig, operator_config
+from orchestrator.builds.routes import DependencyChoice
 from orchestrator.builds.sources.ort import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import Variant
@@ -43,6 +44,7 @@ class BuildRequest:
     execution_provider: str
     parallel: int | None
     scope: BuildScope
+    dependencies: DependencyChoice  # --dependencies
     cache_url: str | None  # --cache as given
     remote_cache_only: bool
     settings: BuildSettings  # orch.yaml's build section
@@ -94,6 +96,7 @@ def read_build_request(args: argparse.Namespace) -> BuildRequest:
         execution_provider=args.ep,
         parallel=args.parallel,
         scope=args.scope,
+        dependencies=args.dependencies,
         cache_url=args.cache,
         remote_cache_only=args.remote_cache_only,
         settings=settings,
@@ -173,5 +176,6 @@ def plan_build(
         cache=context.cache,
         sysroot=context.sysroot,
         operator_config=request.operator_config,
+        dependencies=request.dependencies,
     )
     return make_plan(profile, variant, options)

@@ -54,7 +54,8 @@ def _print_plan(plan: BuildPlan, document: dict[str, Any]) -> None:
         f"[bold]orch build plan[/] — target [cyan]{plan.target.name}[/], variant [cyan]{plan.variant.name}[/]"
         f" ({escape(plan.variant.description)}), ORT {plan.ort_version}, EP {plan.execution_provider}"
     )
-    c.print(f"[bold]source:[/] {escape(plan.source.describe())}; dependencies: {plan.dependencies}")
+    forced = " (--dependencies fetch)" if plan.dependencies_wanted == "fetch" else ""
+    c.print(f"[bold]source:[/] {escape(plan.source.describe())}; dependencies: {plan.dependencies}{forced}")
     c.print(f"[bold]image:[/] {plan.image.tag}  FROM {plan.image.base_image}  ({plan.image.dockerfile})")
     for key, value in plan.image.buildargs:
         c.print(f"    {key}={escape(value)}", soft_wrap=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from orchestrator.adapters import process
-from orchestrator.builds.sources.release_files import read_tarball, read_tree
+from orchestrator.builds.sources.release_files import DEPS_FILE, read_tarball, read_tree
 from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.ort_versions import check_ort_version
@@ -190,6 +190,20 @@ def _local_source(text: str, version: str | None) -> SourceSpec:
     )
 
 
+def fetch_entries(tree: Path) -> tuple[dict[str, str], ...]:
+    """What ORT's FetchContent may download, from the tree's ``cmake/deps.txt``: name, URL and the
+    SHA1 it checks each archive against (empty when the tree has no such file)."""
+    deps = tree / DEPS_FILE
+    if not deps.is_file():
+        return ()
+    entries = []
+    for line in deps.read_text(errors="replace").splitlines():
+        fields = [field.strip() for field in line.split("#", 1)[0].split(";")]
+        if len(fields) >= 3 and fields[0] and "://" in fields[1]:
+            entries.append({"name": fields[0], "url": fields[1], "sha1": fields[2]})
+    return tuple(entries)
+
+
 def _check_fetched_release(spec: SourceSpec, tree: Path) -> None:
     """The fetched tree must hold the release the plan was made for (a git ref may name another)."""
     found = _tree_version(tree)
@@ -311,7 +325,10 @@ def prepare_source(
         _dir_identity(Path(spec.location)) if spec.kind == "dir" else file_sha256(tarball) if tarball else ""
     )
     patch_key = hashlib.sha256(json.dumps(records).encode()).hexdigest()[:8]
-    key = f"{spec.kind}-{spec.version}-{(source_hash or spec.location + str(spec.ref))[:12]}-{patch_key}"
+    # A git URL is known only by its address and ref before the clone: both name the tree (a fork
+    # of the same release is another tree).
+    where = source_hash or hashlib.sha256(f"{spec.location}@{spec.ref}".encode()).hexdigest()
+    key = f"{spec.kind}-{spec.version}-{where[:12]}-{patch_key}"
     work = sources_root() / re.sub(r"[^A-Za-z0-9._-]", "_", key)
     done = work / "orch-source.json"
     if done.is_file():
