@@ -38,8 +38,8 @@ def orin_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 def _run_on_board(lab: Lab, board: str, bundle: Path) -> tuple[int, str]:
     """Copy the test executable and its libraries onto the board's container and run one shard there."""
-    container = next(b for b in json.loads(lab.orch("lab", "status", "--json").stdout) if b["name"] == board)
-    name = container["container"]
+    boards = json.loads(lab.orch("lab", "status", "--json").stdout)["boards"]
+    name = next(b["container"] for b in boards if b["name"] == board)
     subprocess.run(["docker", "exec", name, "rm", "-rf", "/tmp/mlas"], check=True)
     subprocess.run(["docker", "cp", f"{bundle}/.", f"{name}:/tmp/mlas"], check=True)
     shard = lab.orch(
