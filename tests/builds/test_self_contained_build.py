@@ -6,6 +6,10 @@ container with no network. CI builds the MLAS scope (MLAS, ORT's common code wit
 source, googletest and ``onnxruntime_mlas_test``) and runs a shard of the tests in an arm64
 Debian 12 image on an emulated Cortex-A72: the executable loads with bookworm's glibc 2.36 and
 libstdc++. The full self-contained wheel is in the integration suite (README).
+
+In the ``full`` suite since the sysroot route: CI compiles the same scope, from the same Debian
+sources, with clang against a Debian 12 sysroot pulled from a lab board
+(``test_sysroot_route.py``); two cold compiles of it do not fit CI's budget.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from board_checks import mlas_shard
 
 from orchestrator.artifacts.wheel import _inspect_elf
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.full]
 
 BUILD_TIMEOUT = 3600
 # 1 of 80 shards (~400 of MLAS's 32,447 cases): every kernel family, a few minutes emulated.
