@@ -27,7 +27,10 @@ def test_the_1_21_0_table_names_every_compiled_dependency_with_its_pinned_releas
     defines = dict(table.defines())
     assert defines["FETCHCONTENT_SOURCE_DIR_ABSEIL_CPP"] == "/deps/abseil_cpp"
     assert defines["FETCHCONTENT_SOURCE_DIR_UTF8_RANGE"] == "/deps/Protobuf/third_party/utf8_range"
-    assert defines["pybind11_DIR"] == "/deps/pybind11_project/usr/lib/cmake/pybind11"
+    # FetchContent's find_package(pybind11_project NAMES pybind11) reads <first name>_DIR.
+    assert defines["pybind11_project_DIR"] == "/deps/pybind11_project/usr/lib/cmake/pybind11"
+    # The Python module links dlpack::dlpack: its source, as FetchContent would have downloaded it.
+    assert defines["FETCHCONTENT_SOURCE_DIR_DLPACK"] == "/deps/dlpack"
     assert by_name["pybind11_project"].apt_spec == "deb:pybind11-dev=2.13.6-2"
     assert load_table("0.1.0") is None
 
