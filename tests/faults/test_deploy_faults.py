@@ -23,12 +23,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from deploy_world import LOCK_MARK, VERIFY_MARK, WORKDIR, Faults, make_faults
+from deploy_world import LOCK_MARK, VERIFY_MARK, Faults, make_faults
 
-from orchestrator.adapters import ssh
 from orchestrator.artifacts.store import Manifest, write_manifest
-from orchestrator.board import Board
-from orchestrator.board_side import read_text
 
 
 class State:
@@ -96,7 +93,7 @@ def _interrupt_during_verification(
     ("sig", "group", "code"),
     [
         (signal.SIGINT, True, 130),
-        (signal.SIGTERM, False, -signal.SIGTERM),
+        (signal.SIGTERM, False, 128 + signal.SIGTERM),
         (signal.SIGKILL, False, -signal.SIGKILL),
     ],
     ids=["ctrl-c", "sigterm", "sigkill"],
@@ -107,11 +104,10 @@ def test_orch_stopped_while_the_board_verifies_the_new_release_leaves_the_previo
     assert State.a, "needs the first deploy"
     returned = _interrupt_during_verification(faults, sig, group=group)
     assert returned[0] == code, explain(returned)
-    if sig == signal.SIGINT:
-        # What orch says on the way out is what the board is on.
-        assert "interrupted" in returned[2] and f"f1: current release: {State.a}" in returned[2], explain(
-            returned
-        )
+    if sig != signal.SIGKILL:
+        # SIGTERM is an interruption like Ctrl-C: what orch says on the way out is what the board is on.
+        word = "interrupted" if sig == signal.SIGINT else "terminated (SIGTERM)"
+        assert word in returned[2] and f"f1: current release: {State.a}" in returned[2], explain(returned)
     assert_board_on_a(faults, f"after {sig.name} during the verification")
 
 
@@ -149,6 +145,23 @@ def test_timeout_while_the_board_is_paused_in_the_verification(faults: Faults) -
     assert (report["current"], report["current_known"]) == (State.a, True), explain(returned)
     assert f"current: {State.a}" in err and "f1: current release: " + State.a in err, explain(returned)
     assert_board_on_a(faults, "after a --timeout while the board was paused")
+
+
+def test_timeout_while_the_board_verifies_a_model_whose_inference_never_ends(faults: Faults) -> None:
+    # The board answers all along; its verification runs a model whose inference never ends, and
+    # --timeout runs out during it (orch sees the verification run on the board first).
+    assert State.a, "needs the first deploy"
+    models = ("--model", str(faults.tiny), "--model", str(faults.endless))
+    process = faults.start("deploy", "--host", "f1", *models, "--timeout", "120", "--json")
+    faults.wait_for_process(VERIFY_MARK, process)
+    out, err = process.communicate(timeout=300)
+    returned = (process.returncode, out, err)
+    assert process.returncode == 4, explain(returned)
+    report = json.loads(out)["boards"]["f1"]
+    assert not report["ok"] and report["timed_out"] and "timed out after 120s" in report["error"], report
+    assert (report["current"], report["current_known"]) == (State.a, True), explain(returned)
+    assert f"f1: current release: {State.a}" in err, explain(returned)
+    assert_board_on_a(faults, "after a --timeout during an endless verification")
 
 
 def test_a_release_whose_model_the_board_cannot_load_never_becomes_current(faults: Faults) -> None:
@@ -229,31 +242,14 @@ def _follow_a(release_id: str) -> None:
     State.a = release_id
 
 
-def _hold_lock(session: ssh.RemoteSession, board: Board, holder: dict[str, object]) -> Any:
-    """The board lock, held from here with the board-side script and a holder description of our choosing."""
-    stream = session.open_stream(
-        [board.python, "-c", read_text("board_lock.py"), WORKDIR, json.dumps(holder), "5"]
-    )
-    stream.settimeout(300)
-    answer = b""
-    while b'"acquired"' not in answer:  # after "held" lines while an earlier holder ends
-        chunk = stream.recv(4096)
-        assert chunk, f"the lock process ended: {answer!r}"
-        answer += chunk
-    return stream
-
-
 def test_a_busy_board_is_refused_naming_the_holder_and_a_dead_holder_is_broken(faults: Faults) -> None:
     assert State.a, "needs the first deploy"
-    board = faults.board()
     here = socket.gethostname()
     alive = {"command": "bench", "host": here, "pid": os.getpid(), "started": "2026-12-02T07:00:00+00:00"}
-    with ssh.connect(board) as session:
-        stream = _hold_lock(session, board, alive)
+    with faults.holding_lock(alive):
         refused, doc = faults.orch(
             "deploy", "--host", "f1", "--model", str(faults.tiny), "--lock-timeout", "3", "--json"
         )
-        stream.close()
     assert refused.returncode == 6, explain(refused)
     error = doc["boards"]["f1"]["error"]
     assert (
@@ -265,10 +261,8 @@ def test_a_busy_board_is_refused_naming_the_holder_and_a_dead_holder_is_broken(f
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
     )
     dead = {**alive, "command": "deploy", "pid": int(gone.stdout)}
-    with ssh.connect(board) as session:
-        stream = _hold_lock(session, board, dead)
+    with faults.holding_lock(dead):
         broke, doc = faults.orch("deploy", "--host", "f1", "--model", str(faults.tiny), "--json")
-        stream.close()
     assert broke.returncode == 0, explain(broke)
     assert f"f1: warning: broke the board lock of orch deploy (pid {dead['pid']} on {here}" in broke.stderr
     report = doc["boards"]["f1"]
