@@ -1,5 +1,5 @@
-"""The board lock: one writer per board (deploy, rollback, prune), held for as long as orch's SSH
-channel to this process is open.
+"""The board lock: one writer per board (deploy, rollback, prune; bench and tune hold it while they
+measure), held for as long as orch's SSH channel to this process is open.
 
 Sent as ``python3 -c <this file's text> WORKDIR HOLDER WAIT [SCRIPT [ARG...]]`` by
 ``orchestrator.deploy.board_lock`` on a channel whose stdin stays open. Standard library only.
