@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from orchestrator.adapters import ssh
+from orchestrator.artifacts.wheel import _inspect_elf
 from orchestrator.board import Board
 from orchestrator.builds.preflight import board_image
 from orchestrator.targets import resolve_target
@@ -60,3 +61,14 @@ def mlas_shard(engine: object, target: str, bundle: Path, *, shards: int, shard:
     text = "\n".join(output)
     passed = re.search(r"\[  PASSED  \] (\d+) test", text)
     return code, text, int(passed.group(1)) if passed else 0
+
+
+def built_mlas_test(build_stdout: str, *, max_glibc: tuple[int, int]) -> tuple[Path, bytes]:
+    """The build directory of an `orch build --scope mlas-test --json` and its test executable's
+    bytes, checked to be an aarch64 ELF needing no glibc newer than ``max_glibc``."""
+    build_dir = Path(json.loads(build_stdout)["build_dir"])
+    exe = (build_dir / "out" / "onnxruntime_mlas_test").read_bytes()
+    info = _inspect_elf("onnxruntime_mlas_test", exe)
+    assert info is not None and info.machine == "aarch64"
+    assert info.glibc is not None and tuple(map(int, info.glibc.split("."))) <= max_glibc, info.glibc
+    return build_dir, exe

@@ -15,12 +15,9 @@ sources, with clang against a Debian 12 sysroot pulled from a lab board
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from board_checks import mlas_shard
-
-from orchestrator.artifacts.wheel import _inspect_elf
+from board_checks import built_mlas_test, mlas_shard
 
 pytestmark = [pytest.mark.integration, pytest.mark.full]
 
@@ -52,12 +49,8 @@ def test_bookworm_self_contained_mlas_build_runs_on_an_emulated_debian_12_cortex
     )
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
-    build_dir = Path(document["build_dir"])
-    exe = build_dir / "out" / "onnxruntime_mlas_test"
-    info = _inspect_elf("onnxruntime_mlas_test", exe.read_bytes())
-    assert info is not None and info.machine == "aarch64"
     # Built against bookworm's glibc: nothing newer than 2.36 is needed.
-    assert info.glibc is not None and tuple(map(int, info.glibc.split("."))) <= (2, 36), info.glibc
+    build_dir, _ = built_mlas_test(result.stdout, max_glibc=(2, 36))
     # abseil was compiled from the Debian source tree mounted at /deps, not taken from a system package.
     commands = json.loads((build_dir / "orch-report" / "compile_commands.json").read_text())
     assert any(c["file"].startswith("/deps/abseil_cpp/absl/") for c in commands)

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from board_checks import built_mlas_test
 
-from orchestrator.artifacts.wheel import _inspect_elf
 from orchestrator.builds.sysroots.contents import Sysroot
 from tests.conftest import Lab, profile_lab
 
@@ -76,17 +76,13 @@ def test_a_jetson_build_against_the_sysroot_pulled_from_its_stand_in_runs_there(
     result = orin_lab.orch("build", *args, "--json", timeout=BUILD_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
-    build_dir = Path(document["build_dir"])
-    exe = build_dir / "out" / "onnxruntime_mlas_test"
-    info = _inspect_elf("onnxruntime_mlas_test", exe.read_bytes())
-    assert info is not None and info.machine == "aarch64"
     # Linked against the sysroot's glibc 2.36 and GCC 12's libstdc++, not the build container's
     # (Debian 13: glibc 2.41, GCC 14's GLIBCXX_3.4.33).
-    assert info.glibc is not None and tuple(map(int, info.glibc.split("."))) <= (2, 36), info.glibc
+    build_dir, exe = built_mlas_test(result.stdout, max_glibc=(2, 36))
     sysroot = Sysroot(Path(json.loads(pulled.stdout)[BOARD]["path"]) / "root")
     libstdcxx = sysroot.library("libstdc++.so.6")
     assert libstdcxx is not None and libstdcxx.highest("GLIBCXX_") == "GLIBCXX_3.4.30"
-    needed = re.findall(rb"GLIBCXX_3\.4\.(\d+)", exe.read_bytes())
+    needed = re.findall(rb"GLIBCXX_3\.4\.(\d+)", exe)
     assert needed and max(int(n) for n in needed) <= 30
     # Every compile was clang's, for aarch64, against the sysroot; abseil came from the Debian source.
     commands = json.loads((build_dir / "orch-report" / "compile_commands.json").read_text())
