@@ -1,0 +1,88 @@
+"""The sysroot route's plan (pure): which toolchain, image, defines and refusals a `--sysroot-from`
+build gets, from a sysroot tree made here."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from orchestrator.builds.build_args import BuildScope
+from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan
+from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.sysroots.target import SysrootRef
+from orchestrator.builds.variants import resolve_variant
+from orchestrator.errors import UsageError
+from orchestrator.targets import BoardOS, resolve_target
+
+BOOKWORM = BoardOS(distro="debian", release="12", codename="bookworm", glibc="2.36", python="3.11")
+COMPLETE = (
+    "usr/include/stdio.h",
+    "usr/include/c++/12/vector",
+    "usr/include/python3.11/Python.h",
+    "usr/bin/python3.11",
+    "usr/lib/python3.11/os.py",
+)
+
+
+def _sysroot(root: Path, files: tuple[str, ...] = COMPLETE) -> SysrootRef:
+    for name in files:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("")
+    return SysrootRef(name="orin01", digest="ab" * 32, root=root, board="orin01", os=BOOKWORM)
+
+
+def _plan(ref: SysrootRef, scope: BuildScope = "wheel", target: str = "jetson-orin") -> BuildPlan:
+    profile = replace(resolve_target(target), os=ref.os, bootstrap_suite=ref.os.codename)
+    source = parse_source(None, version=None, suite="trixie")
+    return make_plan(
+        profile, resolve_variant("default"), BuildOptions(source=source, sysroot=ref, scope=scope)
+    )
+
+
+def test_a_sysroot_selects_clang_in_the_one_build_container_and_the_boards_python(tmp_path: Path) -> None:
+    plan = _plan(_sysroot(tmp_path))
+    assert plan.toolchain == "clang-sysroot" and plan.toolchain_file.name == "clang-sysroot.cmake"
+    assert plan.image.tag.startswith("orch/build-clang-sysroot:") and plan.image.base_suite == "trixie"
+    defines = dict(plan.defines)
+    assert defines["CMAKE_TOOLCHAIN_FILE"] == "/orch/toolchains/clang-sysroot.cmake"
+    assert "ORCH_CROSS_PREFIX" not in defines  # no cross GCC on this route
+    # FindPython runs the board's interpreter; its headers are the sysroot's.
+    assert defines["Python_EXECUTABLE"] == "/opt/orch/board_python.sh"
+    assert defines["Python_INCLUDE_DIR"] == "/sysroot/usr/include/python3.11"
+    # Nothing of the board's distribution is installed in the container: dependencies from source.
+    assert plan.dependencies == "source" and plan.network == "none"
+    assert "--compile_no_warning_as_error" in plan.build_args
+    # The wheel is retagged for the board's CPython and bundled from the sysroot's libraries.
+    assert "--python-tag=cp311" in plan.package_argv
+    assert "--libdir=/sysroot/usr/lib/aarch64-linux-gnu" in plan.package_argv
+    # Jammy's CMake no longer limits the release: the container's 3.31 is compared.
+    assert any("CMake 3.31 >= 3.28" in note for note in plan.notes)
+
+
+def test_the_same_board_without_a_sysroot_keeps_the_distributions_own_toolchain() -> None:
+    plan = make_plan(
+        resolve_target("rpi4-bookworm"),
+        resolve_variant("default"),
+        BuildOptions(source=parse_source(None, version=None, suite="bookworm")),
+    )
+    assert plan.toolchain == "gcc-multiarch" and plan.image.tag.startswith("orch/build-bookworm-source:")
+    assert dict(plan.defines)["CMAKE_TOOLCHAIN_FILE"] == "/orch/toolchains/aarch64-linux-gnu.cmake"
+    assert "Python_EXECUTABLE" not in dict(plan.defines)
+
+
+def test_the_mlas_scope_needs_no_python_from_the_sysroot(tmp_path: Path) -> None:
+    plan = _plan(_sysroot(tmp_path, COMPLETE[:2]), scope="mlas-test")
+    assert "Python_EXECUTABLE" not in dict(plan.defines)
+    assert "/sysroot/usr/lib/aarch64-linux-gnu" in plan.package_argv
+
+
+def test_a_sysroot_without_development_files_is_refused_naming_them_and_the_apt_line(tmp_path: Path) -> None:
+    ref = _sysroot(tmp_path, ("usr/include/python3.11/Python.h",))
+    with pytest.raises(UsageError) as refused:
+        _plan(ref)
+    message, hint = refused.value.message, refused.value.hint or ""
+    assert "glibc's headers" in message and "libstdc++'s headers" in message
+    assert "the python3.11 interpreter" in message and "Python 3.11's headers" not in message
+    assert "sudo apt install libc6-dev libstdc++-dev python3.11" in hint and "board orin01" in hint
