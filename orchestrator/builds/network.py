@@ -124,6 +124,7 @@ _SUBBUILD = re.compile(r"_deps/([\w.+-]+?)-subbuild/")
 _BUILD_STEP = re.compile(r"Build step for ([\w.+-]+) failed")
 _HASH_OF = re.compile(r"(?:^|\s)(MD5|SHA1|SHA224|SHA256|SHA384|SHA512) hash of\s*$")
 _VALUE = re.compile(r"^\s*(expected|actual): '([0-9a-fA-F]+)'")
+_SOURCE = re.compile(r"Using src='([^']+)'")
 _DOWNLOAD_ERROR = re.compile(r"error: downloading '([^']+)' failed")
 
 
@@ -139,10 +140,11 @@ def fetch_failure(lines: list[str]) -> str | None:
         path = window[0].strip() if window else ""
         values = {m.group(1): m.group(2) for text in window if (m := _VALUE.match(text))}
         name = _dependency(lines, path)
+        sources = [m.group(1) for text in lines[:index] if (m := _SOURCE.search(text))]
         return (
             f"ORT's FetchContent download of {name} is not the archive cmake/deps.txt names: its"
             f" {found.group(1)} is {values.get('actual', '?')}, deps.txt says {values.get('expected', '?')}"
-            f" ({path.rsplit('/', 1)[-1]})"
+            f" ({sources[-1] if sources else path.rsplit('/', 1)[-1]})"
         )
     for line in lines:
         failed = _DOWNLOAD_ERROR.search(line)

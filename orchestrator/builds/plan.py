@@ -39,6 +39,7 @@ from orchestrator.builds.release_checks import check_release, refuse_unmet
 from orchestrator.builds.routes import (
     DependencyChoice,
     DependencyRoute,
+    RouteChoice,
     choose_route,
     image_route,
     route_build_args,
@@ -278,21 +279,12 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     toolchain = toolchain_for(has_sysroot=options.sysroot is not None)
     if options.sysroot is not None:
         refuse_incomplete(options.sysroot, wheel=options.scope == "wheel")
-    choice = choose_route(profile, version, toolchain, options.dependencies)
-    image_of = image_route(choice.route, profile.os.codename)
-    # A release the build container's own CMake, GCC or Python cannot build is refused now, not
-    # minutes into the configure step.
-    release_check = check_release(profile, image_of, version, options.scope, toolchain)
-    refuse_unmet(profile, version, release_check)
+    route = _plan_route(profile, options, toolchain)
+    choice = route.choice
     provider = options.execution_provider
     flags = variant.compiler_flags(mcpu=profile.mcpu, march=profile.march)
     # nvcc objects do not take part in GCC's link-time optimisation.
     lto = variant.lto and provider != "cuda"
-    lto_notes = (
-        ["LTO is off for CUDA builds: nvcc objects do not take part in GCC's link-time optimisation"]
-        if variant.lto and not lto
-        else []
-    )
     parallel = options.parallel or choose_parallel(options.cpus, options.memory_bytes)
     defines = [
         *toolchain_defines(toolchain, profile),
@@ -320,19 +312,19 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         defines.append(kleidiai.define)
     args += ["--cmake_extra_defines", *(f"{k}={v}" for k, v in defines)]
     notes = [
-        *lto_notes,
+        *(
+            ["LTO is off for CUDA builds: nvcc objects do not take part in GCC's link-time optimisation"]
+            if variant.lto and not lto
+            else []
+        ),
         *forced_notes,
         *extra.notes,
         *([reduced_note(config)] if config is not None else []),
         kleidiai.note,
         *_sysroot_notes(profile, options.sysroot),
-        *route_notes(choice, profile, version, toolchain),
-        *release_check.notes,
+        *route.notes,
         *_version_notes(options.source),
     ]
-    needs = network_needs(options.source, choice.route)
-    if (network_said := network_note(choice.route, needs)) is not None:
-        notes.append(network_said)
     return BuildPlan(
         target=profile,
         variant=variant,
@@ -342,7 +334,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         scope=options.scope,
         dependencies=choice.route,
         toolchain=toolchain,
-        image=plan_image(profile, image_of, toolchain=toolchain),
+        image=plan_image(profile, route.image_of, toolchain=toolchain),
         toolchain_file=toolchain_file(toolchain),
         defines=tuple(defines),
         build_args=tuple(args),
@@ -350,16 +342,45 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         parallel=parallel,
         ccache_volume=f"orch-ccache-{profile.name}",
         wheel_platform=f"linux_{profile.arch}",
-        network=container_network(choice.route, needs),
+        network=container_network(choice.route, route.needs),
         refused=extra.refused,
         notes=tuple(notes),
         cache=options.cache,
         sysroot=options.sysroot,
         kleidiai=kleidiai.state,
         operator_config=config,
-        network_needs=needs,
+        network_needs=route.needs,
         dependencies_wanted=options.dependencies,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Route:
+    """The dependency route of a plan, the route whose package list makes the build image, what the
+    route downloads, and what the plan says about them."""
+
+    choice: RouteChoice
+    image_of: DependencyRoute
+    needs: NetworkNeeds
+    notes: tuple[str, ...]
+
+
+def _plan_route(profile: TargetProfile, options: BuildOptions, toolchain: Toolchain) -> _Route:
+    """The route; a release the build container's own CMake, GCC or Python cannot build is refused
+    now, not minutes into the configure step."""
+    version = options.source.version
+    choice = choose_route(profile, version, toolchain, options.dependencies)
+    image_of = image_route(choice.route, profile.os.codename)
+    release_check = check_release(profile, image_of, version, options.scope, toolchain)
+    refuse_unmet(profile, version, release_check)
+    needs = network_needs(options.source, choice.route)
+    network_said = network_note(choice.route, needs)
+    notes = [
+        *route_notes(choice, profile, version, toolchain),
+        *release_check.notes,
+        *([network_said] if network_said else []),
+    ]
+    return _Route(choice=choice, image_of=image_of, needs=needs, notes=tuple(notes))
 
 
 def _check_options(profile: TargetProfile, variant: Variant, options: BuildOptions) -> None:

@@ -47,6 +47,8 @@ BUILD_TIMEOUT = 3600
 SHARDS, SHARD = 80, 1
 TAG = "v1.21.0"
 BAD_BRANCH = "abseil-sha1-mismatch"
+MISSING_BRANCH = "abseil-not-on-the-mirror"
+MISNAMED = "v1.22.0"
 # deps.txt name -> (the table's dependency, what of its Debian file the mirror serves): None serves
 # the orig tarball as it is; a path makes a tarball of that directory of it (utf8_range is inside
 # protobuf 21.12's source, SafeInt's header inside Debian's -dev package).
@@ -298,11 +300,17 @@ def upstream(
     deps = _deps_txt(original, mirror.url, served)
     commit = _commit_deps(repo, base, deps, "cmake/deps.txt: the dependencies from the loopback mirror")
     _git("tag", TAG, commit, cwd=repo)
+    _git("tag", MISNAMED, commit, cwd=repo)  # a tag whose name is not the release it holds
     wrong = dict(served, abseil_cpp=(served["abseil_cpp"][0], "0" * 40))
     bad = _commit_deps(
         repo, base, _deps_txt(original, mirror.url, wrong), "abseil_cpp: a SHA1 the archive has not"
     )
     _git("branch", BAD_BRANCH, bad, cwd=repo)
+    absent = {name: entry for name, entry in served.items() if name != "abseil_cpp"}
+    missing = _commit_deps(
+        repo, base, _deps_txt(original, mirror.url, absent), "abseil_cpp: an archive the mirror lacks"
+    )
+    _git("branch", MISSING_BRANCH, missing, cwd=repo)
     _git("update-server-info", cwd=repo)
     try:
         yield Upstream(
@@ -422,6 +430,7 @@ def test_a_git_tag_with_fetchcontent_downloads_from_loopback_builds_and_runs_on_
     ]
     assert "read once the source is fetched" in needs["pending"]
 
+    before = len(upstream.mirror.requests)  # the mirror's log is shared with the other tests
     result = _fetch_build(orch_cli, orch_env, source)
     assert result.returncode == 0, result.stderr[-4000:]
     log = result.stderr
@@ -446,11 +455,12 @@ def test_a_git_tag_with_fetchcontent_downloads_from_loopback_builds_and_runs_on_
         c["file"].startswith("/build/") and "/_deps/abseil_cpp-src/absl/" in c["file"] for c in commands
     )
     # Each served archive was downloaded from the mirror, nothing else was asked of it.
-    answered = dict(upstream.mirror.requests)
+    requests = upstream.mirror.requests[before:]
+    answered = dict(requests)
     assert {path: answered.get(path) for path in upstream.archives.values()} == {
         path: 200 for path in upstream.archives.values()
     }
-    assert not [path for path, _ in upstream.mirror.requests if not path.startswith("/archives/")]
+    assert not [path for path, _ in requests if not path.startswith("/archives/")]
 
     code, text, passed = mlas_shard(engine, "rpi4-bookworm", build_dir / "out", shards=SHARDS, shard=SHARD)
     assert code == 0 and passed > 100 and "[  FAILED  ]" not in text, text[-3000:]
@@ -458,11 +468,32 @@ def test_a_git_tag_with_fetchcontent_downloads_from_loopback_builds_and_runs_on_
 
 
 @pytest.mark.timeout(BUILD_TIMEOUT)
-def test_an_archive_whose_sha1_is_not_deps_txts_stops_the_configure_naming_it(
+def test_an_archive_whose_sha1_is_not_deps_txts_or_a_missing_one_stops_the_configure_naming_it(
     upstream: Upstream, orch_env: dict[str, str], orch_cli: Any
 ) -> None:
-    result = _fetch_build(orch_cli, orch_env, f"{upstream.repo_url}@{BAD_BRANCH}", "--ort-version", "1.21.0")
+    abseil = f"{upstream.mirror.url}{upstream.archives['abseil_cpp']}"
+    for branch, expected in (
+        (
+            BAD_BRANCH,
+            ["download of abseil_cpp is not the archive cmake/deps.txt names: its SHA1 is", "0" * 40, abseil],
+        ),
+        (MISSING_BRANCH, [f"could not download abseil_cpp: {upstream.mirror.url}/not-served/abseil_cpp.zip"]),
+    ):
+        result = _fetch_build(orch_cli, orch_env, f"{upstream.repo_url}@{branch}", "--ort-version", "1.21.0")
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        message = result.stderr[result.stderr.rfind("error:") :]
+        for text in expected:
+            assert text in message, message
+    assert ("/not-served/abseil_cpp.zip", 404) in upstream.mirror.requests
+
+
+def test_a_tag_holding_another_release_stops_the_build_after_the_clone(
+    upstream: Upstream, orch_env: dict[str, str], orch_cli: Any
+) -> None:
+    source = f"{upstream.repo_url}@{MISNAMED}"
+    plan = json.loads(_fetch_build(orch_cli, orch_env, source, dry=True).stdout)
+    assert plan["ort_version"] == "1.22.0"  # the ref's claim, checked once the clone is there
+    result = _fetch_build(orch_cli, orch_env, source)
     assert result.returncode != 0 and "Traceback" not in result.stderr
-    message = result.stderr[result.stderr.rfind("error:") :]
-    assert "abseil_cpp" in message and "SHA1" in message, message
-    assert "0" * 40 in message, message
+    assert "holds ORT 1.21.0, but the build was planned for 1.22.0 (from git ref)" in result.stderr
+    assert "needs the network: yes (cmake/deps.txt" not in result.stderr  # stopped before the build
