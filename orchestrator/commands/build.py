@@ -23,8 +23,8 @@ from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
 from orchestrator.builds.image import base_image_refusal, made_offline
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.queue import LOCAL
-from orchestrator.builds.routes import DEPENDENCY_CHOICES
 from orchestrator.builds.release_checks import check_stock_python
+from orchestrator.builds.routes import DEPENDENCY_CHOICES
 from orchestrator.builds.stock import default_version, fetch_stock
 from orchestrator.builds.sysroots.store import find_sysroot
 from orchestrator.builds.sysroots.target import profile_for_sysroot
