@@ -67,7 +67,7 @@ def test_the_plan_shows_the_comparison(orch_env: dict[str, str], orch_cli) -> No
 
 
 def test_bookworm_without_backports_cmake_and_gcc_of_old_releases_are_refused() -> None:
-    # The fetch route's image takes bookworm's own CMake 3.25 (only the self-contained list has backports).
+    # Bookworm's own CMake is 3.25 (only the self-contained image adds backports' 3.31): the check itself refuses it.
     bookworm = check_release(resolve_target("rpi4-bookworm"), "fetch", "1.22.0", "wheel")
     assert any("cmake is 3.25, below ORT 1.22.0's minimum 3.28" in problem for problem in bookworm.unmet)
     nano = check_release(resolve_target("jetson-nano"), "fetch", "1.22.0", "mlas-test")
