@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 _CHUNK = 65536
+# How long the output may still come after the exit status, when no EOF comes (see _finished).
+EOF_GRACE_S = 2.0
 # How long orch waits for a board to confirm that a stopped command ended: the guard sends SIGTERM
 # at once (a stream's command first gets 3 s to end at its input's end) and SIGKILL 5 s later.
 STOP_WAIT_S = 12.0
@@ -473,6 +475,7 @@ class _Exchange:
         self.out = bytearray()
         self.err = bytearray()
         self.pending = memoryview(stdin) if stdin else None
+        self.status_seen: float | None = None  # when the exit status came
 
     def run(self, deadline: float | None) -> None:
         """Until the command has exited and its output is read; ``_Overdue`` past ``deadline``."""
@@ -510,7 +513,16 @@ class _Exchange:
 
     def _finished(self) -> bool:
         channel = self.channel
-        # sshd sends all output before the exit status, so once it is here the buffers are complete
-        # (asked first: output read before it could still be followed by more).
+        # The exit status can come before the last of the output (sshd reports the guard's exit
+        # while the command's last bytes are still in its pipe, seen under load): the output is
+        # complete at the channel's EOF, which sshd sends once the pipes are drained. A command that
+        # left a process holding its output open sends no EOF: EOF_GRACE_S after the status, done.
+        if channel.exit_status_ready() and self.status_seen is None:
+            self.status_seen = time.monotonic()
+        drained = (
+            bool(channel.eof_received)
+            or channel.closed
+            or (self.status_seen is not None and time.monotonic() - self.status_seen > EOF_GRACE_S)
+        )
         ended = channel.exit_status_ready() or channel.closed
-        return ended and not channel.recv_ready() and not channel.recv_stderr_ready()
+        return ended and drained and not channel.recv_ready() and not channel.recv_stderr_ready()
