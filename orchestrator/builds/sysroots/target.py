@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from orchestrator.builds.sysroots.contents import Sysroot
 from orchestrator.builds.sysroots.store import StoredSysroot
 from orchestrator.errors import UsageError
 from orchestrator.targets import BoardOS, TargetProfile
@@ -109,23 +110,23 @@ def profile_for_sysroot(profile: TargetProfile, stored: StoredSysroot) -> tuple[
 def missing_for_build(ref: SysrootRef, *, wheel: bool) -> list[tuple[str, str]]:
     """What a cross build needs from a sysroot and this one lacks: (what, the Debian/Ubuntu package
     that brings it). Glibc's and libstdc++'s headers always; for a wheel, the board's Python headers
-    and its interpreter with its standard library (CMake's FindPython runs it under emulation)."""
-    root, python = ref.root, ref.os.python
+    and its interpreter with its standard library (CMake's FindPython runs it under emulation).
+    Asked of the stored tree, whose links resolve inside it, never on the workstation."""
+    tree, python = Sysroot(root=ref.root, name=ref.name), ref.os.python
     needs = [
-        ("glibc's headers (usr/include/stdio.h)", "libc6-dev", root / "usr/include/stdio.h"),
-        ("libstdc++'s headers (usr/include/c++/)", "libstdc++-dev", root / "usr/include/c++"),
+        ("glibc's headers (usr/include/stdio.h)", "libc6-dev", tree.has_libc_headers),
+        ("libstdc++'s headers (usr/include/c++/)", "libstdc++-dev", tree.has_cxx_headers),
     ]
     if wheel:
         needs += [
-            (f"Python {python}'s headers", "python3-dev", root / f"usr/include/python{python}/Python.h"),
-            (f"the python{python} interpreter", f"python{python}", root / f"usr/bin/python{python}"),
+            (f"Python {python}'s headers", "python3-dev", tree.has_python_headers),
             (
-                f"Python {python}'s standard library",
+                f"the python{python} interpreter and its standard library",
                 f"python{python}",
-                root / f"usr/lib/python{python}/os.py",
+                tree.python_executable is not None,
             ),
         ]
-    return [(what, package) for what, package, path in needs if not path.exists() and not path.is_symlink()]
+    return [(what, package) for what, package, present in needs if not present]
 
 
 def refuse_incomplete(ref: SysrootRef, *, wheel: bool) -> None:
