@@ -85,4 +85,4 @@ def test_a_sysroot_without_development_files_is_refused_naming_them_and_the_apt_
     message, hint = refused.value.message, refused.value.hint or ""
     assert "glibc's headers" in message and "libstdc++'s headers" in message
     assert "the python3.11 interpreter" in message and "Python 3.11's headers" not in message
-    assert "sudo apt install libc6-dev libstdc++-dev python3.11" in hint and "board orin01" in hint
+    assert "sudo apt install libc6-dev g++ python3.11" in hint and "board orin01" in hint

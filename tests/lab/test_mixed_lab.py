@@ -97,17 +97,22 @@ def test_an_a76_build_is_refused_for_the_a72_board_before_anything_is_sent(
     assert "SIGILL" not in fits.stderr
 
 
-def test_a_sysroot_pulled_from_the_bookworm_board_sets_the_builds_os(mixed_lab: Lab) -> None:
+def test_a_sysroot_pulled_from_a_board_without_development_files_is_refused_with_the_pulls_apt_line(
+    mixed_lab: Lab,
+) -> None:
+    # The lab's Debian 12 board has the runtime only (no libc6-dev, libstdc++-12-dev, python3-dev):
+    # the pull says what the board lacks, and a build against that sysroot is refused before any
+    # image or container is made, naming the same packages in the same apt line.
     pulled = mixed_lab.orch("sysroot", "pull", "--host", "rpi4-bookworm-1", timeout=900)
     assert pulled.returncode == 0, pulled.stderr
-    dry = mixed_lab.orch(
-        "build", "--target", "jetson", "--sysroot-from", "rpi4-bookworm-1", "--dry-run", "--json", check=True
-    )
-    plan = json.loads(dry.stdout)
-    # The board's truth (Debian 12: glibc 2.36, Python 3.11) replaces the Jetson profile's Ubuntu 22.04;
-    # the profile still gives the CPU. Debian 12 builds self-contained, offline.
-    assert plan["wheel"]["python_tag"] == "cp311" and plan["wheel"]["max_glibc"] == "2.36"
-    assert "-mcpu=cortex-a78ae+nofp16" in plan["compiler_flags"]
-    assert plan["dependencies"] == "source" and plan["network"] == "none"
-    assert plan["image"]["tag"].startswith("orch/build-bookworm-source:")
-    assert plan["sysroot"]["board"] == "rpi4-bookworm-1" and len(plan["sysroot"]["digest"]) == 64
+    apt_line = "sudo apt install libc6-dev python3-dev libstdc++-12-dev"
+    assert apt_line in pulled.stdout + pulled.stderr
+    # The MLAS scope needs no Python from the board, so its line names the C and C++ headers only.
+    for scope, wanted in (("wheel", apt_line), ("mlas-test", "sudo apt install libc6-dev libstdc++-12-dev)")):
+        refused = mixed_lab.orch(
+            "build", "--target", "jetson", "--sysroot-from", "rpi4-bookworm-1", "--scope", scope, "--dry-run"
+        )
+        assert refused.returncode == 2, refused.stderr
+        assert "sysroot 'rpi4-bookworm-1' lacks what a cross build needs" in refused.stderr
+        assert wanted in refused.stderr and "board rpi4-bookworm-1" in refused.stderr
+        assert "Traceback" not in refused.stderr

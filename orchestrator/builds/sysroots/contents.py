@@ -276,10 +276,11 @@ class Sysroot:
         if not self.has_python_headers:
             missing.append("python3-dev")
         if not self.has_cxx_headers:
-            missing.append(self._libstdcxx_dev())
+            missing.append(self.libstdcxx_dev_package())
         return tuple(missing)
 
-    def _libstdcxx_dev(self) -> str:
+    def libstdcxx_dev_package(self) -> str:
+        """The libstdc++-N-dev of the GCC whose libstdc++ the sysroot holds (or a placeholder naming g++)."""
         found = self.find_library("libstdc++.so.6")
         match = re.search(r"libstdc\+\+\.so\.6\.0\.(\d+)$", found.name) if found else None
         gcc = _LIBSTDCXX_GCC.get(int(match.group(1))) if match else None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.builds.sysroots.contents import Sysroot
+from orchestrator.builds.sysroots.contents import Sysroot, apt_install_command
 from orchestrator.builds.sysroots.store import StoredSysroot
 from orchestrator.errors import UsageError
 from orchestrator.targets import BoardOS, TargetProfile
@@ -113,13 +113,16 @@ def missing_for_build(ref: SysrootRef, *, wheel: bool) -> list[tuple[str, str]]:
     and its interpreter with its standard library (CMake's FindPython runs it under emulation).
     Asked of the stored tree, whose links resolve inside it, never on the workstation."""
     tree, python = Sysroot(root=ref.root, name=ref.name), ref.os.python
-    needs = [
-        ("glibc's headers (usr/include/stdio.h)", "libc6-dev", tree.has_libc_headers),
-        ("libstdc++'s headers (usr/include/c++/)", "libstdc++-dev", tree.has_cxx_headers),
-    ]
-    if wheel:
-        needs += [
+    # In the order `orch sysroot pull` names the packages, so both print the same apt line.
+    libc = ("glibc's headers (usr/include/stdio.h)", "libc6-dev", tree.has_libc_headers)
+    cxx = ("libstdc++'s headers (usr/include/c++/)", tree.libstdcxx_dev_package(), tree.has_cxx_headers)
+    if not wheel:
+        needs = [libc, cxx]
+    else:
+        needs = [
+            libc,
             (f"Python {python}'s headers", "python3-dev", tree.has_python_headers),
+            cxx,
             (
                 f"the python{python} interpreter and its standard library",
                 f"python{python}",
@@ -134,12 +137,10 @@ def refuse_incomplete(ref: SysrootRef, *, wheel: bool) -> None:
     missing = missing_for_build(ref, wheel=wheel)
     if not missing:
         return
-    packages = " ".join(dict.fromkeys(package for _, package in missing))
     where = f"board {ref.board}" if ref.board else f"the root file system of sysroot {ref.name!r}"
     raise UsageError(
         f"sysroot {ref.name!r} lacks what a cross build needs: {'; '.join(what for what, _ in missing)}",
-        hint=f"install what {where} lacks (sudo apt install {packages}"
-        + ("; libstdc++-dev is the libstdc++-N-dev of its g++" if "libstdc++-dev" in packages else "")
-        + "), then take the sysroot again (orch sysroot pull --host BOARD, or orch sysroot add): a sysroot"
+        hint=f"install what {where} lacks ({apt_install_command(package for _, package in missing)}),"
+        " then take the sysroot again (orch sysroot pull --host BOARD, or orch sysroot add): a sysroot"
         " pulled by an orch that did not keep the board's interpreter lacks it even when the board has it",
     )
