@@ -271,6 +271,7 @@ class BuildRecord:
     build_argv: tuple[str, ...] | None = None
     defines: tuple[str, ...] | None = None  # "KEY=VALUE" CMake defines
     compiler_flags: tuple[str, ...] | None = None
+    linker_flags: tuple[str, ...] | None = None
     parallel: int | None = None
     target_profile: BuiltFor | None = None
     compiler: str | None = None  # "aarch64-linux-gnu-g++ 14.2.0"
@@ -306,6 +307,7 @@ class BuildRecord:
             build_argv=f.texts("build_argv"),
             defines=f.texts("defines"),
             compiler_flags=f.texts("compiler_flags"),
+            linker_flags=f.texts("linker_flags"),
             parallel=f.integer("parallel"),
             target_profile=BuiltFor.read(target_profile) if target_profile else None,
             compiler=f.text("compiler"),

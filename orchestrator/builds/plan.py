@@ -118,6 +118,7 @@ class BuildPlan:
     operator_config: OperatorConfig | None = None
     network_needs: NetworkNeeds = field(default_factory=lambda: NetworkNeeds(downloads=(), pending=None))
     dependencies_wanted: DependencyChoice = "auto"  # --dependencies
+    linker_flags: tuple[str, ...] = ()
 
     @property
     def artifact_variant(self) -> str:
@@ -205,6 +206,7 @@ class BuildPlan:
             "toolchain_file": str(self.toolchain_file),
             "defines": [f"{k}={v}" for k, v in self.defines],
             "compiler_flags": list(self.compiler_flags),
+            "linker_flags": list(self.linker_flags),
             "build_argv": self.build_argv,
             "package_argv": self.package_argv,
             "command": shlex.join(self.build_argv),
@@ -292,6 +294,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         *(python_defines(toolchain, profile) if options.scope == "wheel" else []),
         *route_defines(choice, options.scope),
         *_flag_defines(flags),
+        *_linker_flag_defines(variant.ldflags),
         *variant.defines,
         *options.extra_defines,
     ]
@@ -339,6 +342,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         defines=tuple(defines),
         build_args=tuple(args),
         compiler_flags=flags,
+        linker_flags=variant.ldflags,
         parallel=parallel,
         ccache_volume=f"orch-ccache-{profile.name}",
         wheel_platform=f"linux_{profile.arch}",
@@ -446,6 +450,14 @@ def _flag_defines(flags: tuple[str, ...]) -> list[tuple[str, str]]:
         return []
     joined = " ".join(flags)
     return [("CMAKE_C_FLAGS", joined), ("CMAKE_CXX_FLAGS", joined)]
+
+
+def _linker_flag_defines(flags: tuple[str, ...]) -> list[tuple[str, str]]:
+    """A variant's linker flags for every kind of binary ORT links, as build.py's own presets set them."""
+    if not flags:
+        return []
+    joined = " ".join(flags)
+    return [(f"CMAKE_{kind}_LINKER_FLAGS", joined) for kind in ("EXE", "SHARED", "MODULE")]
 
 
 def _forced_names(variant: Variant, options: BuildOptions) -> list[str]:

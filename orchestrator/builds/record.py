@@ -69,6 +69,7 @@ def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
         build_argv=tuple(plan.build_argv),
         defines=tuple(f"{k}={v}" for k, v in plan.defines),
         compiler_flags=tuple(plan.compiler_flags),
+        linker_flags=tuple(plan.linker_flags),
         parallel=plan.parallel,
         target_profile=BuiltFor(
             cpu=plan.target.cpu,

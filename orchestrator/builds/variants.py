@@ -28,6 +28,7 @@ _KEYS = {
     "build_args": list,
     "defines": dict,
     "cflags": list,
+    "ldflags": list,
     "lto": bool,
     "inline_limit": int,
     "min_ort": str,
@@ -53,6 +54,7 @@ class Variant:
     min_ort: tuple[int, ...] | None = None  # the first ORT release that has what the variant asks for
     kleidiai: bool | None = None  # None: the release's own choice, made explicit by the plan
     reduce_to_models: bool = False  # only the kernels of the --model files (ORT's --include_ops_by_config)
+    ldflags: tuple[str, ...] = ()  # added to the executable, shared and module linker flags
 
     def compiler_flags(self, *, mcpu: str, march: str) -> tuple[str, ...]:
         """The C/C++ flags this variant adds for a board with that CPU."""
@@ -111,6 +113,7 @@ def _parse(name: str, data: Any, lines: _Lines) -> Variant | BrokenVariant:
         min_ort=release_tuple(min_ort) if min_ort is not None else None,
         kleidiai=data.get("kleidiai"),
         reduce_to_models=bool(data.get("reduce_to_models", False)),
+        ldflags=tuple(str(flag) for flag in data.get("ldflags", [])),
     )
 
 
@@ -156,6 +159,11 @@ _VALUE_CHECKS: dict[str, Callable[[Any], list[str]]] = {
     "build_args": _bad_build_args,
     "cflags": lambda v: [problem for flag in v if (problem := _cflag_problem(flag)) is not None],
     "defines": _bad_defines,
+    "ldflags": lambda v: [
+        f"ldflags entries are linker flags as the compiler driver takes them ('-Wl,-z,now'), got {flag!r}"
+        for flag in v
+        if not isinstance(flag, str) or not flag.startswith("-")
+    ],
     "inline_limit": lambda v: [f"'inline_limit' must be >= 0, not {v}"] if v < 0 else [],
     "min_ort": lambda v: (
         [] if _RELEASE.fullmatch(v) else [f"'min_ort' is an ONNX Runtime release like '1.24', not {v!r}"]

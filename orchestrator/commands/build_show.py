@@ -61,6 +61,8 @@ def _print_plan(plan: BuildPlan, document: dict[str, Any]) -> None:
         c.print(f"    {key}={escape(value)}", soft_wrap=True)
     c.print(f"[bold]toolchain file:[/] {plan.toolchain_file}")
     c.print(f"[bold]compiler flags:[/] {escape(' '.join(plan.compiler_flags)) or '(ORT defaults)'}")
+    if plan.linker_flags:
+        c.print(f"[bold]linker flags:[/] {escape(' '.join(plan.linker_flags))}")
     c.print("[bold]CMake defines:[/]")
     for key, value in plan.defines:
         c.print(f"    -D{key}={escape(value)}", soft_wrap=True)

@@ -19,7 +19,7 @@ from orchestrator.builds.variants import load_variants, resolve_variant
 from orchestrator.errors import TargetError, UsageError
 from orchestrator.targets import known_target_names, resolve_target
 
-BUILT_VARIANTS = ["default", "lto", "tuned"]
+BUILT_VARIANTS = ["default", "upstream", "lto", "tuned"]
 SOURCE = SourceSpec(kind="debian", location="trixie", ref=None, version="1.21.0")
 
 
@@ -212,6 +212,7 @@ def test_shipped_variants_and_a_user_variant(tmp_path: Path, monkeypatch: pytest
         ("x:\n  ltto: true\n", "did you mean 'lto'"),
         ("x:\n  config: Fast\n", "not one of"),
         ("x:\n  build_args: [disable_ml_ops]\n", "build.py flags"),
+        ("x:\n  ldflags: [Wl,-z,now]\n", "linker flags as the compiler driver takes them"),
     ],
 )
 def test_malformed_user_variants_are_clear_errors(
@@ -252,6 +253,29 @@ def test_every_mistake_of_a_user_variant_is_named_with_its_line_and_the_others_s
     assert resolve_variant("tuned").lto is True
     with pytest.raises(TargetError, match=r"bad: defined with mistakes"):
         resolve_variant("nosuch")
+
+
+@pytest.mark.parametrize("target", ["lab", "rpi4", "rpi5"])
+def test_upstream_builds_with_the_official_wheels_own_flags_and_nothing_of_orchs(target: str) -> None:
+    # ORT 1.21.0's build.py, Linux Release with --use_binskim_compliant_compile_flags on an aarch64
+    # machine (what the official aarch64 wheel's packaging runs), with --enable_lto.
+    plan = plan_for(target, "upstream")
+    cflags = "-DNDEBUG -Wp,-D_FORTIFY_SOURCE=2 -Wp,-D_GLIBCXX_ASSERTIONS -fstack-protector-strong -O3 -pipe"
+    ldflags = "-Wl,-Bsymbolic-functions -Wl,-z,relro -Wl,-z,now -Wl,-z,noexecstack -Wl,--strip-all"
+    assert defines(plan)["CMAKE_C_FLAGS"] == defines(plan)["CMAKE_CXX_FLAGS"] == cflags
+    for kind in ("EXE", "SHARED", "MODULE"):
+        assert defines(plan)[f"CMAKE_{kind}_LINKER_FLAGS"] == ldflags
+    assert (
+        "--enable_lto" in plan.build_argv
+        and plan.build_argv[plan.build_argv.index("--config") + 1] == "Release"
+    )
+    # Nothing the official build lacks: no CPU-specific code, no inlining limit, the ML ops kept;
+    # and not the build.py flag itself, which on an x86-64 build host adds x86-only -fcf-protection.
+    assert not any(flag.startswith(("-mcpu", "-march", "-finline-limit")) for flag in plan.compiler_flags)
+    assert "--disable_ml_ops" not in plan.build_argv
+    assert "--use_binskim_compliant_compile_flags" not in plan.build_argv and "-fcf-protection" not in cflags
+    assert plan.as_dict()["linker_flags"] == ldflags.split()
+    assert not any(name.endswith("_LINKER_FLAGS") for name in defines(plan_for(target, "default")))
 
 
 def test_unknown_variant_suggests_the_close_one() -> None:
