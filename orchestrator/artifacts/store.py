@@ -285,6 +285,9 @@ class BuildRecord:
     kleidiai: str | None = None  # "on" | "off" | "not in this release"
     # A reduced build: the models it was made for, the operator count, ORT's config text.
     operator_config: dict[str, Any] | None = None
+    # A profile-guided build: the profile's key and digest, where it was trained (board, CPU, what
+    # ran, runs), what its counters covered and how many compiled sources had counters.
+    profile: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _recorded(self)
@@ -319,6 +322,7 @@ class BuildRecord:
             flag_warnings=f.texts("flag_warnings"),
             kleidiai=f.text("kleidiai"),
             operator_config=f.document_value("operator_config"),
+            profile=f.document_value("profile"),
         )
 
 

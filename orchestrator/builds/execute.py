@@ -395,8 +395,8 @@ def _remote_only(plan: BuildPlan) -> bool:
 
 
 def _copy_in(plan: BuildPlan, build_dir: Path) -> tuple[tuple[Path, str], ...]:
-    """The scripts and toolchain files as they are now (not as when the image was built), and a
-    reduced build's operator config."""
+    """The scripts and toolchain files as they are now (not as when the image was built), a
+    reduced build's operator config and a profile-guided build's counters."""
     copy_in = [(TOOLCHAINS_DIR, TOOLCHAINS), (DOCKER_DIR / "build", SCRIPTS)]
     if plan.operator_config is not None and (config_path := plan.operator_config_path):
         reduced = build_dir / "reduced"
@@ -404,6 +404,8 @@ def _copy_in(plan: BuildPlan, build_dir: Path) -> tuple[tuple[Path, str], ...]:
         reduced.mkdir()
         (reduced / PurePosixPath(config_path).name).write_text(plan.operator_config.text)
         copy_in.append((reduced, REDUCED))
+    if plan.profile_input is not None:
+        copy_in.append(plan.profile_input)
     return tuple(copy_in)
 
 

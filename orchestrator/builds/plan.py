@@ -119,6 +119,8 @@ class BuildPlan:
     network_needs: NetworkNeeds = field(default_factory=lambda: NetworkNeeds(downloads=(), pending=None))
     dependencies_wanted: DependencyChoice = "auto"  # --dependencies
     linker_flags: tuple[str, ...] = ()
+    # A profile-guided build's counters: (directory on the workstation, where the compiler reads them).
+    profile_input: tuple[Path, str] | None = None
 
     @property
     def artifact_variant(self) -> str:

@@ -34,6 +34,7 @@ _KEYS = {
     "min_ort": str,
     "kleidiai": bool,
     "reduce_to_models": bool,
+    "profile_guided": bool,
 }
 _CONFIGS = ("Release", "RelWithDebInfo", "MinSizeRel", "Debug")
 _RELEASE = re.compile(r"\d+(\.\d+){1,2}")
@@ -55,6 +56,8 @@ class Variant:
     kleidiai: bool | None = None  # None: the release's own choice, made explicit by the plan
     reduce_to_models: bool = False  # only the kernels of the --model files (ORT's --include_ops_by_config)
     ldflags: tuple[str, ...] = ()  # added to the executable, shared and module linker flags
+    # Built twice around a training on a board (--train-on): with counters, then with what they measured.
+    profile_guided: bool = False
 
     def compiler_flags(self, *, mcpu: str, march: str) -> tuple[str, ...]:
         """The C/C++ flags this variant adds for a board with that CPU."""
@@ -114,6 +117,7 @@ def _parse(name: str, data: Any, lines: _Lines) -> Variant | BrokenVariant:
         kleidiai=data.get("kleidiai"),
         reduce_to_models=bool(data.get("reduce_to_models", False)),
         ldflags=tuple(str(flag) for flag in data.get("ldflags", [])),
+        profile_guided=bool(data.get("profile_guided", False)),
     )
 
 

@@ -32,6 +32,7 @@ from orchestrator.builds.variants import resolve_variant
 from orchestrator.builds.workspace import volumes_to_clean
 from orchestrator.commands import options
 from orchestrator.commands.build_batch import run_batch_command
+from orchestrator.commands.build_pgo import refuse_what_cannot_train, run_profile_guided
 from orchestrator.commands.build_request import (
     BuildRequest,
     PlanContext,
@@ -101,11 +102,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--variant reduced: keep only the kernels this ONNX model needs (repeatable)",
     )
     _add_engine_options(parser)
+    _add_training_options(parser)
     parser.add_argument("--ccache", action="store_true", help="clean: also the compiler cache volumes")
     parser.add_argument("--sources", action="store_true", help="clean: also the ORT source volumes")
     parser.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)
     add_dry_run_option(parser)
     add_json_option(parser)
+
+
+def _add_training_options(parser: argparse.ArgumentParser) -> None:
+    """A profile-guided variant (pgo): where it is trained, or the stored profile it takes."""
+    group = parser.add_argument_group("profile-guided builds (--variant pgo)")
+    options.add_inventory_option(group)  # type: ignore[arg-type]
+    group.add_argument(
+        "--train-on",
+        metavar="BOARD",
+        help="build with counters, run it on this board (its CPU must be the target's), build again"
+        " with what they measured",
+    )
+    group.add_argument(
+        "--train-runs", type=options.positive_int, default=1, metavar="N", help="training runs (default 1)"
+    )
+    group.add_argument(
+        "--train-shard",
+        default="2/80",
+        metavar="K/N",
+        help="--scope mlas-test: the shard of ORT's MLAS tests the board runs (default 2/80)",
+    )
+    group.add_argument(
+        "--profile",
+        type=options.path_arg,
+        metavar="DIR",
+        help="a profile stored by an earlier --train-on, instead of a training (refused unless it was"
+        " measured on this very build)",
+    )
+    group.add_argument(
+        "--force-profile",
+        action="store_true",
+        help="take a profile trained on a board of another CPU",
+    )
 
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
@@ -174,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     request = read_build_request(args)
+    for name in request.variants:
+        refuse_what_cannot_train(request, resolve_variant(name), request.train)
     if request.is_batch:
         if request.sysroot_from:
             raise UsageError(
@@ -201,6 +238,8 @@ def _build_one(request: BuildRequest) -> int:
     # The engine that compiles: the local one, or another machine's (--docker-host), asked for its
     # cores and memory so the job count fits the machine that does the work.
     engine = Engine(docker_host) if docker_host and not request.dry_run else None
+    if variant.profile_guided:
+        return run_profile_guided(request, profile, variant, context, execute_build=_execute_with_progress)
     plan = plan_build(request, profile, variant, context, engine)
     if request.dry_run:
         show_plan(plan, force_flags=request.force_flags, as_json=request.json)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.builds.build_args import BuildScope
+from orchestrator.builds.pgo_training import MlasWorkload
 from orchestrator.builds.plan import BuildOptions, BuildPlan, machine_resources, make_plan, parse_define
 from orchestrator.builds.queue import LOCAL
 from orchestrator.builds.reduced_ops import OperatorConfig, operator_config
@@ -26,6 +28,32 @@ from orchestrator.targets import TargetProfile
 
 if TYPE_CHECKING:
     from orchestrator.adapters.engine import Engine
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainRequest:
+    """The profile-guided options of ``orch build``."""
+
+    board: str | None  # --train-on
+    profile: Path | None  # --profile: a stored profile instead of a training
+    workload: MlasWorkload  # what the board runs, how many times
+    force_profile: bool
+    inventory: Path | None
+
+
+def read_train_request(args: argparse.Namespace) -> TrainRequest:
+    shard, sep, shards = str(args.train_shard).partition("/")
+    if not (sep and shard.isdigit() and shards.isdigit() and 1 <= int(shard) <= int(shards)):
+        raise UsageError(
+            f"--train-shard {args.train_shard!r} is not K/N with 1 <= K <= N", hint="e.g. --train-shard 2/80"
+        )
+    return TrainRequest(
+        board=args.train_on,
+        profile=args.profile,
+        workload=MlasWorkload(shard=int(shard), shards=int(shards), runs=args.train_runs),
+        force_profile=args.force_profile,
+        inventory=args.inventory,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +84,7 @@ class BuildRequest:
     preflight: bool
     dry_run: bool
     json: bool
+    train: TrainRequest  # --train-on, --profile and their options (profile-guided variants)
 
     @property
     def is_batch(self) -> bool:
@@ -106,6 +135,7 @@ def read_build_request(args: argparse.Namespace) -> BuildRequest:
         preflight=not args.no_preflight,
         dry_run=args.dry_run,
         json=args.json,
+        train=read_train_request(args),
     )
 
 

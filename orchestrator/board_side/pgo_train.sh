@@ -1,0 +1,34 @@
+# shellcheck shell=sh
+# Runs a profile-instrumented program on this board, RUNS times, with its counters written into a
+# scratch directory instead of the build paths compiled into it, then packs the counters.
+# Sent to `sh -s -- ARGS` on stdin by orchestrator.builds.pgo_training, which fetches the pack.
+#
+# $1 = the scratch directory (relative paths are relative to the login home), $2 = RUNS,
+# $3... = the program's environment as NAME=VALUE words, then the program and its arguments
+#         (handed to env(1) as they are: values never pass through a shell).
+# Counters are written when the program exits normally: a run that fails stops the training.
+# GCC adds GCOV_PREFIX to the absolute path each counter file was named with; the runs add up in
+# the same files (libgcov merges at exit).
+# Prints key=value lines: pack (absolute path), files (counter files), seconds.
+set -eu
+scratch="$1"; runs="$2"; shift 2
+mkdir -p -- "$scratch"
+scratch=$(cd -- "$scratch" && pwd)
+counters="$scratch/counters"
+rm -rf -- "$counters"
+mkdir -p -- "$counters"
+started=$(date +%s)
+run=0
+while [ "$run" -lt "$runs" ]; do
+    run=$((run + 1))
+    if ! GCOV_PREFIX="$counters" GCOV_PREFIX_STRIP=0 env "$@" >"$scratch/run-$run.log" 2>&1; then
+        echo "run $run of $runs failed; its last lines:" >&2
+        tail -n 20 -- "$scratch/run-$run.log" >&2
+        exit 3
+    fi
+done
+files=$(find "$counters" -name '*.gcda' | wc -l)
+tar -C "$counters" -czf "$scratch/counters.tgz" .
+echo "pack=$scratch/counters.tgz"
+echo "files=$files"
+echo "seconds=$(($(date +%s) - started))"

@@ -1,0 +1,319 @@
+"""`orch build --variant pgo --train-on BOARD`: a profile-guided build in one command.
+
+1. The variant compiled with counters (its own build, ``<variant>-instrumented``, never deployed).
+2. Run on the board from a scratch directory (``builds.pgo_training``); the counters come back and
+   are stored with the key of the build that measured them ($ORCH_HOME/profiles/...).
+3. Compiled again with what they measured. The record says where the profile was trained, what its
+   counters covered, and how many compiled sources had counters (GCC names each that had none):
+   a profile that reached no source fails the build instead of passing for one.
+
+``--profile DIR`` takes a stored profile instead of steps 1 and 2, only for the very build that
+measured it (its key); any difference is refused, naming it. One profile per CPU: a board whose
+CPU is not the target's trains nothing unless ``--force-profile``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from orchestrator.adapters.engine import Engine
+from orchestrator.adapters.ssh import connect
+from orchestrator.board import Board
+from orchestrator.builds.execute import BuildResult, ExecuteOptions
+from orchestrator.builds.pgo import (
+    PROFILE_ROOT,
+    Coverage,
+    ProfileKey,
+    ProfileUse,
+    Training,
+    coverage_of,
+    instrument_flags,
+    optimise_flags,
+    profile_dir_in_container,
+    profile_use,
+    refuse_unless_fits,
+)
+from orchestrator.builds.pgo_training import train_mlas_test
+from orchestrator.builds.plan import BuildPlan, refused_error
+from orchestrator.builds.variants import Variant
+from orchestrator.commands.build_request import BuildRequest, PlanContext, TrainRequest, plan_build
+from orchestrator.commands.options import Selection, selected_boards
+from orchestrator.console import console, emit_json
+from orchestrator.errors import BuildError, UsageError
+from orchestrator.fleet.board_facts import read_facts
+from orchestrator.paths import orch_home
+from orchestrator.targets import TargetProfile, resolve_target
+
+PROFILE_FILE = "profile.json"
+COUNTERS = "counters"  # under a stored profile: the board's counter files, as GCOV_PREFIX laid them out
+PROFILE_ROOT_NAME = PROFILE_ROOT.strip("/")  # the counters' top directory under GCOV_PREFIX
+_COMPILED = re.compile(r"Building (?:C|CXX) object ")
+
+
+def profile_key(plan: BuildPlan) -> ProfileKey:
+    """The key of the build (without profile flags) a profile is measured on and valid for."""
+    args = list(plan.build_args)
+    if "--parallel" in args:  # the job count changes no object code
+        index = args.index("--parallel")
+        del args[index : index + 2]
+    return ProfileKey(
+        target=plan.target.name,
+        mcpu=plan.target.mcpu,
+        ort_version=plan.ort_version,
+        source=plan.source.describe(),
+        scope=plan.scope,
+        toolchain=plan.toolchain,
+        image=plan.image.tag,
+        variant=plan.variant.name,
+        compiler_flags=plan.compiler_flags,
+        build_args=tuple(args),
+    )
+
+
+def stored_profile_dir(key: ProfileKey) -> Path:
+    return orch_home() / "profiles" / key.target / key.variant / key.digest[:16]
+
+
+def counters_digest(directory: Path) -> str:
+    """One hash of every counter file, names included: the optimised build's cache key."""
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*.gcda")):
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def refuse_what_cannot_train(request: BuildRequest, variant: Variant, train: TrainRequest) -> None:
+    """What the real run would refuse before compiling anything (the dry run refuses it too)."""
+    if not variant.profile_guided:
+        if train.board or train.profile:
+            raise UsageError(
+                f"--train-on and --profile are for a profile-guided variant; {variant.name!r} is not one",
+                hint="orch build --variant pgo --train-on BOARD",
+            )
+        return
+    if request.is_batch:
+        raise UsageError("a profile-guided build is one target and one variant", hint="build them one by one")
+    if not train.board and not train.profile:
+        raise UsageError(
+            f"variant {variant.name!r} is trained on a board: name it with --train-on BOARD",
+            hint=f"orch build --target {request.targets[0]} --variant {variant.name} --scope mlas-test"
+            " --train-on BOARD (or --profile DIR for a profile measured before)",
+        )
+    if request.scope != "mlas-test":
+        raise UsageError(
+            "a profile-guided build is trained at --scope mlas-test for now (ORT's MLAS tests on the"
+            " board); training a wheel on models is not built yet",
+            hint=f"orch build --target {request.targets[0]} --variant {variant.name} --scope mlas-test"
+            " --train-on BOARD",
+        )
+    if request.sysroot_from:
+        raise UsageError(
+            "a profile-guided build uses GCC's counters; the sysroot route compiles with clang, whose"
+            " profiles (llvm-profdata) orch does not handle yet",
+            hint="build for a board whose distribution orch builds in (without --sysroot-from)",
+        )
+
+
+def _training_board(train: TrainRequest, profile: TargetProfile) -> Board:
+    (board,) = selected_boards(Selection(inventory=train.inventory, hosts=(str(train.board),)))
+    trained_for = resolve_target(board.target)
+    if trained_for.mcpu != profile.mcpu and not train.force_profile:
+        raise UsageError(
+            f"board {board.name} is a {trained_for.cpu} ({trained_for.mcpu}); the build is for a"
+            f" {profile.cpu} ({profile.mcpu}): a profile is measured for one CPU",
+            hint=f"train on a {profile.name} board, or pass --force-profile",
+        )
+    return board
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Profile:
+    """A profile ready for the optimised build: where it is stored, how it was trained, what it covers."""
+
+    where: Path
+    training: Training
+    coverage: Coverage
+
+    @property
+    def counters(self) -> Path:
+        return self.where / COUNTERS / PROFILE_ROOT_NAME
+
+
+def run_profile_guided(
+    request: BuildRequest,
+    profile: TargetProfile,
+    variant: Variant,
+    context: PlanContext,
+    *,
+    execute_build: Callable[[BuildPlan, Engine, ExecuteOptions], BuildResult],
+) -> int:
+    """The loop; ``execute_build(plan, engine, options)`` runs one build with progress."""
+    train = request.train
+    base = plan_build(request, profile, variant, context, None)
+    key = profile_key(base)
+    board = _training_board(train, profile) if train.board else None
+    instrumented = plan_build(
+        request, profile, _with_flags(variant, instrument_flags(), suffix="-instrumented"), context, None
+    )
+    # A stored profile is read and checked against this build before anything else, dry run or not.
+    stored = _read_stored(train.profile, key) if train.profile else None
+    if request.dry_run:
+        _show_dry_run(request, base, instrumented, key, board)
+        return 0
+    for plan in (instrumented, base):
+        refusal = refused_error(plan)
+        if refusal is not None:
+            raise refusal
+    engine = Engine()
+    options = ExecuteOptions(force_flags=request.force_flags, preflight=request.preflight)
+    if stored is not None:
+        ready = stored
+    else:
+        assert board is not None
+        console.print(f"[bold]1/3[/] the instrumented build ({escape(' '.join(instrument_flags()))})")
+        first = execute_build(instrumented, engine, options)
+        console.print(f"[bold]2/3[/] training on {board.name}: {train.workload.describe()}")
+        ready = _train(board, first, train, stored_profile_dir(key), key)
+    digest = counters_digest(ready.counters)
+    optimised = replace(
+        plan_build(request, profile, _with_flags(variant, optimise_flags(digest)), context, None),
+        profile_input=(ready.counters, profile_dir_in_container(digest)),
+    )
+    console.print(f"[bold]3/3[/] the optimised build (profile {digest[:12]})")
+    result = execute_build(optimised, engine, options)
+    use = _used(result)
+    record = _record_with_profile(result, key, digest, ready, use)
+    if request.json:
+        emit_json(
+            {
+                "target": optimised.target.name,
+                "variant": optimised.artifact_variant,
+                "scope": optimised.scope,
+                "build_dir": str(result.build_dir),
+                "duration_s": round(result.duration_s, 1),
+                "manifest": record,
+                "manifest_path": str(result.build_dir / "manifest.json"),
+            }
+        )
+        return 0
+    console.print(
+        f"[green]built[/] {optimised.target.name}/{optimised.artifact_variant} with the profile of"
+        f" {ready.training.board} ({ready.training.workload}): {use.with_counters} of {use.compiled}"
+        f" compiled sources had counters; {ready.coverage.functions_run} of {ready.coverage.functions}"
+        f" instrumented functions ran -> {result.build_dir}"
+    )
+    return 0
+
+
+def _with_flags(variant: Variant, flags: tuple[str, ...], *, suffix: str = "") -> Variant:
+    args = variant.build_args
+    if "--compile_no_warning_as_error" not in args:
+        # GCC's -Wmissing-profile names sources without counters: a report, not a failure.
+        args = (*args, "--compile_no_warning_as_error")
+    return replace(variant, name=variant.name + suffix, cflags=(*variant.cflags, *flags), build_args=args)
+
+
+def _train(board: Board, first: BuildResult, train: TrainRequest, where: Path, key: ProfileKey) -> _Profile:
+    """The instrumented build run on the board; its counters stored with the build's key."""
+    shutil.rmtree(where, ignore_errors=True)
+    with connect(board) as session:
+        facts = read_facts(session, board, board.workdir)
+        features = " ".join(facts.cpu_features) or "not reported"
+        training = train_mlas_test(
+            session,
+            first.build_dir / "out",
+            workload=train.workload,
+            cpu=f"{resolve_target(board.target).cpu}; features: {features}",
+            into=where / COUNTERS,
+        )
+    coverage = coverage_of(where / COUNTERS)
+    if not coverage.files or not coverage.functions_run:
+        raise BuildError(
+            f"the training on {board.name} wrote no counters that ran ({coverage.files} counter files)",
+            hint="the instrumented program must exit normally on the board; see its output above",
+        )
+    document = {"key": key.as_dict(), "training": training.as_dict(), "coverage": coverage.as_dict()}
+    (where / PROFILE_FILE).write_text(json.dumps(document, indent=2) + "\n")
+    return _Profile(where=where, training=training, coverage=coverage)
+
+
+def _read_stored(where: Path, key: ProfileKey) -> _Profile:
+    path = where / PROFILE_FILE
+    try:
+        document = json.loads(path.read_text())
+        stored_key = ProfileKey.from_dict(document["key"])
+        trained = dict(document["training"])
+        training = Training(**{**trained, "models": tuple(trained.get("models", ()))})
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(
+            f"{path}: not a profile orch stored ({error})",
+            hint="a profile directory holds profile.json and counters/, as orch build --train-on leaves it",
+        ) from None
+    refuse_unless_fits(stored_key, key, where=where)
+    return _Profile(where=where, training=training, coverage=coverage_of(where / COUNTERS))
+
+
+def _used(result: BuildResult) -> ProfileUse:
+    lines = result.log_path.read_text(errors="replace").splitlines()
+    use = profile_use(lines, compiled=sum(1 for line in lines if _COMPILED.search(line)))
+    if use.compiled and not use.with_counters:
+        raise BuildError(
+            f"the profile reached none of the {use.compiled} compiled sources (GCC found no counters for any)",
+            hint=f"full log: {result.log_path}",
+        )
+    return use
+
+
+def _record_with_profile(
+    result: BuildResult, key: ProfileKey, digest: str, ready: _Profile, use: ProfileUse
+) -> dict[str, Any]:
+    """The optimised build's record with its profile, written beside its output."""
+    assert result.record is not None
+    record = replace(
+        result.record,
+        profile={
+            "key_digest": key.digest,
+            "counters_digest": digest,
+            "stored": str(ready.where),
+            "training": ready.training.as_dict(),
+            "coverage": ready.coverage.as_dict(),
+            "use": use.as_dict(),
+        },
+    ).to_json()
+    (result.build_dir / "manifest.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def _show_dry_run(
+    request: BuildRequest, base: BuildPlan, instrumented: BuildPlan, key: ProfileKey, board: Board | None
+) -> None:
+    train = request.train
+    optimise = [*base.compiler_flags, *optimise_flags("0" * 64)[1:], "-fprofile-use=..."]
+    steps: dict[str, Any] = {
+        "instrument": None if train.profile else {"compiler_flags": list(instrumented.compiler_flags)},
+        "train": None if board is None else {"board": board.name, "workload": train.workload.describe()},
+        "optimise": {"compiler_flags": optimise},
+        "profile": str(train.profile or stored_profile_dir(key)),
+        "key_digest": key.digest,
+    }
+    if request.json:
+        emit_json({**base.as_dict(), "profile_guided": steps})
+        return
+    console.print(f"[bold]orch build plan[/] -- {base.target.name}/{base.variant.name}, profile-guided")
+    if board is not None:
+        console.print(f"1. instrumented build: {escape(' '.join(instrumented.compiler_flags))}")
+        console.print(f"2. training on {board.name}: {train.workload.describe()}")
+    else:
+        console.print(f"1-2. the stored profile {train.profile} (checked against this build's key)")
+    console.print(f"3. optimised build: {escape(' '.join(optimise))}")
+    console.print(f"profile stored in {steps['profile']}")
