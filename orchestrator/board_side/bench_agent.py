@@ -451,6 +451,7 @@ def _import_runtime(document: dict[str, Any], launch_to_main_ms: float | None) -
             build_info = None
     document["ort"] = {
         "version": ort.__version__,
+        "file": ort.__file__,  # which onnxruntime: a release's, or one on PYTHONPATH (a profile training's)
         "build_info": build_info,
         "device": ort.get_device(),
         "available_providers": ort.get_available_providers(),

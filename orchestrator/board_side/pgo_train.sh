@@ -8,14 +8,14 @@
 #         (handed to env(1) as they are: values never pass through a shell).
 # Counters are written when the program exits normally: a run that fails stops the training.
 # GCC adds GCOV_PREFIX to the absolute path each counter file was named with; the runs add up in
-# the same files (libgcov merges at exit).
-# Prints key=value lines: pack (absolute path), files (counter files), seconds.
+# the same files (libgcov merges at exit), also across calls with the same scratch directory (one
+# call per model), and each call packs all of them.
+# Prints key=value lines: pack (absolute path), files (counter files), seconds, log (the last run's).
 set -eu
 scratch="$1"; runs="$2"; shift 2
 mkdir -p -- "$scratch"
 scratch=$(cd -- "$scratch" && pwd)
 counters="$scratch/counters"
-rm -rf -- "$counters"
 mkdir -p -- "$counters"
 started=$(date +%s)
 run=0
@@ -32,3 +32,4 @@ tar -C "$counters" -czf "$scratch/counters.tgz" .
 echo "pack=$scratch/counters.tgz"
 echo "files=$files"
 echo "seconds=$(($(date +%s) - started))"
+echo "log=$scratch/run-$run.log"

@@ -99,7 +99,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         type=options.onnx_model_file,
         metavar="FILE",
-        help="--variant reduced: keep only the kernels this ONNX model needs (repeatable)",
+        help="--variant reduced: keep only the kernels this ONNX model needs; --variant pgo: train on"
+        " this model (repeatable)",
     )
     _add_engine_options(parser)
     _add_training_options(parser)
@@ -122,6 +123,20 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--train-runs", type=options.positive_int, default=1, metavar="N", help="training runs (default 1)"
+    )
+    group.add_argument(
+        "--train-inferences",
+        type=options.positive_int,
+        default=10,
+        metavar="N",
+        help="a wheel: inferences per training run of each --model (default 10)",
+    )
+    group.add_argument(
+        "--train-threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a wheel: intra-op threads of the training runs (default 0: onnxruntime's own choice)",
     )
     group.add_argument(
         "--train-shard",

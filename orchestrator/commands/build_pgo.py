@@ -27,6 +27,7 @@ from rich.markup import escape
 
 from orchestrator.adapters.engine import Engine
 from orchestrator.adapters.ssh import connect
+from orchestrator.artifacts.store import write_manifest
 from orchestrator.board import Board
 from orchestrator.builds.execute import BuildResult, ExecuteOptions
 from orchestrator.builds.pgo import (
@@ -42,7 +43,7 @@ from orchestrator.builds.pgo import (
     profile_use,
     refuse_unless_fits,
 )
-from orchestrator.builds.pgo_training import train_mlas_test
+from orchestrator.builds.pgo_training import train_mlas_test, train_wheel
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.variants import Variant
 from orchestrator.commands.build_request import BuildRequest, PlanContext, TrainRequest, plan_build
@@ -103,18 +104,22 @@ def refuse_what_cannot_train(request: BuildRequest, variant: Variant, train: Tra
         return
     if request.is_batch:
         raise UsageError("a profile-guided build is one target and one variant", hint="build them one by one")
+    example = f"orch build --target {request.targets[0]} --variant {variant.name}"
     if not train.board and not train.profile:
         raise UsageError(
             f"variant {variant.name!r} is trained on a board: name it with --train-on BOARD",
-            hint=f"orch build --target {request.targets[0]} --variant {variant.name} --scope mlas-test"
-            " --train-on BOARD (or --profile DIR for a profile measured before)",
+            hint=f"{example} --train-on BOARD --model m.onnx (or --profile DIR for a profile measured before)",
         )
-    if request.scope != "mlas-test":
+    models = train.models.models
+    if request.scope == "wheel" and train.board and not models:
         raise UsageError(
-            "a profile-guided build is trained at --scope mlas-test for now (ORT's MLAS tests on the"
-            " board); training a wheel on models is not built yet",
-            hint=f"orch build --target {request.targets[0]} --variant {variant.name} --scope mlas-test"
-            " --train-on BOARD",
+            "a profile-guided wheel is trained on your models: name them with --model",
+            hint=f"{example} --train-on {train.board} --model m.onnx",
+        )
+    if request.scope == "mlas-test" and models:
+        raise UsageError(
+            "--scope mlas-test trains on ORT's MLAS tests (--train-shard), not on models",
+            hint="leave out --model, or build the wheel",
         )
     if request.sysroot_from:
         raise UsageError(
@@ -182,8 +187,8 @@ def run_profile_guided(
         assert board is not None
         console.print(f"[bold]1/3[/] the instrumented build ({escape(' '.join(instrument_flags()))})")
         first = execute_build(instrumented, engine, options)
-        console.print(f"[bold]2/3[/] training on {board.name}: {train.workload.describe()}")
-        ready = _train(board, first, train, stored_profile_dir(key), key)
+        console.print(f"[bold]2/3[/] training on {board.name}: {_workload(request)}")
+        ready = _train(request, board, first, stored_profile_dir(key), key)
     digest = counters_digest(ready.counters)
     optimised = replace(
         plan_build(request, profile, _with_flags(variant, optimise_flags(digest)), context, None),
@@ -223,19 +228,27 @@ def _with_flags(variant: Variant, flags: tuple[str, ...], *, suffix: str = "") -
     return replace(variant, name=variant.name + suffix, cflags=(*variant.cflags, *flags), build_args=args)
 
 
-def _train(board: Board, first: BuildResult, train: TrainRequest, where: Path, key: ProfileKey) -> _Profile:
+def _workload(request: BuildRequest) -> str:
+    train = request.train
+    return train.mlas.describe() if request.scope == "mlas-test" else train.models.describe()
+
+
+def _train(request: BuildRequest, board: Board, first: BuildResult, where: Path, key: ProfileKey) -> _Profile:
     """The instrumented build run on the board; its counters stored with the build's key."""
     shutil.rmtree(where, ignore_errors=True)
     with connect(board) as session:
         facts = read_facts(session, board, board.workdir)
         features = " ".join(facts.cpu_features) or "not reported"
-        training = train_mlas_test(
-            session,
-            first.build_dir / "out",
-            workload=train.workload,
-            cpu=f"{resolve_target(board.target).cpu}; features: {features}",
-            into=where / COUNTERS,
-        )
+        cpu = f"{resolve_target(board.target).cpu}; features: {features}"
+        if first.artifact is None:
+            training = train_mlas_test(
+                session, first.build_dir / "out", workload=request.train.mlas, cpu=cpu, into=where / COUNTERS
+            )
+        else:
+            wheel = first.artifact.wheel_path
+            training = train_wheel(
+                session, wheel, workload=request.train.models, cpu=cpu, into=where / COUNTERS
+            )
     coverage = coverage_of(where / COUNTERS)
     if not coverage.files or not coverage.functions_run:
         raise BuildError(
@@ -277,19 +290,23 @@ def _used(result: BuildResult) -> ProfileUse:
 def _record_with_profile(
     result: BuildResult, key: ProfileKey, digest: str, ready: _Profile, use: ProfileUse
 ) -> dict[str, Any]:
-    """The optimised build's record with its profile, written beside its output."""
+    """The optimised build's record with its profile: in the artifact's manifest (a wheel), or
+    beside the build's output."""
     assert result.record is not None
-    record = replace(
-        result.record,
-        profile={
-            "key_digest": key.digest,
-            "counters_digest": digest,
-            "stored": str(ready.where),
-            "training": ready.training.as_dict(),
-            "coverage": ready.coverage.as_dict(),
-            "use": use.as_dict(),
-        },
-    ).to_json()
+    profile = {
+        "key_digest": key.digest,
+        "counters_digest": digest,
+        "stored": str(ready.where),
+        "training": ready.training.as_dict(),
+        "coverage": ready.coverage.as_dict(),
+        "use": use.as_dict(),
+    }
+    if result.artifact is not None:
+        manifest = result.artifact.manifest
+        manifest = replace(manifest, build=replace(manifest.build, profile=profile))
+        write_manifest(result.artifact.directory, manifest)
+        return manifest.to_json()
+    record = replace(result.record, profile=profile).to_json()
     (result.build_dir / "manifest.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
 
@@ -301,7 +318,7 @@ def _show_dry_run(
     optimise = [*base.compiler_flags, *optimise_flags("0" * 64)[1:], "-fprofile-use=..."]
     steps: dict[str, Any] = {
         "instrument": None if train.profile else {"compiler_flags": list(instrumented.compiler_flags)},
-        "train": None if board is None else {"board": board.name, "workload": train.workload.describe()},
+        "train": None if board is None else {"board": board.name, "workload": _workload(request)},
         "optimise": {"compiler_flags": optimise},
         "profile": str(train.profile or stored_profile_dir(key)),
         "key_digest": key.digest,
@@ -312,7 +329,7 @@ def _show_dry_run(
     console.print(f"[bold]orch build plan[/] -- {base.target.name}/{base.variant.name}, profile-guided")
     if board is not None:
         console.print(f"1. instrumented build: {escape(' '.join(instrumented.compiler_flags))}")
-        console.print(f"2. training on {board.name}: {train.workload.describe()}")
+        console.print(f"2. training on {board.name}: {_workload(request)}")
     else:
         console.print(f"1-2. the stored profile {train.profile} (checked against this build's key)")
     console.print(f"3. optimised build: {escape(' '.join(optimise))}")

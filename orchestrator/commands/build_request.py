@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.builds.build_args import BuildScope
-from orchestrator.builds.pgo_training import MlasWorkload
+from orchestrator.builds.pgo_training import MlasWorkload, ModelWorkload
 from orchestrator.builds.plan import BuildOptions, BuildPlan, machine_resources, make_plan, parse_define
 from orchestrator.builds.queue import LOCAL
 from orchestrator.builds.reduced_ops import OperatorConfig, operator_config
@@ -36,7 +36,8 @@ class TrainRequest:
 
     board: str | None  # --train-on
     profile: Path | None  # --profile: a stored profile instead of a training
-    workload: MlasWorkload  # what the board runs, how many times
+    mlas: MlasWorkload  # --scope mlas-test: the MLAS test shard the board runs, how many times
+    models: ModelWorkload  # a wheel: the models the board runs with the instrumented wheel
     force_profile: bool
     inventory: Path | None
 
@@ -50,7 +51,14 @@ def read_train_request(args: argparse.Namespace) -> TrainRequest:
     return TrainRequest(
         board=args.train_on,
         profile=args.profile,
-        workload=MlasWorkload(shard=int(shard), shards=int(shards), runs=args.train_runs),
+        mlas=MlasWorkload(shard=int(shard), shards=int(shards), runs=args.train_runs),
+        models=ModelWorkload(
+            models=tuple(args.model),
+            runs=args.train_runs,
+            inferences=args.train_inferences,
+            threads=args.train_threads,
+            opt_level="all",
+        ),
         force_profile=args.force_profile,
         inventory=args.inventory,
     )
@@ -205,7 +213,8 @@ def plan_build(
         force_flags=request.force_flags,
         cache=context.cache,
         sysroot=context.sysroot,
-        operator_config=request.operator_config,
+        # A profile-guided build's --model files are what it trains on, not a kernel selection.
+        operator_config=None if variant.profile_guided else request.operator_config,
         dependencies=request.dependencies,
     )
     return make_plan(profile, variant, options)

@@ -28,6 +28,7 @@ from orchestrator.builds.sources.ort import SourceSpec
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.commands.build_pgo import _with_flags, profile_key
 from orchestrator.errors import UsageError
+from orchestrator.lab.sample_models import tiny_convnet, write_model
 from orchestrator.targets import resolve_target
 
 pytestmark = pytest.mark.unit
@@ -102,7 +103,11 @@ def _orch(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     ("args", "message"),
     [
         (("--variant", "pgo", "--scope", "mlas-test"), "is trained on a board: name it with --train-on"),
-        (("--variant", "pgo", "--train-on", "b1"), "trained at --scope mlas-test for now"),
+        (("--variant", "pgo", "--train-on", "b1"), "a profile-guided wheel is trained on your models"),
+        (
+            ("--variant", "pgo", "--scope", "mlas-test", "--train-on", "b1", "--model", "{model}"),
+            "not on models",
+        ),
         (("--variant", "tuned", "--train-on", "b1"), "'tuned' is not one"),
         (("--variant", "pgo,tuned", "--train-on", "b1"), "one target and one variant"),
         (("--variant", "pgo", "--scope", "mlas-test", "--train-shard", "3/2", "--train-on", "b1"), "not K/N"),
@@ -112,6 +117,8 @@ def _orch(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 def test_what_a_profile_guided_build_cannot_do_is_refused_before_anything_runs(
     tmp_path: Path, args: tuple[str, ...], message: str, dry: bool
 ) -> None:
+    model = write_model(tiny_convnet(), tmp_path / "m.onnx")
+    args = tuple(arg.format(model=model) for arg in args)
     refused = _orch("build", "--target", "lab", *args, *(["--dry-run"] if dry else []), home=tmp_path)
     assert refused.returncode == 2, refused.stderr
     assert message in refused.stderr and "Traceback" not in refused.stderr
