@@ -158,3 +158,42 @@ def test_jetson_wheel_built_against_its_stand_ins_sysroot_runs_and_verifies_ther
     (checked,) = json.loads(verify.stdout)["boards"][board]["builds"]
     assert checked["onnxruntime"]["reference"]["version"] == "1.21.0" and checked["regressions"] == []
     print(f"jetson via sysroot: {manifest.get('duration_s')} s; verify {checked['counts']}")
+
+
+@pytest.mark.timeout(3 * FULL_TIMEOUT)
+def test_pgo_wheel_trained_on_an_emulated_pi5_against_tuned_of_the_same_release(
+    pi5_lab: Lab, tmp_path: Path, seed_ort_source
+) -> None:
+    """`--variant pgo --train-on rpi5-1 --model m.onnx`: the tuned wheel with counters, trained on the
+    board with its release's interpreter, built again with the profile, pre-flighted, deployed and
+    benched against tuned (emulated: relative figures only)."""
+    seed_ort_source(pi5_lab.home)
+    model = write_model(tiny_convnet(), tmp_path / "tiny.onnx")
+    tuned = pi5_lab.orch("build", "--target", "rpi5", "--variant", "tuned", "--json", timeout=FULL_TIMEOUT)
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    # The training runs with a release's interpreter: the board has tuned first.
+    deploy = pi5_lab.orch(
+        "deploy", "--host", "rpi5-1", "--variant", "tuned", "--model", str(model), timeout=1800
+    )
+    assert deploy.returncode == 0, deploy.stderr[-3000:]
+    pgo = pi5_lab.orch(
+        "build", "--target", "rpi5", "--variant", "pgo", "--train-on", "rpi5-1", "--model", str(model),
+        "--train-runs", "2", "--json", timeout=2 * FULL_TIMEOUT,
+    )  # fmt: skip
+    assert pgo.returncode == 0, pgo.stderr[-3000:]
+    manifest = json.loads(pgo.stdout)["manifest"]
+    profile = manifest["profile"]
+    assert manifest["preflight"]["ok"] and profile["training"]["models"][0]["name"] == "tiny.onnx"
+    assert profile["coverage"]["runs"] == 2 and profile["use"]["sources_with_counters"] > 0
+    print(f"pgo wheel: training {profile['training']}; coverage {profile['coverage']}; use {profile['use']}")
+
+    deploy = pi5_lab.orch(
+        "deploy", "--host", "rpi5-1", "--variant", "pgo", "--model", str(model), timeout=1800
+    )
+    assert deploy.returncode == 0, deploy.stderr[-3000:]
+    bench = pi5_lab.orch(
+        "bench", "--host", "rpi5-1", "--variant", "tuned,pgo", "--model", "tiny.onnx", "--quick", "--json",
+        timeout=3600,
+    )  # fmt: skip
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    print(f"tuned -> pgo on an emulated Pi 5: {bench.stdout[-2000:]}")
