@@ -110,6 +110,11 @@ def _orch(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
         ),
         (("--variant", "tuned", "--train-on", "b1"), "'tuned' is not one"),
         (("--variant", "pgo,tuned", "--train-on", "b1"), "one target and one variant"),
+        (("--variant", "pgo", "--train-on", "b1", "--profile", "{model}"), "give one of them"),
+        (
+            ("--variant", "pgo", "--train-on", "b1", "--docker-host", "ssh://me@127.0.0.1"),
+            "this machine's engine",
+        ),
         (("--variant", "pgo", "--scope", "mlas-test", "--train-shard", "3/2", "--train-on", "b1"), "not K/N"),
     ],
 )
