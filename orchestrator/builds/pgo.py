@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.aarch64_isa import features_for_flags
 from orchestrator.builds.container_paths import BUILD
 from orchestrator.errors import UsageError
 
@@ -34,12 +35,23 @@ ProfileStage = Literal["instrument", "optimise"]
 PROFILE_ROOT = "/orch-profile"
 
 
-def instrument_flags() -> tuple[str, ...]:
-    """GCC's counters, updated atomically where the CPU can (ORT runs thread pools; plain updates
-    from several threads lose counts), named relative to the build directory."""
+def atomic_counters(mcpu: str) -> bool:
+    """Whether counters can be updated atomically on this CPU. MLAS compiles some kernels with its
+    own ``-march=armv8.2-a+...``, where GCC makes an atomic counter update an LSE instruction
+    (``ldadd``) inline, also in functions every CPU runs: an ARMv8.0 core (Cortex-A72, A57) has no
+    LSE and dies of SIGILL (the instrumented MLAS test did, on an emulated Cortex-A72). There the
+    counters are plain: updates from several threads may be lost, which ``-fprofile-correction``
+    absorbs in the optimised build."""
+    need = features_for_flags([f"-mcpu={mcpu}"])
+    return need is not None and "atomics" in need.features
+
+
+def instrument_flags(mcpu: str) -> tuple[str, ...]:
+    """GCC's counters, atomic where the CPU has LSE (ORT runs thread pools), named relative to the
+    build directory."""
     return (
         f"-fprofile-generate={PROFILE_ROOT}",
-        "-fprofile-update=prefer-atomic",
+        f"-fprofile-update={'prefer-atomic' if atomic_counters(mcpu) else 'single'}",
         f"-fprofile-prefix-path={BUILD}",
     )
 

@@ -180,7 +180,11 @@ def run_profile_guided(
     key = profile_key(base)
     board = _training_board(train, profile) if train.board else None
     instrumented = plan_build(
-        request, profile, _with_flags(variant, instrument_flags(), suffix="-instrumented"), context, None
+        request,
+        profile,
+        _with_flags(variant, instrument_flags(profile.mcpu), suffix="-instrumented"),
+        context,
+        None,
     )
     # A stored profile is read and checked against this build before anything else, dry run or not.
     stored = _read_stored(train.profile, key) if train.profile else None
@@ -197,7 +201,9 @@ def run_profile_guided(
         ready = stored
     else:
         assert board is not None
-        console.print(f"[bold]1/3[/] the instrumented build ({escape(' '.join(instrument_flags()))})")
+        console.print(
+            f"[bold]1/3[/] the instrumented build ({escape(' '.join(instrument_flags(profile.mcpu)))})"
+        )
         first = execute_build(instrumented, engine, options)
         console.print(f"[bold]2/3[/] training on {board.name}: {_workload(request)}")
         ready = _train(request, board, first, stored_profile_dir(key), key)

@@ -47,12 +47,12 @@ def _plan(flags: tuple[str, ...] = (), *, suffix: str = "", target: str = "lab",
 
 
 def test_the_instrumented_and_the_optimised_build_are_the_variant_plus_the_profile_flags_only() -> None:
-    base, instrumented = _plan(), _plan(instrument_flags(), suffix="-instrumented")
+    base, instrumented = _plan(), _plan(instrument_flags("cortex-a72"), suffix="-instrumented")
     optimised = _plan(optimise_flags("ab" * 32))
     cflags = dict(base.defines)["CMAKE_CXX_FLAGS"]
     assert cflags == "-O3 -mcpu=cortex-a72 -finline-limit=600"
     assert dict(instrumented.defines)["CMAKE_CXX_FLAGS"] == (
-        "-O3 -mcpu=cortex-a72 -fprofile-generate=/orch-profile -fprofile-update=prefer-atomic"
+        "-O3 -mcpu=cortex-a72 -fprofile-generate=/orch-profile -fprofile-update=single"
         " -fprofile-prefix-path=/build -finline-limit=600"
     )
     assert dict(optimised.defines)["CMAKE_CXX_FLAGS"].startswith(
@@ -68,6 +68,14 @@ def test_the_instrumented_and_the_optimised_build_are_the_variant_plus_the_profi
     assert base.image.tag == instrumented.image.tag == optimised.image.tag
     # Sources without counters are reported by GCC as warnings, never fatal.
     assert "--compile_no_warning_as_error" in optimised.build_argv
+
+
+def test_counters_are_atomic_only_on_cpus_with_lse() -> None:
+    # MLAS's own -march=armv8.2-a files would inline LSE atomics (ldadd), which an A72/A57 lacks.
+    assert "-fprofile-update=single" in instrument_flags("cortex-a72")
+    assert "-fprofile-update=single" in instrument_flags("cortex-a57")
+    assert "-fprofile-update=prefer-atomic" in instrument_flags("cortex-a76+nofp16")
+    assert "-fprofile-update=prefer-atomic" in instrument_flags("cortex-a78ae")
 
 
 def test_a_profile_is_valid_only_for_the_build_that_measured_it(tmp_path: Path) -> None:
