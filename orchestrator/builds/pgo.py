@@ -23,13 +23,12 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from orchestrator.aarch64_isa import features_for_flags
 from orchestrator.builds.container_paths import BUILD
 from orchestrator.errors import UsageError
 
-ProfileStage = Literal["instrument", "optimise"]
 # Where the counters are named in the instrumented build, and where a profile is copied for the
 # optimised one; on the board GCOV_PREFIX puts the first under a scratch directory.
 PROFILE_ROOT = "/orch-profile"
@@ -84,7 +83,7 @@ class ProfileKey:
     target: str
     mcpu: str
     ort_version: str
-    source: str  # the source as the plan names it (its sha256 is checked once the tree is at hand)
+    source: str  # the source as the plan names it (e.g. Debian's source package and its release)
     scope: str
     toolchain: str
     image: str  # the build image's tag: its compiler, by content
