@@ -279,7 +279,6 @@ def parse_define(text: str) -> tuple[str, str]:
 def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -> BuildPlan:
     """The whole build, refused here (UsageError) when the options do not fit the target or variant."""
     _check_options(profile, variant, options)
-    version = options.source.version
     toolchain = toolchain_for(has_sysroot=options.sysroot is not None)
     if options.sysroot is not None:
         refuse_incomplete(options.sysroot, wheel=options.scope == "wheel")
@@ -295,8 +294,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         *_common_defines(options.scope),
         *(python_defines(toolchain, profile) if options.scope == "wheel" else []),
         *route_defines(choice, options.scope),
-        *_flag_defines(flags),
-        *_linker_flag_defines(variant.ldflags),
+        *_flag_defines(flags, variant.ldflags),
         *variant.defines,
         *options.extra_defines,
     ]
@@ -312,7 +310,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     config = options.operator_config
     if config is not None:
         args += reduced_args(config)
-    kleidiai = _kleidiai(profile, variant, version)
+    kleidiai = _kleidiai(profile, variant, options.source.version)
     if kleidiai.define is not None:
         defines.append(kleidiai.define)
     args += ["--cmake_extra_defines", *(f"{k}={v}" for k, v in defines)]
@@ -334,7 +332,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         target=profile,
         variant=variant,
         source=options.source,
-        ort_version=version,
+        ort_version=options.source.version,
         execution_provider=provider,
         scope=options.scope,
         dependencies=choice.route,
@@ -447,19 +445,15 @@ def _common_defines(scope: BuildScope) -> list[tuple[str, str]]:
     ]
 
 
-def _flag_defines(flags: tuple[str, ...]) -> list[tuple[str, str]]:
-    if not flags:
-        return []
-    joined = " ".join(flags)
-    return [("CMAKE_C_FLAGS", joined), ("CMAKE_CXX_FLAGS", joined)]
-
-
-def _linker_flag_defines(flags: tuple[str, ...]) -> list[tuple[str, str]]:
-    """A variant's linker flags for every kind of binary ORT links, as build.py's own presets set them."""
-    if not flags:
-        return []
-    joined = " ".join(flags)
-    return [(f"CMAKE_{kind}_LINKER_FLAGS", joined) for kind in ("EXE", "SHARED", "MODULE")]
+def _flag_defines(flags: tuple[str, ...], ldflags: tuple[str, ...]) -> list[tuple[str, str]]:
+    """A variant's compiler flags for C and C++, and its linker flags for every kind of binary ORT
+    links (as build.py's own presets set them)."""
+    defines = []
+    if flags:
+        defines += [(f"CMAKE_{lang}_FLAGS", " ".join(flags)) for lang in ("C", "CXX")]
+    if ldflags:
+        defines += [(f"CMAKE_{kind}_LINKER_FLAGS", " ".join(ldflags)) for kind in ("EXE", "SHARED", "MODULE")]
+    return defines
 
 
 def _forced_names(variant: Variant, options: BuildOptions) -> list[str]:
