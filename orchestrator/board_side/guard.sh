@@ -130,14 +130,22 @@ end_group() {
     return 0
 }
 
+# The watcher: until the input ends, USR1 (the command has ended) stops it; from then on it ends the
+# group, and USR1 no longer stops it, so the guard exits only once the whole group is gone: the
+# members that outlive the command's own process too (a TERM they ignore is followed by the KILL).
 if [ "$mode" = stream ]; then
     {
-        cat <&3 >"$scratch/input"
+        trap 'exit 0' USR1
+        cat <&3 >"$scratch/input" &
+        wait "$!"
+        trap '' USR1
         end_group 3
     } </dev/null >/dev/null 2>&1 &
 else
     {
+        trap 'exit 0' USR1
         while read -r _ <&3; do :; done
+        trap '' USR1
         end_group 0
     } </dev/null >/dev/null 2>&1 &
 fi
@@ -146,7 +154,8 @@ exec 3<&-
 
 wait "$pid"
 status=$?
-kill "$watcher" 2>/dev/null
+kill -s USR1 "$watcher" 2>/dev/null
+wait "$watcher"
 if [ -n "$scratch" ]; then
     rm -rf "$scratch"
 fi

@@ -116,3 +116,18 @@ def test_a_stream_passes_its_input_on_and_ends_cleanly() -> None:
     guard = _start("stream", "-", "sh", "-c", 'while read -r line; do echo "got $line"; done; echo done')
     out, err = guard.communicate(b"a\nb\n", timeout=15)
     assert (guard.returncode, out, err) == (0, b"got a\ngot b\ndone\n", b"")
+
+
+def test_a_member_that_ignores_sigterm_is_killed_before_the_guard_exits() -> None:
+    # The command's own process ends at the TERM; its child ignores it: the KILL five seconds later
+    # still comes, because the guard waits for the group to be gone instead of cancelling that.
+    mark = f"{time.time_ns() % 10**9}.25"
+    command = f"sh -c 'trap \"\" TERM; sleep {mark}; sleep {mark}' & sleep {mark}"
+    guard = _start("run", "-", "sh", "-c", command)
+    deadline = time.monotonic() + 10
+    while len(_processes(f"sleep {mark}")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_processes(f"sleep {mark}")) >= 2, "the command did not start"
+    guard.stdin.close()  # type: ignore[union-attr]
+    guard.wait(20)
+    assert _processes(f"sleep {mark}") == [], "a member that ignores SIGTERM outlived the guard"
