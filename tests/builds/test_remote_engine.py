@@ -199,6 +199,10 @@ def test_a_changed_build_box_host_key_is_refused_before_anything_is_sent(
     )
 
 
+# Each build test compiles MLAS on an engine that starts empty, whatever the workstation holds (4-5
+# min each, also on a machine that ran the suite before): `pytest -m full`. The host-key refusal
+# above needs no build and stays in CI.
+@pytest.mark.full
 @pytest.mark.timeout(BUILD_TIMEOUT + 600)
 def test_build_on_another_engine_over_ssh_ships_everything_and_brings_the_result_back(
     build_box: BuildBox, build_env: dict[str, str], orch_cli, tmp_path: Path
@@ -293,6 +297,7 @@ def test_build_on_another_engine_over_ssh_ships_everything_and_brings_the_result
 # its test: the outputs are the test executables in the home's build directories.
 
 
+@pytest.mark.full
 @pytest.mark.timeout(BUILD_TIMEOUT + 600)
 def test_two_engines_build_in_parallel_and_a_dead_engine_is_named(
     build_box: BuildBox,

@@ -24,6 +24,10 @@ from orchestrator.adapters import ssh as remote
 from orchestrator.artifacts.store import read_manifest
 from orchestrator.lab.sample_models import mlp, write_model
 
+# The whole tuned wheel with its runner is a full build (`pytest -m full`); CI runs the native runner
+# on a board with the official library (test_native_stock_lab.py).
+pytestmark = pytest.mark.full
+
 BOARD = "lab2"
 BUILD_TIMEOUT = 5400
 

@@ -59,6 +59,8 @@ def deploy(lab, artifact: Path, model: Path) -> None:
 
 
 @pytest.mark.timeout(3600)  # two deploys and two builds' cases under emulation, on a busy machine
+# Needs the whole tuned wheel (tuned_artifact builds it when no earlier test did): `pytest -m full`.
+@pytest.mark.full
 def test_stock_and_tuned_pass_what_stock_passes_on_the_board(
     lab, stock_build: StockBuild, tuned_artifact: Path, tmp_path: Path
 ) -> None:
