@@ -67,6 +67,13 @@ def _processes(mark: str) -> list[str]:
     return found
 
 
+def _wait_for_two_sleeps(mark: str) -> None:
+    deadline = time.monotonic() + 10
+    while len(_processes(f"sleep {mark}")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_processes(f"sleep {mark}")) >= 2, "the command did not start"
+
+
 def test_output_input_and_exit_status_are_the_commands_own() -> None:
     script = b'printf "%s|" "$@"; cat >&2; exit 7\n'
     guard = _start("run", str(len(script)), "sh", "-c", "sh -s -- one 'two three' <&0", "sh")
@@ -99,10 +106,7 @@ def test_the_end_of_stdin_ends_the_whole_process_group(mode: str) -> None:
     command = f"sleep {mark} & sleep {mark}; echo never"
     argv = [command] if mode == "line" else ["sh", "-c", command]
     guard = _start(mode, "-", *argv)
-    deadline = time.monotonic() + 10
-    while len(_processes(f"sleep {mark}")) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(_processes(f"sleep {mark}")) >= 2, "the command did not start"
+    _wait_for_two_sleeps(mark)
     guard.stdin.close()  # type: ignore[union-attr]
     guard.wait(15)
     out = guard.stdout.read()  # type: ignore[union-attr]
@@ -124,10 +128,7 @@ def test_a_member_that_ignores_sigterm_is_killed_before_the_guard_exits() -> Non
     mark = f"{time.time_ns() % 10**9}.25"
     command = f"sh -c 'trap \"\" TERM; sleep {mark}; sleep {mark}' & sleep {mark}"
     guard = _start("run", "-", "sh", "-c", command)
-    deadline = time.monotonic() + 10
-    while len(_processes(f"sleep {mark}")) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(_processes(f"sleep {mark}")) >= 2, "the command did not start"
+    _wait_for_two_sleeps(mark)
     guard.stdin.close()  # type: ignore[union-attr]
     guard.wait(20)
     assert _processes(f"sleep {mark}") == [], "a member that ignores SIGTERM outlived the guard"
