@@ -66,8 +66,8 @@ def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(
     print(f"unchanged MLAS rebuild: {rebuilt['duration_s']} s (first: {document['duration_s']} s)")
 
 
-# The whole wheel is the longest compile of all (529 steps and two LTO links: 33 min from an empty
-# compiler cache on 2 cores), more than CI's budget leaves on a new machine: `pytest -m full`. CI
+# The whole wheel is the longest compile of all (529 steps and two LTO links: 40.6 min with its deploy
+# on a new machine, 2 cores, one run), more than CI's budget leaves on a new machine: `pytest -m full`. CI
 # compiles the same route, flags and sources at MLAS scope (the test above).
 @pytest.mark.full
 @pytest.mark.timeout(FULL_TIMEOUT + 1800)  # the build, pre-flight, deploy and one inference
