@@ -412,6 +412,9 @@ def test_board_killed_mid_upload_keeps_the_previous_release(world: dict[str, Any
     report = doc["boards"]["d2"]
     assert report["bytes_sent"] == world["big"].stat().st_size and report["files_sent"] == 1
     assert report["verification"]["models"]["big.onnx"]["outputs"] == [[1, 4000]]
+    # ... and the part the killed board kept is gone: nothing piles up on the board.
+    with ssh.connect(board(world, "d2"), connect_timeout=60) as session:
+        assert _partial_uploads(session, big_sha) == [], "the cut transfer's part is still in the store"
 
 
 def test_deploy_process_killed_mid_upload_keeps_the_previous_release(world: dict[str, Any]) -> None:

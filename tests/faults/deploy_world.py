@@ -25,6 +25,7 @@ from orchestrator.board import Board
 from orchestrator.board_side import read_text
 from orchestrator.deploy.releases import Layout, read_listing
 from orchestrator.fleet.inventory import load_inventory
+from orchestrator.lab.boards import LAB_USER
 from orchestrator.lab.sample_models import write_tiny_convnet
 
 # A workdir with a space: the values reach the board as data.
@@ -32,6 +33,10 @@ WORKDIR = "fault tests/orch"
 # Marks of the board-side processes a deploy starts (their text is in their argv: `python -c`).
 VERIFY_MARK = "Deploy verification, run on the board"
 LOCK_MARK = "The board lock: one writer per board"
+# The install step's two board processes: the release's venv being made (a release whose packages
+# are reused from one with the same wheels), and pip installing the wheel (a release with new wheels).
+VENV_MARK = "-m venv --without-pip"
+PIP_MARK = "install --no-index --find-links wheels"
 
 RUNS_ITS_MODEL = (
     "import sys, numpy as np, onnxruntime as ort\n"
@@ -179,6 +184,23 @@ class Faults:
                 return time.monotonic() - start
             time.sleep(0.5)
         return None
+
+    def store_on_disk(self) -> Path:
+        """The board's store on its container's disk, through the workstation's /proc: quick to
+        read, and it can be read while the container is paused."""
+        state = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Pid}}", self.container],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        home = f"/home/{LAB_USER}" if LAB_USER != "root" else "/root"
+        return Path(f"/proc/{state.stdout.strip()}/root{home}") / Layout(workdir=WORKDIR).store
+
+    @staticmethod
+    def partial_uploads(store: Path) -> list[int]:
+        """Sizes of the files being sent, or left half sent, in a store (``store_on_disk``)."""
+        return [path.stat().st_size for path in store.glob(".upload-*")]
 
     def board_files(self) -> list[str]:
         """Every file under the board's workdir (the store's and the releases'), as the board lists them."""

@@ -5,11 +5,13 @@ orch printed and exited with is true.
 
 The tests run in file order on one board (``f1`` = lab1): the first deploy makes release A (one
 model); the faults then hit deploys of release B (A's wheel and model plus a second model: its
-packages are reused from A, so B installs in seconds and its verification is the long step).
+packages are reused from A, so its install makes a venv and links A's packages), or of B' (B with
+the same wheel repacked, so its bytes differ: pip installs it), in the step named.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -19,13 +21,16 @@ import socket
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from deploy_world import LOCK_MARK, VERIFY_MARK, Faults, make_faults
+from deploy_world import LOCK_MARK, PIP_MARK, VENV_MARK, VERIFY_MARK, Faults, make_faults
 
 from orchestrator.artifacts.store import Manifest, write_manifest
+from orchestrator.digests import file_sha256
+from orchestrator.lab.sample_models import wide_matmul, write_model, write_tiny_convnet
 
 
 class State:
@@ -37,6 +42,32 @@ class State:
 @pytest.fixture(scope="module")
 def faults(lab: Any, stock_build: Any, tmp_path_factory: pytest.TempPathFactory) -> Faults:
     return make_faults(lab, stock_build, tmp_path_factory.mktemp("faults"))
+
+
+@pytest.fixture(scope="module")
+def repacked(stock_build: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stock artifact with its wheel repacked (a zip comment added): the same packages in other
+    bytes, so no release on the board has its wheel and the deploy runs pip."""
+    good = Path(stock_build.artifact.directory)
+    manifest = json.loads((good / "manifest.json").read_text())
+    directory = tmp_path_factory.mktemp("repacked") / "lab" / "stock" / manifest["ort_version"]
+    directory.mkdir(parents=True)
+    wheel = directory / manifest["wheel"]
+    shutil.copyfile(good / manifest["wheel"], wheel)
+    with zipfile.ZipFile(wheel, "a") as archive:
+        archive.comment = b"repacked by orch's fault tests"
+    write_manifest(
+        directory, Manifest.from_json({**manifest, "wheel_sha256": file_sha256(wheel)}, source="test")
+    )
+    return directory
+
+
+# The step a fault lands in: the mark of its board process, and the deploy that gets there.
+STEPS = {"verification": VERIFY_MARK, "venv": VENV_MARK, "pip": PIP_MARK}
+
+
+def step_args(step: str, repacked: Path) -> tuple[str, ...]:
+    return ("--artifact", str(repacked)) if step == "pip" else ()
 
 
 def explain(result: subprocess.CompletedProcess[str] | tuple[int | None, str, str]) -> str:
@@ -57,10 +88,10 @@ def assert_board_on_a(faults: Faults, what: str) -> None:
     assert current == State.a, f"{what}: the board is on {current}, not on the verified {State.a}"
     assert "(1, 10)" in runs, f"{what}: the current release does not run its model: {runs}"
     assert temporary == [], f"{what}: temporary links left: {temporary}"
-    verify_gone = faults.gone_within(VERIFY_MARK, 60)
-    assert verify_gone is not None, f"{what}: the verification still runs on the board a minute later"
+    for step, mark in STEPS.items():
+        gone = faults.gone_within(mark, 60)
+        assert gone is not None, f"{what}: the {step} step still runs on the board a minute later"
     assert faults.gone_within(LOCK_MARK, 30) is not None, f"{what}: the lock process outlived orch"
-    print(f"{what}: no verification process on the board {verify_gone:.1f} s after the check began")
 
 
 def test_first_deploy_makes_the_verified_release_the_faults_start_from(faults: Faults) -> None:
@@ -72,12 +103,12 @@ def test_first_deploy_makes_the_verified_release_the_faults_start_from(faults: F
     assert_board_on_a(faults, "after the first deploy")
 
 
-def _interrupt_during_verification(
-    faults: Faults, sig: signal.Signals, *, group: bool
+def _interrupt_in(
+    faults: Faults, step: str, sig: signal.Signals, *, group: bool, args: tuple[str, ...]
 ) -> tuple[int | None, str, str]:
-    # The board is frozen inside its verification when the signal comes: a verification that ends
-    # before the signal (it is short on a quiet machine) would make the test about another step.
-    process = _pause_in_the_verification(faults)
+    # The board is frozen inside the step when the signal comes: a step that ends before the
+    # signal (it can be short on a quiet machine) would make the test about another step.
+    process = _pause_in(faults, STEPS[step], *args)
     try:
         if group:
             os.killpg(process.pid, sig)  # what Ctrl-C in a terminal does
@@ -89,62 +120,135 @@ def _interrupt_during_verification(
     return process.returncode, out, err
 
 
+# How orch is stopped: the signal, sent to its process group (as a terminal does) or to it alone,
+# and the exit status that follows.
+STOPS = {
+    "ctrl-c": (signal.SIGINT, True, 130),
+    "sigterm": (signal.SIGTERM, False, 128 + signal.SIGTERM),
+    "sigkill": (signal.SIGKILL, False, -signal.SIGKILL),
+}
+
+
 @pytest.mark.parametrize(
-    ("sig", "group", "code"),
+    ("step", "sig", "group", "code"),
     [
-        (signal.SIGINT, True, 130),
-        (signal.SIGTERM, False, 128 + signal.SIGTERM),
-        (signal.SIGKILL, False, -signal.SIGKILL),
+        pytest.param(step, *stop, id=f"{step}-{name}")
+        for step, stops in (
+            ("verification", ("ctrl-c", "sigterm", "sigkill")),
+            ("venv", ("ctrl-c", "sigterm", "sigkill")),
+            ("pip", ("ctrl-c", "sigkill")),  # orch's side of the install step is the venv's
+        )
+        for name in stops
+        for stop in [STOPS[name]]
     ],
-    ids=["ctrl-c", "sigterm", "sigkill"],
 )
-def test_orch_stopped_while_the_board_verifies_the_new_release_leaves_the_previous_one(
-    faults: Faults, sig: signal.Signals, group: bool, code: int
+def test_orch_stopped_while_the_board_installs_or_verifies_the_new_release_leaves_the_previous_one(
+    faults: Faults, repacked: Path, step: str, sig: signal.Signals, group: bool, code: int
 ) -> None:
     assert State.a, "needs the first deploy"
-    returned = _interrupt_during_verification(faults, sig, group=group)
+    returned = _interrupt_in(faults, step, sig, group=group, args=step_args(step, repacked))
     assert returned[0] == code, explain(returned)
     if sig != signal.SIGKILL:
         # SIGTERM is an interruption like Ctrl-C: what orch says on the way out is what the board is on.
         word = "interrupted" if sig == signal.SIGINT else "terminated (SIGTERM)"
         assert word in returned[2] and f"f1: current release: {State.a}" in returned[2], explain(returned)
-    assert_board_on_a(faults, f"after {sig.name} during the verification")
+    assert_board_on_a(faults, f"after {sig.name} during the {step} step")
 
 
-def _pause_in_the_verification(faults: Faults, *args: str) -> subprocess.Popen[str]:
-    """A deploy of B with the board's container paused while it verifies B. A pause that lands
-    after the verification ended (it can be short) is undone: that deploy finishes, the board is
-    rolled back to A, and it is tried again."""
+def _pause_in(faults: Faults, mark: str, *args: str) -> subprocess.Popen[str]:
+    """A deploy of B with the board's container paused while the board process of one step
+    (``mark``) runs. A pause that lands after the step ended (it can be short) is undone: that
+    deploy finishes, the board is rolled back to A, and it is tried again."""
     for _ in range(5):
-        process = faults.start(*deploy_b(faults, *args))
-        faults.wait_for_process(VERIFY_MARK, process)
+        # An install step runs only for a release the board does not have: a model of new bytes.
+        models = () if mark == VERIFY_MARK else ("--model", str(_fresh_model(faults)))
+        process = faults.start(*deploy_b(faults, *models, *args))
+        faults.wait_for_process(mark, process)
         subprocess.run(["docker", "pause", faults.container], check=True, capture_output=True)
-        if faults.frozen_processes(VERIFY_MARK):
+        if faults.frozen_processes(mark):
             return process
         subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
         process.communicate(timeout=900)
         rolled, _ = faults.orch("deploy", "--host", "f1", "--rollback")
         assert rolled.returncode == 0, explain(rolled)
-    pytest.fail("the pause never landed in the verification", pytrace=False)
+    pytest.fail(f"the pause never landed while {mark!r} ran", pytrace=False)
 
 
-def test_timeout_while_the_board_is_paused_in_the_verification(faults: Faults) -> None:
-    # The connection is stalled (the board's container frozen) while it verifies; --timeout runs
-    # out; the board is thawed after orch has exited.
+_fresh_seeds = itertools.count(100)
+
+
+def _fresh_model(faults: Faults) -> Path:
+    """A model no release on the board has (its weights from a seed not used before)."""
+    seed = next(_fresh_seeds)
+    return write_tiny_convnet(faults.root / "fresh" / str(seed) / "fresh.onnx", seed=seed)
+
+
+@pytest.mark.parametrize("step", ["verification", "venv"])
+def test_timeout_while_the_board_is_paused_in_a_step(faults: Faults, step: str) -> None:
+    # The connection is stalled (the board's container frozen) in the step; --timeout runs out;
+    # the board is thawed after orch has exited.
     assert State.a, "needs the first deploy"
-    process = _pause_in_the_verification(faults, "--timeout", "45", "--json")
+    process = _pause_in(faults, STEPS[step], "--timeout", "45", "--json")
     try:
         out, err = process.communicate(timeout=300)
     finally:
         subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
-    returned = (process.returncode, out, err)
-    assert process.returncode == 4, explain(returned)
+    _assert_timed_out_on_a(
+        faults, (process.returncode, out, err), f"a --timeout while paused in the {step} step"
+    )
+
+
+def _assert_timed_out_on_a(faults: Faults, returned: tuple[int | None, str, str], what: str) -> None:
+    code, out, err = returned
+    assert code == 4, explain(returned)
     report = json.loads(out)["boards"]["f1"]
     assert not report["ok"] and report["timed_out"], report
     # It names what the board is on: the release it did not switch to is nowhere reported.
     assert (report["current"], report["current_known"]) == (State.a, True), explain(returned)
     assert f"current: {State.a}" in err and "f1: current release: " + State.a in err, explain(returned)
-    assert_board_on_a(faults, "after a --timeout while the board was paused")
+    assert_board_on_a(faults, f"after {what}")
+
+
+def test_timeout_while_a_model_is_sent_leaves_a_part_that_the_next_deploy_clears(
+    faults: Faults, tmp_path: Path
+) -> None:
+    # A 40 MB model; the board's container is frozen while it arrives; --timeout runs out.
+    assert State.a, "needs the first deploy"
+    store = faults.store_on_disk()
+    for seed in range(5):
+        big = write_model(wide_matmul(features=2500, outputs=4000, seed=seed), tmp_path / "big.onnx")
+        models = ("--model", str(faults.tiny), "--model", str(big))
+        process = faults.start("deploy", "--host", "f1", *models, "--timeout", "60", "--json")
+        while process.poll() is None and not any(faults.partial_uploads(store)):
+            time.sleep(0.02)
+        subprocess.run(["docker", "pause", faults.container], check=True, capture_output=True)
+        if any(faults.partial_uploads(store)):
+            break
+        # The transfer ended before the pause: that deploy finishes, A becomes current again.
+        subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
+        process.communicate(timeout=900)
+        rolled, _ = faults.orch("deploy", "--host", "f1", "--rollback")
+        assert rolled.returncode == 0, explain(rolled)
+    else:
+        pytest.fail("the pause never landed while the model was sent", pytrace=False)
+    try:
+        out, err = process.communicate(timeout=300)
+    finally:
+        subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
+    _assert_timed_out_on_a(faults, (process.returncode, out, err), "a --timeout while a model was sent")
+    parts = faults.partial_uploads(store)
+    assert parts and all(0 < size < big.stat().st_size for size in parts), parts
+    assert file_sha256(big) not in {path.name for path in store.iterdir()}, "a part under its content name"
+
+    # The next deploy sends the model whole, and its prune clears the part (a store file that no
+    # release links); back to A after it.
+    again, doc = faults.orch("deploy", "--host", "f1", *models, "--json")
+    assert again.returncode == 0, explain(again)
+    assert doc["boards"]["f1"]["bytes_sent"] == big.stat().st_size, doc["boards"]["f1"]
+    assert faults.partial_uploads(store) == [], "the part of the cut transfer is still in the store"
+    rolled, doc = faults.orch("deploy", "--host", "f1", "--rollback", "--json")
+    assert rolled.returncode == 0 and doc["boards"]["f1"]["release_id"] == State.a, explain(rolled)
+    assert_board_on_a(faults, "after the deploy that followed the cut transfer")
 
 
 def test_timeout_while_the_board_verifies_a_model_whose_inference_never_ends(faults: Faults) -> None:
@@ -191,7 +295,7 @@ def test_a_release_whose_model_the_board_cannot_load_never_becomes_current(fault
 
 def test_a_paused_and_thawed_board_finishes_and_rollback_verifies_before_it_switches(faults: Faults) -> None:
     assert State.a, "needs the first deploy"
-    process = _pause_in_the_verification(faults, "--json")
+    process = _pause_in(faults, VERIFY_MARK, "--json")
     time.sleep(5)
     subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
     out, err = process.communicate(timeout=900)
