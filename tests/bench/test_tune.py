@@ -284,6 +284,20 @@ def test_releases_of_the_current_ort_version_and_stock_as_the_reference():
         tune_space.choose_releases(plan, [stock], BOARD.name)
 
 
+def test_a_profile_guided_release_is_one_more_build_searched_beside_tuned():
+    # orch build --variant pgo deployed beside tuned: tune searches both with the same settings,
+    # each from its own defaults, and stock of that release is the reference.
+    plan = make_plan([BOARD], models=["fold"])
+    stock, tuned, pgo = release("stock"), release("tuned", current=True), release("pgo")
+    chosen = tune_space.choose_releases(plan, [stock, tuned, pgo], BOARD.name)
+    assert [r.variant for r in chosen] == ["tuned", "pgo", "stock"]
+    space = tune_space.space_from_options(threads=[], opt_levels=[], eps=[], inter_threads=0, quantize=None)
+    found = space.candidates(chosen)
+    of = {variant: [c for c in found if c.variant == variant] for variant in ("tuned", "pgo")}
+    assert of["pgo"][0] == tune_space.default_of("pgo")
+    assert [c.setting for c in of["pgo"]] == [c.setting for c in of["tuned"]]
+
+
 def test_a_rung_is_a_bench_plan_of_just_its_candidates_interleaved():
     base = tune_space.pinned(
         make_plan([BOARD], models=["fold"], quantize="dynamic"),
