@@ -209,16 +209,21 @@ def _assert_timed_out_on_a(faults: Faults, returned: tuple[int | None, str, str]
     assert_board_on_a(faults, f"after {what}")
 
 
-def test_timeout_while_a_model_is_sent_leaves_a_part_that_the_next_deploy_clears(
-    faults: Faults, tmp_path: Path
+@pytest.mark.parametrize("stop", ["timeout", "ctrl-c"])
+def test_orch_stopped_while_a_model_is_sent_leaves_a_part_that_the_next_deploy_clears(
+    faults: Faults, tmp_path: Path, stop: str
 ) -> None:
-    # A 40 MB model; the board's container is frozen while it arrives; --timeout runs out.
+    # A 40 MB model; the board's container is frozen while it arrives; --timeout runs out, or Ctrl-C.
     assert State.a, "needs the first deploy"
     store = faults.store_on_disk()
-    for seed in range(5):
-        big = write_model(wide_matmul(features=2500, outputs=4000, seed=seed), tmp_path / "big.onnx")
+    timeout = ("--timeout", "60") if stop == "timeout" else ()
+    for _ in range(5):
+        seed = next(_fresh_seeds)  # bytes the store does not have: they are sent
+        big = write_model(
+            wide_matmul(features=2500, outputs=4000, seed=seed), tmp_path / str(seed) / "big.onnx"
+        )
         models = ("--model", str(faults.tiny), "--model", str(big))
-        process = faults.start("deploy", "--host", "f1", *models, "--timeout", "60", "--json")
+        process = faults.start("deploy", "--host", "f1", *models, *timeout, "--json")
         while process.poll() is None and not any(faults.partial_uploads(store)):
             time.sleep(0.02)
         subprocess.run(["docker", "pause", faults.container], check=True, capture_output=True)
@@ -232,10 +237,18 @@ def test_timeout_while_a_model_is_sent_leaves_a_part_that_the_next_deploy_clears
     else:
         pytest.fail("the pause never landed while the model was sent", pytrace=False)
     try:
+        if stop == "ctrl-c":
+            os.killpg(process.pid, signal.SIGINT)
         out, err = process.communicate(timeout=300)
     finally:
         subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
-    _assert_timed_out_on_a(faults, (process.returncode, out, err), "a --timeout while a model was sent")
+    returned = (process.returncode, out, err)
+    if stop == "timeout":
+        _assert_timed_out_on_a(faults, returned, "a --timeout while a model was sent")
+    else:
+        assert process.returncode == 130, explain(returned)
+        assert "interrupted" in err and f"f1: current release: {State.a}" in err, explain(returned)
+        assert_board_on_a(faults, "after Ctrl-C while a model was sent")
     parts = faults.partial_uploads(store)
     assert parts and all(0 < size < big.stat().st_size for size in parts), parts
     assert file_sha256(big) not in {path.name for path in store.iterdir()}, "a part under its content name"
