@@ -1,10 +1,12 @@
-"""Checks several tests run on boards: one inference on a deployed release, a shard of MLAS's tests."""
+"""Checks several tests run on boards: one inference on a deployed release (and a deploy that
+matches x86 onnxruntime), a shard of MLAS's tests."""
 
 from __future__ import annotations
 
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -12,6 +14,7 @@ from orchestrator.adapters import ssh
 from orchestrator.artifacts.wheel import _inspect_elf
 from orchestrator.board import Board
 from orchestrator.builds.preflight import board_image
+from orchestrator.lab.sample_models import tiny_convnet, write_model
 from orchestrator.targets import resolve_target
 
 _INFER = (
@@ -37,6 +40,21 @@ def infer_on_board(board: Board, model_name: str, inputs: np.ndarray) -> tuple[s
         ).stdout
     version, _, values = out.strip().splitlines()[-1].partition(" ")
     return version, np.array(json.loads(values), dtype=np.float32)
+
+
+def deploy_and_match_x86(lab: Any, board: str, variant: str, scratch: Path, *, seed: int = 5) -> None:
+    """Deploy ``variant`` with a tiny conv net to ``board`` (orch deploy), then one inference there
+    must be ORT 1.21.0's and match x86 onnxruntime's on the same inputs."""
+    import onnxruntime  # noqa: PLC0415 -- x86's reference, only for these checks
+
+    model = write_model(tiny_convnet(), scratch / "tiny.onnx")
+    deploy = lab.orch("deploy", "--host", board, "--variant", variant, "--model", str(model), timeout=1800)
+    assert deploy.returncode == 0, deploy.stderr[-3000:]
+    inputs = np.random.default_rng(seed).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    version, output = infer_on_board(lab.board(board), "tiny.onnx", inputs)
+    assert version == "1.21.0"
+    reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
+    np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-5)
 
 
 def mlas_shard(engine: object, target: str, bundle: Path, *, shards: int, shard: int) -> tuple[int, str, int]:

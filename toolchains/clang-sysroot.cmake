@@ -12,9 +12,19 @@ if(NOT DEFINED ORCH_SYSROOT)
 endif()
 set(CMAKE_SYSROOT "${ORCH_SYSROOT}")
 
-set(CMAKE_C_COMPILER clang)
-set(CMAKE_CXX_COMPILER clang++)
-set(CMAKE_ASM_COMPILER clang)
+# The compilers are clang under the target's name. ORT tells the target CPU of its common library
+# from `${CMAKE_C_COMPILER} -dumpmachine` alone (cmake/onnxruntime_common.cmake), and a bare clang
+# prints the build machine's triple there: ORT then compiles its code with -DCPUINFO_SUPPORTED but
+# leaves cpuinfo out of libonnxruntime's link (undefined cpuinfo_* symbols). clang invoked as
+# <triple>-clang targets that triple and prints it, as the Android NDK's compiler names do.
+set(ORCH_CLANG_BIN "/tmp/orch-clang-bin")
+file(MAKE_DIRECTORY "${ORCH_CLANG_BIN}")
+foreach(driver clang clang++)
+  file(CREATE_LINK "/usr/bin/${driver}" "${ORCH_CLANG_BIN}/aarch64-linux-gnu-${driver}" SYMBOLIC)
+endforeach()
+set(CMAKE_C_COMPILER "${ORCH_CLANG_BIN}/aarch64-linux-gnu-clang")
+set(CMAKE_CXX_COMPILER "${ORCH_CLANG_BIN}/aarch64-linux-gnu-clang++")
+set(CMAKE_ASM_COMPILER "${ORCH_CLANG_BIN}/aarch64-linux-gnu-clang")
 foreach(lang C CXX ASM)
   set(CMAKE_${lang}_COMPILER_TARGET aarch64-linux-gnu)
 endforeach()

@@ -8,13 +8,15 @@ inference with x86 onnxruntime on the same inputs.
 from __future__ import annotations
 
 import json
+import subprocess
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import onnxruntime
 import pytest
-from board_checks import infer_on_board
+from board_checks import deploy_and_match_x86, infer_on_board
 
 from orchestrator.bench.results import ResultStore
 from orchestrator.lab.sample_models import tiny_convnet, write_model
@@ -48,16 +50,7 @@ def test_self_contained_bookworm_wheel_runs_on_a_debian_12_board(
     sources = {entry["name"]: entry for entry in manifest["dependency_sources"]}
     assert sources["Protobuf"]["version"].startswith("3.21.12") and len(sources["onnx"]["sha256"]) == 64
 
-    model = write_model(tiny_convnet(), tmp_path / "tiny.onnx")
-    deploy = bookworm_lab.orch(
-        "deploy", "--host", "rpi4-bookworm-1", "--variant", "tuned", "--model", str(model), timeout=1800
-    )
-    assert deploy.returncode == 0, deploy.stderr[-3000:]
-    inputs = np.random.default_rng(5).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    version, output = infer_on_board(bookworm_lab.board("rpi4-bookworm-1"), "tiny.onnx", inputs)
-    assert version == "1.21.0"
-    reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
-    np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-5)
+    deploy_and_match_x86(bookworm_lab, "rpi4-bookworm-1", "tuned", tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +107,45 @@ def test_lever_variants_xnnpack_and_reduced_build_deploy_and_run(
     assert session["intra_op_num_threads"] == 1 and session["xnnpack_threads"] == 2
 
 
+def _elf_facts(wheel: Path, tmp_path: Path) -> dict[str, bool]:
+    """What `readelf` says of the wheel's Python extension: hardened links and stripped symbols."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if "onnxruntime_pybind11_state" in n and n.endswith(".so")]
+        extension = Path(archive.extract(name, tmp_path))
+    dynamic = subprocess.run(
+        ["readelf", "-d", str(extension)], capture_output=True, text=True, check=True
+    ).stdout
+    headers = subprocess.run(
+        ["readelf", "-lS", str(extension)], capture_output=True, text=True, check=True
+    ).stdout
+    return {
+        "bind_now": "BIND_NOW" in dynamic,
+        "relro": "GNU_RELRO" in headers,
+        "stripped": ".symtab" not in headers,
+    }
+
+
+@pytest.mark.timeout(FULL_TIMEOUT + 1800)
+def test_upstream_wheel_has_the_official_options_preflights_and_runs_on_an_emulated_pi5(
+    pi5_lab: Lab, tmp_path: Path, seed_ort_source
+) -> None:
+    """`upstream`: the official wheel's own build options (Release, LTO, build.py's hardening) with
+    orch's toolchain; the extension is linked with RELRO and BIND_NOW and stripped, as upstream's is,
+    the wheel pre-flights on the Cortex-A76 and computes a model there as x86 does."""
+    seed_ort_source(pi5_lab.home)
+    build = pi5_lab.orch("build", "--target", "rpi5", "--variant", "upstream", "--json", timeout=FULL_TIMEOUT)
+    assert build.returncode == 0, build.stderr[-3000:]
+    manifest = json.loads(build.stdout)["manifest"]
+    assert manifest["preflight"]["ok"] and manifest["preflight"]["comparison"]["max_abs_diff"] < 1e-4
+    assert {"-Wp,-D_FORTIFY_SOURCE=2", "-fstack-protector-strong", "-O3"} <= set(manifest["compiler_flags"])
+    assert "--enable_lto" in manifest["build_argv"]
+    wheel = Path(pi5_lab.env["ORCH_ARTIFACTS"]) / "rpi5" / "upstream" / "1.21.0" / manifest["wheel"]
+    assert _elf_facts(wheel, tmp_path) == {"bind_now": True, "relro": True, "stripped": True}
+
+    deploy_and_match_x86(pi5_lab, "rpi5-1", "upstream", tmp_path)
+    print(f"upstream wheel: {manifest.get('build_duration_s')} s; ccache {manifest.get('ccache')}")
+
+
 @pytest.fixture(scope="module")
 def orin_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     with profile_lab(tmp_path_factory.mktemp("orin-lab"), "jetson-orin:1") as the_lab:
@@ -142,16 +174,7 @@ def test_jetson_wheel_built_against_its_stand_ins_sysroot_runs_and_verifies_ther
     assert manifest["preflight"]["ok"] and manifest["preflight"]["comparison"]["max_abs_diff"] < 1e-4
     assert not manifest.get("bundled_libraries")
 
-    model = write_model(tiny_convnet(), tmp_path / "tiny.onnx")
-    deploy = orin_lab.orch(
-        "deploy", "--host", board, "--variant", "default", "--model", str(model), timeout=1800
-    )
-    assert deploy.returncode == 0, deploy.stderr[-3000:]
-    inputs = np.random.default_rng(5).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    version, output = infer_on_board(orin_lab.board(board), "tiny.onnx", inputs)
-    assert version == "1.21.0"
-    reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
-    np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-5)
+    deploy_and_match_x86(orin_lab, board, "default", tmp_path)
 
     verify = orin_lab.orch("verify", "--host", board, "--subset", "500", "--json", timeout=3600)
     assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]

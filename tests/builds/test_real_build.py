@@ -13,12 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-import onnxruntime
 import pytest
-from board_checks import infer_on_board, mlas_shard
-
-from orchestrator.lab.sample_models import tiny_convnet, write_model
+from board_checks import deploy_and_match_x86, mlas_shard
 
 MLAS_TIMEOUT = 3600
 FULL_TIMEOUT = 5400
@@ -94,13 +90,4 @@ def test_full_tuned_lab_wheel_builds_preflights_deploys_and_matches_x86(
     assert any(a["variant"] == "tuned" and a["preflight"]["ok"] for a in listing)
 
     # Deploy to a lab board and compare one inference with the x86 stock onnxruntime.
-    model = write_model(tiny_convnet(), tmp_path / "tiny.onnx")
-    deploy = lab.orch(
-        "deploy", "--host", "lab1", "--variant", "tuned", "--model", str(model), "--json", timeout=1800
-    )
-    assert deploy.returncode == 0, deploy.stderr[-3000:]
-    inputs = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    version, output = infer_on_board(lab.board("lab1"), "tiny.onnx", inputs)
-    assert version == "1.21.0"
-    reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
-    np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-5)
+    deploy_and_match_x86(lab, "lab1", "tuned", tmp_path, seed=3)

@@ -56,9 +56,34 @@ def _run_on_board(lab: Lab, board: str, bundle: Path) -> tuple[int, str]:
     return shard.returncode, shard.stdout + shard.stderr
 
 
+def _dumpmachine(image: str, scratch: Path) -> str:
+    """What the toolchain file's C compiler prints for -dumpmachine, in the build image, as ORT's
+    cmake/onnxruntime_common.cmake runs it."""
+    (scratch / "probe.cmake").write_text(
+        "include(/toolchains/clang-sysroot.cmake)\n"
+        "execute_process(COMMAND ${CMAKE_C_COMPILER} -dumpmachine OUTPUT_VARIABLE machine)\n"
+        'message("${machine}")\n'
+    )
+    toolchains = Path(__file__).resolve().parents[2] / "toolchains"
+    volumes = ["-v", f"{toolchains}:/toolchains:ro", "-v", f"{scratch}:/probe:ro"]
+    probe = [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        *volumes,
+        image,
+        "cmake",
+        "-P",
+        "/probe/probe.cmake",
+    ]
+    return subprocess.run(probe, capture_output=True, text=True, check=True).stderr.strip()
+
+
 @pytest.mark.timeout(BUILD_TIMEOUT + 2400)
 def test_a_jetson_build_against_the_sysroot_pulled_from_its_stand_in_runs_there(
-    orin_lab: Lab, seed_ort_source
+    orin_lab: Lab, seed_ort_source, tmp_path: Path
 ) -> None:
     seed_ort_source(orin_lab.home)
     pulled = orin_lab.orch("sysroot", "pull", "--host", BOARD, "--no-compress", "--json", timeout=1800)
@@ -88,6 +113,12 @@ def test_a_jetson_build_against_the_sysroot_pulled_from_its_stand_in_runs_there(
     commands = json.loads((build_dir / "orch-report" / "compile_commands.json").read_text())
     assert all("clang" in c["command"] and "--sysroot=/sysroot" in c["command"] for c in commands)
     assert any(c["file"].startswith("/deps/abseil_cpp/absl/") for c in commands)
+
+    # ORT tells the CPU of its common library (and so whether cpuinfo is linked into libonnxruntime)
+    # from `${CMAKE_C_COMPILER} -dumpmachine` alone: the toolchain file's compiler names the board's.
+    assert _dumpmachine(plan["image"]["tag"], tmp_path).startswith("aarch64-"), (
+        "ORT would take it for another CPU"
+    )
 
     code, text = _run_on_board(orin_lab, BOARD, build_dir / "out")
     passed = re.search(r"\[  PASSED  \] (\d+) test", text)
