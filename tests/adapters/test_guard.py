@@ -54,24 +54,32 @@ def _start(mode: str, size: str, *argv: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _processes(mark: str) -> list[str]:
-    found = []
+def _argvs() -> dict[str, list[str]]:
+    found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                line = handle.read().replace(b"\0", b" ").decode(errors="replace")
+                found[pid] = handle.read().decode(errors="replace").split("\0")[:-1]
         except OSError:
             continue
-        if mark in line and pid != str(os.getpid()):
-            found.append(pid)
     return found
 
 
+def _processes(mark: str) -> list[str]:
+    """Every process whose command line holds ``mark`` (the guard and the shell too)."""
+    return [pid for pid, argv in _argvs().items() if mark in " ".join(argv) and pid != str(os.getpid())]
+
+
 def _wait_for_two_sleeps(mark: str) -> None:
+    # The sleeps themselves, by their exact argv: the guard's and the shell's command lines hold the
+    # mark too, and so does, for an instant, each subshell the guard forks.
+    def sleeps() -> int:
+        return sum(argv == ["sleep", mark] for argv in _argvs().values())
+
     deadline = time.monotonic() + 10
-    while len(_processes(f"sleep {mark}")) < 2 and time.monotonic() < deadline:
+    while sleeps() < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(_processes(f"sleep {mark}")) >= 2, "the command did not start"
+    assert sleeps() >= 2, "the command did not start"
 
 
 def test_output_input_and_exit_status_are_the_commands_own() -> None:
