@@ -384,7 +384,11 @@ class _BuildRun:
             preflight=self.options.preflight,
         )
         # The native runner of this release, for the wheel's C library (--build_shared_lib).
-        where = CompileIn(engine=self.engine, image_id=container.image_id, image_tag=plan.image.tag)
+        # On the sysroot route it is linked against the board's sysroot, as the wheel is.
+        sysroot = next((name for name, mount in container.volumes.items() if mount["bind"] == SYSROOT), None)
+        where = CompileIn(
+            engine=self.engine, image_id=container.image_id, image_tag=plan.image.tag, sysroot_volume=sysroot
+        )
         return add_runner(
             artifact, plan.target, where, header=header_from_tree(inputs.tree.path), log=self.log
         )

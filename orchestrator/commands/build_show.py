@@ -10,6 +10,7 @@ from typing import Any
 from rich.markup import escape
 
 from orchestrator.artifacts.store import Manifest
+from orchestrator.builds.container_paths import SYSROOT
 from orchestrator.builds.flags import flags_of, validate_or_raise
 from orchestrator.builds.native_runner.plan import runner_plan
 from orchestrator.builds.plan import BuildPlan
@@ -44,7 +45,8 @@ def plan_document(plan: BuildPlan, *, force_flags: bool) -> dict[str, Any]:
         validation = {"checked": True, "problems": problems}
     document["flag_validation"] = validation
     if plan.scope == "wheel":
-        document["native_runner"] = runner_plan(plan.target, plan.ort_version).as_dict()
+        sysroot = SYSROOT if plan.toolchain == "clang-sysroot" else None
+        document["native_runner"] = runner_plan(plan.target, plan.ort_version, sysroot=sysroot).as_dict()
     return document
 
 

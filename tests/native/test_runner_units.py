@@ -103,6 +103,14 @@ def test_every_target_compiles_the_runner_with_its_cross_compiler_against_one_re
     assert plan.as_dict()["board_layout"]["runner"] == "<release>/native/orch-runner"
 
 
+def test_on_the_sysroot_route_the_runner_is_clangs_against_the_boards_sysroot() -> None:
+    # As the wheel: linked against the board's glibc, not the build container's (a runner of the
+    # container's cross GCC needed GLIBC_2.38 on the Jetson stand-in's glibc 2.36).
+    argv = runner_plan(resolve_target("jetson-orin"), "1.21.0", sysroot="/sysroot").argv
+    assert argv[:4] == ("clang", "--target=aarch64-linux-gnu", "--sysroot=/sysroot", "-fuse-ld=lld")
+    assert '-DORCH_ORT_SONAME="libonnxruntime.so.1"' in argv and "-s" in argv
+
+
 # The targets whose distribution meets ORT 1.21.0's minimums (the Jetsons' are refused before a plan:
 # tests/builds/test_release_checks.py).
 @pytest.mark.parametrize("target", [t for t in known_target_names() if resolve_target(t).bootstrap_suite])

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.artifacts.store import Artifact, NativeRunner, write_manifest
 from orchestrator.board_side import read_text
+from orchestrator.builds.container_paths import SYSROOT
 from orchestrator.builds.native_runner.plan import (
     HEADER_IN_TREE,
     HEADER_NAME,
@@ -94,11 +95,13 @@ def _library_sha256(wheel: Path, member: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class CompileIn:
-    """Where the runner is compiled: the target's build image (it has the cross compiler) on an engine."""
+    """Where the runner is compiled: the target's build image (it has the cross compiler) on an engine,
+    and on the sysroot route the volume of the board's sysroot (mounted at ``SYSROOT``)."""
 
     engine: Engine
     image_id: str
     image_tag: str
+    sysroot_volume: str | None = None
 
 
 def add_runner(
@@ -108,7 +111,7 @@ def add_runner(
 
     ``header`` is the C API header, or (a string) why there is none; the manifest then says so."""
     version = artifact.ort_version
-    plan = runner_plan(profile, version)
+    plan = runner_plan(profile, version, sysroot=SYSROOT if where.sysroot_volume else None)
     found = wheel_library(artifact.wheel_path, version)
     if found is None:
         return _record(
@@ -155,6 +158,7 @@ def _compile(where: CompileIn, plan: RunnerPlan, header: bytes, artifact: Artifa
             where.image_id,
             ["sh", "-c", f'mkdir -p {OUT} && exec "$@"', "sh", *plan.argv],
             network="none",
+            volumes={where.sysroot_volume: {"bind": SYSROOT, "mode": "ro"}} if where.sysroot_volume else None,
             labels={"orch.role": "build", "orch.target": artifact.target},
             on_log=lines.append,
             copy_in=[(stage, WORK)],

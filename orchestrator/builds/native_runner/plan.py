@@ -34,6 +34,8 @@ HEADER_NAME = "onnxruntime_c_api.h"
 SONAME = "libonnxruntime.so.1"
 _LIBRARY = re.compile(r"^onnxruntime/capi/(libonnxruntime\.so\.\d+\.\d+\.\d+)$")
 
+CLANG_TARGET = "aarch64-linux-gnu"  # clang's --target on the sysroot route (toolchains/clang-sysroot.cmake)
+
 # Paths inside the build container.
 WORK = "/runner"
 OUT = f"{WORK}/out"
@@ -71,11 +73,15 @@ def library_name(ort_version: str) -> str:
     return f"libonnxruntime.so.{ort_version}"
 
 
-def runner_plan(profile: TargetProfile, ort_version: str) -> RunnerPlan:
-    """The compile of the runner for one target and ORT release."""
-    compiler = f"{profile.cross_prefix}gcc"
+def runner_plan(profile: TargetProfile, ort_version: str, *, sysroot: str | None = None) -> RunnerPlan:
+    """The compile of the runner for one target and ORT release: with the target's cross GCC, or on
+    the sysroot route (``sysroot``: where the board's sysroot is mounted) with clang and lld against
+    that sysroot, so that it needs nothing newer than the board's glibc (as the wheel)."""
+    compiler = "clang" if sysroot else f"{profile.cross_prefix}gcc"
+    toolchain = (f"--target={CLANG_TARGET}", f"--sysroot={sysroot}", "-fuse-ld=lld") if sysroot else ()
     argv = (
         compiler,
+        *toolchain,
         "-std=c11",
         "-O2",
         "-Wall",
