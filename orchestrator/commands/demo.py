@@ -1,18 +1,22 @@
 """`orch demo`: the whole job on the lab, as a newcomer runs it.
 
 It is a plain sequence of the real sub-commands (no private shortcuts), each run as its own
-``orch`` process, so what the demo shows is exactly what a user gets by typing them one by one. Every build is ONNX Runtime
-1.21.0 (the release whose source this machine's Debian mirror serves), so each comparison measures
-one thing: stock -> default is the build environment (Debian's toolchain, orch's patch), default ->
-tuned is the flags. The boards emulate a Raspberry Pi 5 (Cortex-A76): the official 1.21.0 wheel
-dies of SIGILL on a Cortex-A72 (upstream's fp16 bug), which `orch build --target lab --variant
-stock --ort-version 1.21.0` shows by itself.
+``orch`` process, so what the demo shows is exactly what a user gets by typing them one by one.
+Every build is ONNX Runtime 1.21.0 (the release whose source this machine's Debian mirror serves),
+so each comparison measures one thing: stock -> upstream is the toolchain alone (orch builds the
+official wheel's own options: Release, LTO, build.py's hardening), upstream -> tuned is orch's
+flags alone, and with ``--pgo`` tuned -> pgo is the profile trained on the first board. The boards
+emulate a Raspberry Pi 5 (Cortex-A76): the official 1.21.0 wheel dies of SIGILL on a Cortex-A72
+(upstream's fp16 bug), which `orch build --target lab --variant stock --ort-version 1.21.0` shows
+by itself.
 
     orch lab up --board rpi5:2
-    orch build --target rpi5 --variant stock|default|tuned
-    orch deploy --group rpi5 --variant stock|default|tuned
-    orch bench --group rpi5 --variant stock,default --quick   (tiny run lengths: emulated boards are slow)
-    orch bench --group rpi5 --variant default,tuned --quick
+    orch build --target rpi5 --variant stock|upstream|tuned
+    orch deploy --group rpi5 --variant stock|upstream|tuned
+    orch bench --group rpi5 --variant stock,upstream --quick   (tiny run lengths: emulated boards are slow)
+    orch bench --group rpi5 --variant upstream,tuned --quick
+    with --pgo: orch build --target rpi5 --variant pgo --train-on rpi5-1 --model <the demo model>,
+                orch deploy --group rpi5 --variant pgo, orch bench --group rpi5 --variant tuned,pgo --quick
     orch verify --group rpi5 --variant stock,tuned --subset 60
     orch report latest --html <path>
 """
@@ -29,13 +33,15 @@ from orchestrator.builds.stock import default_version
 from orchestrator.commands import options
 from orchestrator.console import console
 from orchestrator.errors import OrchError
+from orchestrator.lab.boards import parse_board_option
 from orchestrator.lab.sample_models import write_tiny_convnet
 from orchestrator.targets import resolve_target
 
 NAME = "demo"
-HELP = "the whole job on the lab: lab up, build stock/default/tuned, deploy, bench, verify, report"
+HELP = "the whole job on the lab: lab up, build stock/upstream/tuned (and pgo), deploy, bench, verify, report"
 TARGET = "rpi5"
-VARIANTS = ("stock", "default", "tuned")
+VARIANTS = ("stock", "upstream", "tuned")
+MODEL = "models/demo_conv.onnx"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--report", type=options.path_arg, default=Path("report.html"), help="where to write the HTML report"
+    )
+    parser.add_argument(
+        "--pgo",
+        action="store_true",
+        help="also a profile-guided build trained on the first board, benched against tuned (one more"
+        " instrumented and one more optimised build)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the steps and stop")
 
@@ -54,22 +66,31 @@ class DemoRequest:
 
     boards: int
     report: Path
+    pgo: bool
     dry_run: bool
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DemoRequest:
-        return cls(boards=args.boards, report=args.report, dry_run=args.dry_run)
+        return cls(boards=args.boards, report=args.report, pgo=args.pgo, dry_run=args.dry_run)
 
 
 def steps(request: DemoRequest) -> list[list[str]]:
-    model = "models/demo_conv.onnx"
     group = ["--group", TARGET]
+    boards = f"{TARGET}:{request.boards}"
+    # The profile is trained with the tuned release's interpreter on the first board: after the deploys.
+    trainer = parse_board_option(boards).names[0]
+    pgo = [
+        ["build", "--target", TARGET, "--variant", "pgo", "--train-on", trainer, "--model", MODEL],
+        ["deploy", *group, "--variant", "pgo", "--model", MODEL],
+        ["bench", *group, "--variant", "tuned,pgo", "--quick"],
+    ]
     return [
-        ["lab", "up", "--board", f"{TARGET}:{request.boards}"],
+        ["lab", "up", "--board", boards],
         *(["build", "--target", TARGET, "--variant", variant] for variant in VARIANTS),
-        *(["deploy", *group, "--variant", variant, "--model", model] for variant in VARIANTS),
-        ["bench", *group, "--variant", "stock,default", "--quick"],
-        ["bench", *group, "--variant", "default,tuned", "--quick"],
+        *(["deploy", *group, "--variant", variant, "--model", MODEL] for variant in VARIANTS),
+        ["bench", *group, "--variant", "stock,upstream", "--quick"],
+        ["bench", *group, "--variant", "upstream,tuned", "--quick"],
+        *(pgo if request.pgo else []),
         ["verify", *group, "--variant", "stock,tuned", "--subset", "60"],
         ["report", "latest", "--html", str(request.report)],
     ]
@@ -88,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"  {number}. orch {' '.join(argv)}")
     if request.dry_run:
         return 0
-    _ensure_demo_model(Path("models/demo_conv.onnx"))
+    _ensure_demo_model(Path(MODEL))
     for number, argv in enumerate(plan, 1):
         console.rule(f"step {number}/{len(plan)}: orch {' '.join(argv)}")
         # Each step is the real command in a process of its own, exactly as a user would type it.

@@ -26,15 +26,38 @@ def test_the_dry_run_names_the_release_every_build_of_the_demo_compiles(orch_env
     named = re.search(r"ONNX\s+Runtime\s+(\d+\.\d+\.\d+)", shown)
     assert named, shown
     # The release the demo announces is the one its compiled builds really plan.
-    for variant in ("default", "tuned"):
+    for variant in ("upstream", "tuned"):
         planned = _orch(orch_env, "build", "--target", "rpi5", "--variant", variant, "--dry-run", "--json")
         assert planned.returncode == 0, planned.stderr
         assert json.loads(planned.stdout)["ort_version"] == named.group(1)
     steps = re.findall(r"^\s*\d+\. orch (.+)$", shown, flags=re.MULTILINE)
     assert steps[0] == "lab up --board rpi5:2"
     assert [s for s in steps if s.startswith("build ")] == [
-        f"build --target rpi5 --variant {v}" for v in ("stock", "default", "tuned")
+        f"build --target rpi5 --variant {v}" for v in ("stock", "upstream", "tuned")
+    ]
+    # stock -> upstream is the toolchain alone, upstream -> tuned orch's flags alone.
+    assert [s for s in steps if s.startswith("bench ")] == [
+        f"bench --group rpi5 --variant {pair} --quick" for pair in ("stock,upstream", "upstream,tuned")
     ]
     assert steps[-1] == "report latest --html report.html"
     # A dry run starts nothing: no lab state, no model written.
     assert not (Path(orch_env["ORCH_HOME"]) / "lab").exists()
+
+
+def test_the_pgo_demo_trains_on_the_first_board_after_tuned_is_there_and_benches_tuned_against_pgo(
+    orch_env: dict[str, str],
+) -> None:
+    demo = _orch(orch_env, "demo", "--dry-run", "--pgo", "--boards", "3")
+    assert demo.returncode == 0, demo.stderr
+    # The steps as one text (the console wraps long lines), cut at each "N. orch".
+    shown = " ".join((demo.stdout + demo.stderr).split())
+    steps = re.split(r" \d+\. orch ", shown)[1:]
+    train = steps.index("build --target rpi5 --variant pgo --train-on rpi5-1 --model models/demo_conv.onnx")
+    # The training runs with the tuned release's interpreter on that board: tuned is deployed first.
+    assert steps.index("deploy --group rpi5 --variant tuned --model models/demo_conv.onnx") < train
+    assert steps[train + 1 : train + 3] == [
+        "deploy --group rpi5 --variant pgo --model models/demo_conv.onnx",
+        "bench --group rpi5 --variant tuned,pgo --quick",
+    ]
+    without = _orch(orch_env, "demo", "--dry-run")
+    assert "pgo" not in without.stdout + without.stderr
