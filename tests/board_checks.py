@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnxruntime
 
 from orchestrator.adapters import ssh
 from orchestrator.artifacts.wheel import _inspect_elf
@@ -45,8 +46,6 @@ def infer_on_board(board: Board, model_name: str, inputs: np.ndarray) -> tuple[s
 def deploy_and_match_x86(lab: Any, board: str, variant: str, scratch: Path, *, seed: int = 5) -> None:
     """Deploy ``variant`` with a tiny conv net to ``board`` (orch deploy), then one inference there
     must be ORT 1.21.0's and match x86 onnxruntime's on the same inputs."""
-    import onnxruntime  # noqa: PLC0415 -- x86's reference, only for these checks
-
     model = write_model(tiny_convnet(), scratch / "tiny.onnx")
     deploy = lab.orch("deploy", "--host", board, "--variant", variant, "--model", str(model), timeout=1800)
     assert deploy.returncode == 0, deploy.stderr[-3000:]

@@ -131,13 +131,7 @@ class Faults:
         /proc (the same kernel): quick, exact argvs (qemu's binfmt interpreter and path left out),
         and it works while the container is paused. Other labs on this machine (another test run)
         are not seen."""
-        state = subprocess.run(
-            ["docker", "inspect", "-f", "{{.State.Pid}}", self.container],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        namespace = os.readlink(f"/proc/{state.stdout.strip()}/ns/pid")
+        namespace = os.readlink(f"/proc/{self.container_pid()}/ns/pid")
         found = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
@@ -185,17 +179,21 @@ class Faults:
             time.sleep(0.5)
         return None
 
-    def store_on_disk(self) -> Path:
-        """The board's store on its container's disk, through the workstation's /proc: quick to
-        read, and it can be read while the container is paused."""
+    def container_pid(self) -> str:
+        """The workstation's pid of the board container's first process (its /proc entry)."""
         state = subprocess.run(
             ["docker", "inspect", "-f", "{{.State.Pid}}", self.container],
             capture_output=True,
             text=True,
             check=True,
         )
-        home = f"/home/{LAB_USER}" if LAB_USER != "root" else "/root"
-        return Path(f"/proc/{state.stdout.strip()}/root{home}") / Layout(workdir=WORKDIR).store
+        return state.stdout.strip()
+
+    def store_on_disk(self) -> Path:
+        """The board's store on its container's disk, through the workstation's /proc: quick to
+        read, and it can be read while the container is paused."""
+        home = "/root" if LAB_USER == "root" else f"/home/{LAB_USER}"
+        return Path(f"/proc/{self.container_pid()}/root{home}") / Layout(workdir=WORKDIR).store
 
     @staticmethod
     def partial_uploads(store: Path) -> list[int]:

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -157,21 +158,41 @@ def test_orch_stopped_while_the_board_installs_or_verifies_the_new_release_leave
 
 def _pause_in(faults: Faults, mark: str, *args: str) -> subprocess.Popen[str]:
     """A deploy of B with the board's container paused while the board process of one step
-    (``mark``) runs. A pause that lands after the step ended (it can be short) is undone: that
-    deploy finishes, the board is rolled back to A, and it is tried again."""
-    for _ in range(5):
+    (``mark``) runs."""
+
+    def deploy() -> tuple[str, ...]:
         # An install step runs only for a release the board does not have: a model of new bytes.
         models = () if mark == VERIFY_MARK else ("--model", str(_fresh_model(faults)))
-        process = faults.start(*deploy_b(faults, *models, *args))
-        faults.wait_for_process(mark, process)
+        return deploy_b(faults, *models, *args)
+
+    return _paused_when(faults, deploy, lambda: bool(faults.frozen_processes(mark)), f"{mark!r} ran")
+
+
+def _paused_when(
+    faults: Faults, deploy: Callable[[], tuple[str, ...]], in_step: Callable[[], bool], step: str
+) -> subprocess.Popen[str]:
+    """orch running ``deploy()`` with the board's container paused while ``in_step()`` holds. A pause
+    that lands after the step ended (it can be short) is undone: that deploy finishes, the board is
+    rolled back to A, and it is tried again (``deploy()`` gives each try its argv)."""
+    for _ in range(5):
+        process = faults.start(*deploy())
+        deadline = time.monotonic() + 900
+        while process.poll() is None and not in_step():
+            if time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"the deploy never got to where {step} in 900 s", pytrace=False)
+            time.sleep(0.02)
         subprocess.run(["docker", "pause", faults.container], check=True, capture_output=True)
-        if faults.frozen_processes(mark):
+        if in_step():
             return process
         subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
-        process.communicate(timeout=900)
+        out, err = process.communicate(timeout=900)
+        assert process.returncode == 0, f"orch ended before {step}:\n" + explain(
+            (process.returncode, out, err)
+        )
         rolled, _ = faults.orch("deploy", "--host", "f1", "--rollback")
         assert rolled.returncode == 0, explain(rolled)
-    pytest.fail(f"the pause never landed while {mark!r} ran", pytrace=False)
+    pytest.fail(f"the pause never landed while {step}", pytrace=False)
 
 
 _fresh_seeds = itertools.count(100)
@@ -217,25 +238,15 @@ def test_orch_stopped_while_a_model_is_sent_leaves_a_part_that_the_next_deploy_c
     assert State.a, "needs the first deploy"
     store = faults.store_on_disk()
     timeout = ("--timeout", "60") if stop == "timeout" else ()
-    for _ in range(5):
+    big = tmp_path / "big.onnx"
+    models = ("--model", str(faults.tiny), "--model", str(big))
+
+    def deploy() -> tuple[str, ...]:
         seed = next(_fresh_seeds)  # bytes the store does not have: they are sent
-        big = write_model(
-            wide_matmul(features=2500, outputs=4000, seed=seed), tmp_path / str(seed) / "big.onnx"
-        )
-        models = ("--model", str(faults.tiny), "--model", str(big))
-        process = faults.start("deploy", "--host", "f1", *models, *timeout, "--json")
-        while process.poll() is None and not any(faults.partial_uploads(store)):
-            time.sleep(0.02)
-        subprocess.run(["docker", "pause", faults.container], check=True, capture_output=True)
-        if any(faults.partial_uploads(store)):
-            break
-        # The transfer ended before the pause: that deploy finishes, A becomes current again.
-        subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
-        process.communicate(timeout=900)
-        rolled, _ = faults.orch("deploy", "--host", "f1", "--rollback")
-        assert rolled.returncode == 0, explain(rolled)
-    else:
-        pytest.fail("the pause never landed while the model was sent", pytrace=False)
+        write_model(wide_matmul(features=2500, outputs=4000, seed=seed), big)
+        return ("deploy", "--host", "f1", *models, *timeout, "--json")
+
+    process = _paused_when(faults, deploy, lambda: any(faults.partial_uploads(store)), "the model was sent")
     try:
         if stop == "ctrl-c":
             os.killpg(process.pid, signal.SIGINT)
