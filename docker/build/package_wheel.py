@@ -89,7 +89,36 @@ def bundle_executable(exe: Path, out: Path, readelf: str, libdirs: list[Path]) -
     return copy_dependencies([out / exe.name], out, readelf, libdirs)
 
 
+def soname(readelf: str, path: Path) -> str | None:
+    out = subprocess.run([readelf, "-d", str(path)], check=True, capture_output=True, text=True).stdout
+    found = re.search(r"\(SONAME\)\s+Library soname: \[([^\]]+)\]", out)
+    return found.group(1) if found else None
+
+
+def bundle_library(library: Path, out: Path, readelf: str, libdirs: list[Path]) -> list[str]:
+    """ORT's C library alone (``--scope library``): ``out/lib`` holds it, the link of its SONAME (what
+    programs linked against it load) and the non-system libraries it needs."""
+    lib = out / "lib"
+    lib.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(library.resolve(), lib / library.name)
+    name = soname(readelf, lib / library.name)
+    if name and name != library.name:
+        (lib / name).unlink(missing_ok=True)
+        (lib / name).symlink_to(library.name)
+    return copy_dependencies([lib / library.name], lib, readelf, libdirs)
+
+
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--library":
+        # package_wheel.py --library PATH OUT [LIBDIR ...]: ORT's C library and what it needs.
+        libs = bundle_library(
+            Path(sys.argv[2]),
+            Path(sys.argv[3]),
+            "aarch64-linux-gnu-readelf",
+            [Path(d) for d in sys.argv[4:]] or DEFAULT_LIBDIRS,
+        )
+        print("ORCH-BUNDLE " + json.dumps(libs), flush=True)
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--exe":
         # package_wheel.py --exe PATH OUT [LIBDIR ...]: an executable with its libraries, for an
         # emulated board (LIBDIRs: where they are; a sysroot's on the sysroot route).

@@ -239,6 +239,25 @@ def inspect_wheel(path: Path) -> WheelInfo:
     )
 
 
+def inspect_directory(path: Path, *, name: str, version: str) -> WheelInfo:
+    """The ELF files under a directory (a C library build's output: ``lib/``, the runner), read as a
+    wheel without tags, so that the checks of a wheel's shared objects serve it as they are."""
+    shared = []
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
+        info = _inspect_elf(file.relative_to(path).as_posix(), file.read_bytes())
+        if info is not None:
+            shared.append(info)
+    return WheelInfo(
+        path=path,
+        name=name,
+        version=version,
+        python_tags=(),
+        abi_tags=(),
+        platform_tags=(),
+        shared_objects=tuple(shared),
+    )
+
+
 def python_compatible(info: WheelInfo, python_tag: str) -> bool:
     """Does a Python whose tag is ``python_tag`` (``cp313``) import this wheel (its tags, abi3 included)?"""
     return _python_ok(info, python_tag)

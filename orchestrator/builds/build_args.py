@@ -12,7 +12,12 @@ from orchestrator.builds.reduced_ops import OperatorConfig
 from orchestrator.builds.variants import Variant
 from orchestrator.targets import TargetProfile
 
-BuildScope = Literal["wheel", "mlas-test"]
+# wheel: the Python package (with ORT's C library inside); library: ORT's C library alone, with orch's
+# native runner, for a board whose Python the release's package cannot target; mlas-test: MLAS and
+# its test executable.
+BuildScope = Literal["wheel", "library", "mlas-test"]
+# The shared library's CMake target (cmake/onnxruntime.cmake: add_library(onnxruntime SHARED ...)).
+LIBRARY_TARGET = "onnxruntime"
 # What `--ep cuda` needs in the image and can't get offline or from a Debian archive.
 CUDA_TOOLKIT_NOTE = (
     "a CUDA build needs the NVIDIA L4T CUDA cross toolkit (cuda-cross-aarch64, cuDNN for aarch64) "
@@ -54,6 +59,8 @@ def build_args(variant: Variant, parallel: int, scope: BuildScope) -> list[str]:
         # --build_shared_lib: the wheel then also carries ORT's C library (capi/libonnxruntime.so.<v>,
         # as the official wheel does), which the native runner and users' own programs link against.
         return [*args, "--build_wheel", "--build_shared_lib"]
+    if scope == "library":
+        return [*args, "--build_shared_lib", "--target", LIBRARY_TARGET]
     return [*args, "--target", "onnxruntime_mlas_test"]
 
 

@@ -42,6 +42,7 @@ from orchestrator.builds.container_paths import BUILD, CCACHE, OUT, REDUCED, SCR
 from orchestrator.builds.flags import flags_of, validate_or_raise
 from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
 from orchestrator.builds.native_runner.execute import CompileIn, add_runner, header_from_tree
+from orchestrator.builds.native_runner.library import LibraryOutput, finish_library
 from orchestrator.builds.network import container_network, fetch_failure, network_needs
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.record import MadeWheel, build_record, finish_artifact
@@ -93,6 +94,7 @@ class BuildResult:
     artifact: Artifact | None
     incremental: IncrementalBuild
     record: BuildRecord | None = None  # how it was made (the artifact's manifest, or beside the build)
+    library: LibraryOutput | None = None  # --scope library: ORT's C library and the runner, in out/
 
 
 def validate_plan_flags(plan: BuildPlan, tree: Path, *, force: bool) -> list[str]:
@@ -163,8 +165,12 @@ class _BuildRun:
         if self.plan.scope != "wheel":
             # No wheel, no artifact: the record of how it was made goes beside the build's output.
             record = self._record(inputs, container, compiled)
-            (container.build_dir / "manifest.json").write_text(json.dumps(record.to_json(), indent=2) + "\n")
-            return self._result(container, compiled, None, record)
+            document = record.to_json()
+            library = self._library(inputs, container) if self.plan.scope == "library" else None
+            if library is not None:
+                document["library"] = library.as_dict()
+            (container.build_dir / "manifest.json").write_text(json.dumps(document, indent=2) + "\n")
+            return replace(self._result(container, compiled, None, record), library=library)
         artifact = self._artifact(inputs, container, compiled)
         return self._result(container, compiled, artifact, artifact.manifest.build)
 
@@ -313,11 +319,11 @@ class _BuildRun:
 
     def _package(self, container: _Container, sink: LogSink) -> None:
         plan = self.plan
-        what = (
-            "the wheel for the board (platform tag, bundled system libraries)"
-            if plan.scope == "wheel"
-            else "onnxruntime_mlas_test with the libraries it needs"
-        )
+        what = {
+            "wheel": "the wheel for the board (platform tag, bundled system libraries)",
+            "library": "ORT's C library with the libraries it needs",
+            "mlas-test": "onnxruntime_mlas_test with the libraries it needs",
+        }[plan.scope]
         self.log(f"packaging {what}")
         sink.progress = None
         code = self.engine.run(
@@ -384,13 +390,33 @@ class _BuildRun:
             preflight=self.options.preflight,
         )
         # The native runner of this release, for the wheel's C library (--build_shared_lib).
-        # On the sysroot route it is linked against the board's sysroot, as the wheel is.
-        sysroot = next((name for name, mount in container.volumes.items() if mount["bind"] == SYSROOT), None)
-        where = CompileIn(
-            engine=self.engine, image_id=container.image_id, image_tag=plan.image.tag, sysroot_volume=sysroot
-        )
         return add_runner(
-            artifact, plan.target, where, header=header_from_tree(inputs.tree.path), log=self.log
+            artifact,
+            plan.target,
+            self._runner_compile(container),
+            header=header_from_tree(inputs.tree.path),
+            log=self.log,
+        )
+
+    def _runner_compile(self, container: _Container) -> CompileIn:
+        """Where the runner is compiled: on the sysroot route against the board's sysroot, as the build."""
+        sysroot = next((name for name, mount in container.volumes.items() if mount["bind"] == SYSROOT), None)
+        return CompileIn(
+            engine=self.engine,
+            image_id=container.image_id,
+            image_tag=self.plan.image.tag,
+            sysroot_volume=sysroot,
+        )
+
+    def _library(self, inputs: _Inputs, container: _Container) -> LibraryOutput:
+        """ORT's C library alone: the runner beside it, both proved against the board's sysroot."""
+        plan = self.plan
+        return finish_library(
+            container.build_dir / "out",
+            plan,
+            where=self._runner_compile(container),
+            header=header_from_tree(inputs.tree.path),
+            log=self.log,
         )
 
 

@@ -27,6 +27,7 @@ from orchestrator.builds.build_args import (
 from orchestrator.builds.container_paths import BUILD, OUT, SCRIPTS, SRC
 from orchestrator.builds.flags import check_without_tree
 from orchestrator.builds.image import ImagePlan, plan_image
+from orchestrator.builds.native_runner.plan import library_name
 from orchestrator.builds.network import (
     ContainerNetwork,
     NetworkNeeds,
@@ -63,7 +64,7 @@ from orchestrator.targets import TargetProfile
 
 # Roughly 2 GiB per C++ compile job of ORT (template-heavy sources; LTO links need more).
 GIB_PER_JOB = 2
-SCOPES: tuple[BuildScope, ...] = ("wheel", "mlas-test")
+SCOPES: tuple[BuildScope, ...] = ("wheel", "library", "mlas-test")
 # MLAS calls KleidiAI itself from 1.22 (int4 MatMulNBits, upstream PR #23627), behind
 # onnxruntime_USE_KLEIDIAI; build.py turns it on only when the *host* is arm64, so an x86 host's
 # cross build would lose it silently: the plan always sets it.
@@ -145,9 +146,19 @@ class BuildPlan:
 
     @property
     def package_argv(self) -> list[str]:
-        """After the compile: the wheel retagged for the board with its system libraries bundled, or
-        (scope mlas-test) the test executable with the libraries it needs on a board."""
+        """After the compile: the wheel retagged for the board with its system libraries bundled,
+        (scope library) ORT's C library with what it needs, or (scope mlas-test) the test executable
+        with the libraries it needs on a board."""
         libdirs = sysroot_libdirs() if self.toolchain == "clang-sysroot" else []
+        if self.scope == "library":
+            return [
+                "python3",
+                f"{SCRIPTS}/package_wheel.py",
+                "--library",
+                f"{self.config_build_dir}/{library_name(self.ort_version)}",
+                OUT,
+                *libdirs,
+            ]
         if self.scope == "mlas-test":
             return [
                 "python3",
@@ -280,9 +291,11 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     """The whole build, refused here (UsageError) when the options do not fit the target or variant."""
     _check_options(profile, variant, options)
     toolchain = toolchain_for(has_sysroot=options.sysroot is not None)
+    # The release's minimums first: a board whose Python the release cannot target is told to build
+    # the C library, not to install Python headers that would not help.
+    route = _plan_route(profile, options, toolchain)
     if options.sysroot is not None:
         refuse_incomplete(options.sysroot, wheel=options.scope == "wheel")
-    route = _plan_route(profile, options, toolchain)
     choice = route.choice
     provider = options.execution_provider
     flags = variant.compiler_flags(mcpu=profile.mcpu, march=profile.march)

@@ -15,7 +15,7 @@ from typing import Literal
 from orchestrator.builds.build_args import BuildScope
 from orchestrator.builds.image import read_packages
 from orchestrator.builds.routes import DependencyRoute
-from orchestrator.builds.toolchain import CLANG_CMAKE, CLANG_SUITE, SYSROOT_WAYS, Toolchain
+from orchestrator.builds.toolchain import CLANG_CMAKE, CLANG_PYTHON, CLANG_SUITE, SYSROOT_WAYS, Toolchain
 from orchestrator.builds.variants import release_tuple
 from orchestrator.errors import UsageError
 from orchestrator.targets import TargetProfile
@@ -31,7 +31,7 @@ class Minimum:
     version: tuple[int, ...]
     since: tuple[int, ...]  # the first release the minimum is known for (later ones keep it)
     source: str
-    scopes: tuple[BuildScope, ...] = ("wheel", "mlas-test")
+    scopes: tuple[BuildScope, ...] = ("wheel", "library", "mlas-test")
 
 
 MINIMUMS = (
@@ -48,7 +48,7 @@ MINIMUMS = (
         source="find_package(Python 3.10 ...) for the shared library and the wheel in ORT 1.21.0's"
         " cmake/CMakeLists.txt",
         # The MLAS test scope builds neither the shared library nor the Python module.
-        scopes=("wheel",),
+        scopes=("wheel", "library"),
     ),
     Minimum(
         tool="GCC",
@@ -100,15 +100,21 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 def build_tools(
-    profile: TargetProfile, route: DependencyRoute, toolchain: Toolchain = "gcc-multiarch"
+    profile: TargetProfile,
+    route: DependencyRoute,
+    toolchain: Toolchain = "gcc-multiarch",
+    scope: BuildScope = "wheel",
 ) -> dict[Tool, tuple[str, str]]:
     """(version, where it comes from) of each tool in the build container, where orch knows it."""
     codename = profile.os.codename
     where = f"{profile.os.distro} {profile.os.release} ({codename})"
     tools: dict[Tool, tuple[str, str]] = {"Python": (profile.os.python, f"{where}'s python3")}
     if toolchain == "clang-sysroot":
-        # The board gives only its Python (headers in the sysroot); CMake and the compiler (clang,
-        # not GCC) are the one build container's.
+        # The board gives only its Python for a wheel (headers in the sysroot); the C library's build
+        # runs ORT's scripts with the container's. CMake and the compiler (clang, not GCC) are the
+        # one build container's.
+        if scope != "wheel":
+            tools["Python"] = (CLANG_PYTHON, f"the sysroot route's build container ({CLANG_SUITE}'s python3)")
         tools["CMake"] = (CLANG_CMAKE, f"the sysroot route's build container ({CLANG_SUITE}'s cmake)")
         return tools
     known = DISTRIBUTION_TOOLS.get(codename)
@@ -141,7 +147,7 @@ def check_release(
             notes=(unknown,),
             unmet=(),
         )
-    tools = build_tools(profile, route, toolchain)
+    tools = build_tools(profile, route, toolchain, scope)
     met: list[str] = []
     unmet: list[str] = []
     for minimum in MINIMUMS:
@@ -173,11 +179,11 @@ def refuse_unmet(profile: TargetProfile, version: str, check: ReleaseCheck) -> N
 
 def _unmet_hint(profile: TargetProfile, python_too_old: bool) -> str:
     if python_too_old:
-        last = ".".join(map(str, LAST_CP36_RELEASE))
         return (
-            f"ORT's Python package cannot target Python {profile.os.python} in this release (the official"
-            f" cp36 wheels end at {last}); what such a board can run is ORT's C library with orch's native"
-            " runner, built against its sysroot, which orch cannot build yet"
+            f"ORT's Python package cannot target Python {profile.os.python} in this release; what such a"
+            " board can run is ORT's C library with orch's native runner, built against its sysroot:"
+            " `orch sysroot pull --host BOARD` (the board needs libc6-dev and libstdc++-dev), then"
+            f" `orch build --target {profile.name} --sysroot-from BOARD --scope library`"
         )
     return (
         f"the build container here is {profile.os.distro} {profile.os.release} itself (its own compiler and"

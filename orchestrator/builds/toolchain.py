@@ -27,6 +27,7 @@ Toolchain = Literal["gcc-multiarch", "clang-sysroot"]
 # The suite of the sysroot route's build container: the one whose clang is shown to honour a sysroot.
 CLANG_SUITE = "trixie"
 CLANG_CMAKE = "3.31"  # trixie's cmake package
+CLANG_PYTHON = "3.13"  # trixie's python3 package
 
 # How a board whose own distribution cannot build a release gets a build: its sysroot.
 SYSROOT_WAYS = (

@@ -21,7 +21,7 @@ from orchestrator.artifacts.store import list_artifacts
 from orchestrator.builds.build_report import CompilerCacheUse, IncrementalBuild
 from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
 from orchestrator.builds.image import base_image_refusal, made_offline
-from orchestrator.builds.plan import BuildPlan, refused_error
+from orchestrator.builds.plan import SCOPES, BuildPlan, refused_error
 from orchestrator.builds.queue import LOCAL
 from orchestrator.builds.release_checks import check_stock_python
 from orchestrator.builds.routes import DEPENDENCY_CHOICES
@@ -196,8 +196,9 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scope",
         default="wheel",
-        choices=["wheel", "mlas-test"],
-        help="wheel (default) or only MLAS + onnxruntime_mlas_test",
+        choices=list(SCOPES),
+        help="wheel (default); library: ORT's C library and orch's native runner, no Python (for a board"
+        " whose Python the release cannot target); mlas-test: only MLAS + onnxruntime_mlas_test",
     )
     parser.add_argument(
         "--dependencies",
@@ -295,7 +296,11 @@ def _execute(request: BuildRequest, plan: BuildPlan, engine: Engine, *, remote: 
     if request.json:
         emit_json(_result_document(plan, engine, result))
         return 0
-    where = result.artifact.wheel_path if result.artifact else result.build_dir
+    where = (
+        result.artifact.wheel_path
+        if result.artifact
+        else (result.library.directory if result.library else result.build_dir)
+    )
     console.print(
         f"[green]built[/] {plan.target.name}/{plan.artifact_variant} ORT {plan.ort_version} in "
         f"{result.duration_s / 60:.1f} min -> {where}  (ccache hits {result.ccache.hits},"
@@ -304,6 +309,15 @@ def _execute(request: BuildRequest, plan: BuildPlan, engine: Engine, *, remote: 
     )
     if result.artifact:
         show_footprint(result.artifact.manifest)
+    if result.library is not None:
+        library = result.library
+        needs = "; ".join(f"{lib}: {versions[-1]}" for lib, versions in library.needs.items() if versions)
+        checked = f" (checked against sysroot {library.sysroot})" if library.sysroot else ""
+        console.print(
+            f"    {library.library} ({library.library_size / 1e6:.1f} MB) and orch-runner; newest needs{checked}:"
+            f" {needs or 'none'}",
+            soft_wrap=True,
+        )
     return 0
 
 
@@ -354,10 +368,12 @@ def _result_document(plan: BuildPlan, engine: Engine, result: BuildResult) -> di
             manifest=result.artifact.manifest.to_json(),
         )
     elif result.record is not None:
-        # No wheel (--scope mlas-test): the build's record, written beside its output.
+        # No wheel (--scope library or mlas-test): the build's record, written beside its output.
         document.update(
             manifest=result.record.to_json(), manifest_path=str(result.build_dir / "manifest.json")
         )
+        if result.library is not None:
+            document["library"] = result.library.as_dict()
     return document
 
 

@@ -44,7 +44,7 @@ def plan_document(plan: BuildPlan, *, force_flags: bool) -> dict[str, Any]:
         )
         validation = {"checked": True, "problems": problems}
     document["flag_validation"] = validation
-    if plan.scope == "wheel":
+    if plan.scope in ("wheel", "library"):
         sysroot = SYSROOT if plan.toolchain == "clang-sysroot" else None
         document["native_runner"] = runner_plan(plan.target, plan.ort_version, sysroot=sysroot).as_dict()
     return document
@@ -105,6 +105,13 @@ def _print_commands(plan: BuildPlan, document: dict[str, Any]) -> None:
         c.print(
             f"[bold]wheel check:[/] aarch64 ELF, GLIBC <= {plan.target.os.glibc}, {plan.target.os.python_tag};"
             f" [bold]pre-flight:[/] QEMU_CPU={plan.target.qemu_cpu}"
+        )
+        show_runner(document["native_runner"])
+    if plan.scope == "library":
+        c.print("[bold]then:[/] " + escape(shlex.join(plan.package_argv)), soft_wrap=True)
+        c.print(
+            f"[bold]check:[/] aarch64 ELF files, GLIBC <= {plan.target.os.glibc}"
+            + (f", every symbol version against sysroot {plan.sysroot.name}" if plan.sysroot else "")
         )
         show_runner(document["native_runner"])
     validation = document["flag_validation"]

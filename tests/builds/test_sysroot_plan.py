@@ -86,3 +86,36 @@ def test_a_sysroot_without_development_files_is_refused_naming_them_and_the_apt_
     assert "glibc's headers" in message and "libstdc++'s headers" in message
     assert "the python3.11 interpreter" in message and "Python 3.11's headers" not in message
     assert "sudo apt install libc6-dev g++ python3.11" in hint and "board orin01" in hint
+
+
+BULLSEYE = BoardOS(distro="debian", release="11", codename="bullseye", glibc="2.31", python="3.9")
+BULLSEYE_FILES = ("usr/include/stdio.h", "usr/include/c++/10/vector")
+
+
+def _bullseye(root: Path) -> SysrootRef:
+    return replace(_sysroot(root, BULLSEYE_FILES), name="nano01", board="nano01", os=BULLSEYE)
+
+
+def test_a_board_whose_python_the_release_cannot_target_is_told_to_build_the_c_library(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(UsageError) as refused:
+        _plan(_bullseye(tmp_path), target="jetson-nano")
+    assert "python3 is 3.9, below ORT 1.21.0's minimum 3.10" in refused.value.message
+    assert "--sysroot-from BOARD --scope library" in (refused.value.hint or "")
+
+
+def test_the_c_library_scope_builds_the_shared_library_alone_against_the_sysroot(tmp_path: Path) -> None:
+    plan = _plan(_bullseye(tmp_path), scope="library", target="jetson-nano")
+    assert plan.toolchain == "clang-sysroot" and plan.target.qemu_cpu == "cortex-a57"
+    # The shared library's target only: no Python module, no wheel, no tests.
+    assert "--build_wheel" not in plan.build_args and "--build_shared_lib" in plan.build_args
+    target = plan.build_args.index("--target")
+    assert plan.build_args[target + 1] == "onnxruntime"
+    defines = dict(plan.defines)
+    assert "Python_EXECUTABLE" not in defines and defines["onnxruntime_BUILD_UNIT_TESTS"] == "OFF"
+    # Packaged as the library, its SONAME link and what it needs from the sysroot's libraries.
+    assert plan.package_argv[2:5] == ["--library", "/build/Release/libonnxruntime.so.1.21.0", "/out"]
+    assert "/sysroot/usr/lib/aarch64-linux-gnu" in plan.package_argv
+    # ORT's scripts run with the build container's Python; CMake is the container's too.
+    assert any("Python 3.13 >= 3.10" in note and "CMake 3.31 >= 3.28" in note for note in plan.notes)

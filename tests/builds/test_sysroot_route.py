@@ -1,11 +1,18 @@
 """The sysroot route for real, offline: `orch build --target jetson --sysroot-from <board>`.
 
-The Jetson Orin's lab stand-in is a Debian 12 board (glibc 2.36, libstdc++ of GCC 12 as on JetPack
-6, Python 3.11) emulating a Cortex-A76 (dot product), with its development files. orch pulls its
-sysroot over SSH, then builds ORT 1.21.0's MLAS scope (MLAS, ORT's common code with abseil from
-source, googletest and ``onnxruntime_mlas_test``) with clang against that sysroot, in the one clang
-build container (Debian 13, CMake 3.31), every dependency from a Debian source package, no network.
-The executable then runs a shard of MLAS's tests on the board it was built for.
+Two lab stand-ins, each with its development files:
+
+* the Jetson Nano's (and JetPack 5's OS): Debian 11 (glibc 2.31, libstdc++ of GCC 10, Python 3.9)
+  emulating a Cortex-A57 (ARMv8.0): in CI;
+* the Jetson Orin's: Debian 12 (glibc 2.36, libstdc++ of GCC 12 as on JetPack 6, Python 3.11)
+  emulating a Cortex-A76 (dot product): in the full suite, beside the whole Jetson wheel built the
+  same way (``test_full_wheels.py``).
+
+orch pulls the board's sysroot over SSH, then builds ORT 1.21.0's MLAS scope (MLAS, ORT's common
+code with abseil from source, googletest and ``onnxruntime_mlas_test``) with clang against that
+sysroot, in the one clang build container (Debian 13, CMake 3.31, glibc 2.41, GCC 14's libstdc++),
+every dependency from a Debian source package, no network. The executable needs nothing newer than
+the board's glibc and libstdc++, and runs a shard of MLAS's tests on the board it was built for.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import json
 import re
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,15 +33,38 @@ from tests.conftest import Lab, profile_lab
 pytestmark = pytest.mark.integration
 
 BUILD_TIMEOUT = 3600
-BOARD = "jetson-orin-1"
 # 1 of 80 shards (~400 of MLAS's 32,447 cases): every kernel family, a few minutes emulated.
 SHARDS, SHARD = 80, 1
 
 
-@pytest.fixture(scope="module")
-def orin_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    with profile_lab(tmp_path_factory.mktemp("orin-lab"), "jetson-orin:1") as the_lab:
-        yield the_lab
+@dataclass(frozen=True)
+class StandIn:
+    """A target's lab stand-in and the newest glibc and libstdc++ symbol versions its OS has."""
+
+    target: str
+    max_glibc: tuple[int, int]
+    glibcxx: int  # GLIBCXX_3.4.N of the stand-in's libstdc++
+
+    @property
+    def board(self) -> str:
+        return f"{self.target}-1"
+
+
+STAND_INS = [
+    # Debian 11: glibc 2.31; GCC 10's libstdc++ ends at GLIBCXX_3.4.28.
+    pytest.param(StandIn("jetson-nano", (2, 31), 28), id="debian11-cortex-a57"),
+    # Debian 12: glibc 2.36; GCC 12's libstdc++ ends at GLIBCXX_3.4.30.
+    pytest.param(StandIn("jetson-orin", (2, 36), 30), id="debian12-cortex-a76", marks=pytest.mark.full),
+]
+
+
+@pytest.fixture(scope="module", params=STAND_INS)
+def stand_in(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[StandIn, Lab]]:
+    chosen: StandIn = request.param
+    with profile_lab(tmp_path_factory.mktemp(f"{chosen.target}-lab"), f"{chosen.target}:1") as the_lab:
+        yield chosen, the_lab
 
 
 def _run_on_board(lab: Lab, board: str, bundle: Path) -> tuple[int, str]:
@@ -83,32 +114,42 @@ def _dumpmachine(image: str, scratch: Path) -> str:
 
 @pytest.mark.timeout(BUILD_TIMEOUT + 2400)
 def test_a_jetson_build_against_the_sysroot_pulled_from_its_stand_in_runs_there(
-    orin_lab: Lab, seed_ort_source, tmp_path: Path
+    stand_in: tuple[StandIn, Lab], seed_ort_source, tmp_path: Path
 ) -> None:
-    seed_ort_source(orin_lab.home)
-    pulled = orin_lab.orch("sysroot", "pull", "--host", BOARD, "--no-compress", "--json", timeout=1800)
+    board, lab = stand_in
+    seed_ort_source(lab.home)
+    pulled = lab.orch("sysroot", "pull", "--host", board.board, "--no-compress", "--json", timeout=1800)
     assert pulled.returncode == 0, pulled.stdout + pulled.stderr
-    record = json.loads(pulled.stdout)[BOARD]["record"]
+    record = json.loads(pulled.stdout)[board.board]["record"]
     assert record["missing_dev_packages"] == [], record  # the stand-in carries its development files
 
-    args = ("--target", "jetson", "--sysroot-from", BOARD, "--variant", "default", "--scope", "mlas-test")
-    dry = orin_lab.orch("build", *args, "--dry-run", "--json")
+    args = (
+        "--target",
+        board.target,
+        "--sysroot-from",
+        board.board,
+        "--variant",
+        "default",
+        "--scope",
+        "mlas-test",
+    )
+    dry = lab.orch("build", *args, "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)
     assert plan["toolchain"] == "clang-sysroot" and plan["dependencies"] == "source"
     assert plan["network"] == "none" and plan["image"]["tag"].startswith("orch/build-clang-sysroot:")
 
-    result = orin_lab.orch("build", *args, "--json", timeout=BUILD_TIMEOUT)
+    result = lab.orch("build", *args, "--json", timeout=BUILD_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
-    # Linked against the sysroot's glibc 2.36 and GCC 12's libstdc++, not the build container's
-    # (Debian 13: glibc 2.41, GCC 14's GLIBCXX_3.4.33).
-    build_dir, exe = built_mlas_test(result.stdout, max_glibc=(2, 36))
-    sysroot = Sysroot(Path(json.loads(pulled.stdout)[BOARD]["path"]) / "root")
+    # Linked against the sysroot's glibc and libstdc++, not the build container's (Debian 13: glibc
+    # 2.41, GCC 14's GLIBCXX_3.4.33).
+    build_dir, exe = built_mlas_test(result.stdout, max_glibc=board.max_glibc)
+    sysroot = Sysroot(Path(json.loads(pulled.stdout)[board.board]["path"]) / "root")
     libstdcxx = sysroot.library("libstdc++.so.6")
-    assert libstdcxx is not None and libstdcxx.highest("GLIBCXX_") == "GLIBCXX_3.4.30"
+    assert libstdcxx is not None and libstdcxx.highest("GLIBCXX_") == f"GLIBCXX_3.4.{board.glibcxx}"
     needed = re.findall(rb"GLIBCXX_3\.4\.(\d+)", exe)
-    assert needed and max(int(n) for n in needed) <= 30
+    assert needed and max(int(n) for n in needed) <= board.glibcxx
     # Every compile was clang's, for aarch64, against the sysroot; abseil came from the Debian source.
     commands = json.loads((build_dir / "orch-report" / "compile_commands.json").read_text())
     assert all("clang" in c["command"] and "--sysroot=/sysroot" in c["command"] for c in commands)
@@ -120,7 +161,9 @@ def test_a_jetson_build_against_the_sysroot_pulled_from_its_stand_in_runs_there(
         "ORT would take it for another CPU"
     )
 
-    code, text = _run_on_board(orin_lab, BOARD, build_dir / "out")
+    code, text = _run_on_board(lab, board.board, build_dir / "out")
     passed = re.search(r"\[  PASSED  \] (\d+) test", text)
     assert code == 0 and passed and int(passed.group(1)) > 100 and "[  FAILED  ]" not in text, text[-3000:]
-    print(f"sysroot-route MLAS build {document['duration_s']} s; shard on {BOARD}: {passed.group(1)} passed")
+    print(
+        f"sysroot-route MLAS build {document['duration_s']} s; shard on {board.board}: {passed.group(1)} passed"
+    )

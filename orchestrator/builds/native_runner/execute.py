@@ -131,7 +131,7 @@ def add_runner(
         )
     log(f"compiling the native runner for ONNX Runtime {version} ({plan.compiler})")
     library_sha256 = _library_sha256(artifact.wheel_path, member)
-    target = _compile(where, plan, header, artifact, log)
+    target = compile_runner(where, plan, header, artifact.directory, log)
     record = NativeRunner(
         file=RUNNER_NAME,
         sha256=file_sha256(target),
@@ -146,8 +146,9 @@ def add_runner(
     return _record(artifact, record, log)
 
 
-def _compile(where: CompileIn, plan: RunnerPlan, header: bytes, artifact: Artifact, log: Log) -> Path:
-    """The runner compiled with no network and put, executable, beside the artifact's wheel."""
+def compile_runner(where: CompileIn, plan: RunnerPlan, header: bytes, dest: Path, log: Log) -> Path:
+    """The runner compiled with no network and put, executable, into ``dest`` (beside the artifact's
+    wheel, or beside the C library of a library build)."""
     with tempfile.TemporaryDirectory(prefix="orch-runner-") as tmp:
         stage = Path(tmp) / "runner"
         (stage / "include").mkdir(parents=True)
@@ -159,7 +160,7 @@ def _compile(where: CompileIn, plan: RunnerPlan, header: bytes, artifact: Artifa
             ["sh", "-c", f'mkdir -p {OUT} && exec "$@"', "sh", *plan.argv],
             network="none",
             volumes={where.sysroot_volume: {"bind": SYSROOT, "mode": "ro"}} if where.sysroot_volume else None,
-            labels={"orch.role": "build", "orch.target": artifact.target},
+            labels={"orch.role": "build", "orch.target": plan.target},
             on_log=lines.append,
             copy_in=[(stage, WORK)],
             copy_out=[(OUT, Path(tmp))],
@@ -169,11 +170,11 @@ def _compile(where: CompileIn, plan: RunnerPlan, header: bytes, artifact: Artifa
         if code != 0 or not built.is_file():
             raise BuildError(
                 f"compiling the native runner failed (exit {code}):\n" + "\n".join(lines[-20:]),
-                hint="the wheel itself is built and kept: orch deploy works without the runner",
+                hint=f"what the build made is kept in {dest} (a wheel there deploys without the runner)",
             )
         for line in lines:
             log(line)
-        target = artifact.directory / RUNNER_NAME
+        target = dest / RUNNER_NAME
         shutil.copy2(built, target)
         target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return target
