@@ -244,6 +244,9 @@ def inspect_directory(path: Path, *, name: str, version: str) -> WheelInfo:
     wheel without tags, so that the checks of a wheel's shared objects serve it as they are."""
     shared = []
     for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
+        with file.open("rb") as handle:
+            if handle.read(4) != b"\x7fELF":
+                continue  # a header, a log, a wheel: not read whole
         info = _inspect_elf(file.relative_to(path).as_posix(), file.read_bytes())
         if info is not None:
             shared.append(info)

@@ -42,7 +42,7 @@ from orchestrator.builds.container_paths import BUILD, CCACHE, OUT, REDUCED, SCR
 from orchestrator.builds.flags import flags_of, validate_or_raise
 from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
 from orchestrator.builds.native_runner.execute import CompileIn, add_runner, header_from_tree
-from orchestrator.builds.native_runner.library import LibraryOutput, finish_library
+from orchestrator.builds.native_runner.library import LibraryOutput, finish_library, prove_files
 from orchestrator.builds.network import container_network, fetch_failure, network_needs
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.record import MadeWheel, build_record, finish_artifact
@@ -390,13 +390,18 @@ class _BuildRun:
             preflight=self.options.preflight,
         )
         # The native runner of this release, for the wheel's C library (--build_shared_lib).
-        return add_runner(
+        artifact = add_runner(
             artifact,
             plan.target,
             self._runner_compile(container),
             header=header_from_tree(inputs.tree.path),
             log=self.log,
         )
+        # On the sysroot route the runner is proved against the board's libraries as the wheel was
+        # (the artifact's only ELF file), before a deploy would find out.
+        if plan.sysroot is not None:
+            prove_files(artifact.directory, plan.sysroot, version=plan.ort_version)
+        return artifact
 
     def _runner_compile(self, container: _Container) -> CompileIn:
         """Where the runner is compiled: on the sysroot route against the board's sysroot, as the build."""

@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import onnxruntime
 import pytest
 from board_checks import built_mlas_test
 
 from orchestrator.builds.sysroots.contents import Sysroot
+from orchestrator.lab.sample_models import tiny_convnet, write_model
 from tests.conftest import Lab, profile_lab
 
 pytestmark = pytest.mark.integration
@@ -67,12 +71,22 @@ def stand_in(
         yield chosen, the_lab
 
 
+def _container(lab: Lab, board: str) -> str:
+    boards = json.loads(lab.orch("lab", "status", "--json").stdout)["boards"]
+    return str(next(b["container"] for b in boards if b["name"] == board))
+
+
+def _copy_to_board(lab: Lab, board: str, directory: Path, dest: str) -> str:
+    """``directory``'s files onto the board's container at ``dest`` (as scp would put them)."""
+    name = _container(lab, board)
+    subprocess.run(["docker", "exec", name, "rm", "-rf", dest], check=True)
+    subprocess.run(["docker", "cp", f"{directory}/.", f"{name}:{dest}"], check=True)
+    return name
+
+
 def _run_on_board(lab: Lab, board: str, bundle: Path) -> tuple[int, str]:
     """Copy the test executable and its libraries onto the board's container and run one shard there."""
-    boards = json.loads(lab.orch("lab", "status", "--json").stdout)["boards"]
-    name = next(b["container"] for b in boards if b["name"] == board)
-    subprocess.run(["docker", "exec", name, "rm", "-rf", "/tmp/mlas"], check=True)
-    subprocess.run(["docker", "cp", f"{bundle}/.", f"{name}:/tmp/mlas"], check=True)
+    _copy_to_board(lab, board, bundle, "/tmp/mlas")
     shard = lab.orch(
         "exec",
         "--host",
@@ -85,6 +99,15 @@ def _run_on_board(lab: Lab, board: str, bundle: Path) -> tuple[int, str]:
         timeout=1800,
     )
     return shard.returncode, shard.stdout + shard.stderr
+
+
+def _pull(lab: Lab, board: str) -> Path:
+    """``orch sysroot pull`` from the stand-in: the root of the stored sysroot."""
+    pulled = lab.orch("sysroot", "pull", "--host", board, "--no-compress", "--json", timeout=1800)
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    record = json.loads(pulled.stdout)[board]["record"]
+    assert record["missing_dev_packages"] == [], record  # the stand-in carries its development files
+    return Path(json.loads(pulled.stdout)[board]["path"]) / "root"
 
 
 def _dumpmachine(image: str, scratch: Path) -> str:
@@ -118,10 +141,7 @@ def test_a_jetson_build_against_the_sysroot_pulled_from_its_stand_in_runs_there(
 ) -> None:
     board, lab = stand_in
     seed_ort_source(lab.home)
-    pulled = lab.orch("sysroot", "pull", "--host", board.board, "--no-compress", "--json", timeout=1800)
-    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
-    record = json.loads(pulled.stdout)[board.board]["record"]
-    assert record["missing_dev_packages"] == [], record  # the stand-in carries its development files
+    sysroot = Sysroot(_pull(lab, board.board))
 
     args = (
         "--target",
@@ -145,7 +165,6 @@ def test_a_jetson_build_against_the_sysroot_pulled_from_its_stand_in_runs_there(
     # Linked against the sysroot's glibc and libstdc++, not the build container's (Debian 13: glibc
     # 2.41, GCC 14's GLIBCXX_3.4.33).
     build_dir, exe = built_mlas_test(result.stdout, max_glibc=board.max_glibc)
-    sysroot = Sysroot(Path(json.loads(pulled.stdout)[board.board]["path"]) / "root")
     libstdcxx = sysroot.library("libstdc++.so.6")
     assert libstdcxx is not None and libstdcxx.highest("GLIBCXX_") == f"GLIBCXX_3.4.{board.glibcxx}"
     needed = re.findall(rb"GLIBCXX_3\.4\.(\d+)", exe)
@@ -167,3 +186,65 @@ def test_a_jetson_build_against_the_sysroot_pulled_from_its_stand_in_runs_there(
     print(
         f"sysroot-route MLAS build {document['duration_s']} s; shard on {board.board}: {passed.group(1)} passed"
     )
+
+
+@pytest.mark.full
+@pytest.mark.timeout(2 * BUILD_TIMEOUT + 2400)
+@pytest.mark.parametrize("stand_in", [STAND_INS[0]], indirect=True)
+def test_the_c_library_and_runner_built_for_the_debian_11_stand_in_compute_there_as_x86_does(
+    stand_in: tuple[StandIn, Lab], seed_ort_source, tmp_path: Path
+) -> None:
+    """JetPack 4 and 5 boards: ORT 1.21's Python package cannot target their Python, its C library
+    with orch's native runner can run there."""
+    board, lab = stand_in
+    seed_ort_source(lab.home)
+    _pull(lab, board.board)
+    args = (
+        "--target",
+        board.target,
+        "--sysroot-from",
+        board.board,
+        "--variant",
+        "default",
+        "--scope",
+        "library",
+    )
+    result = lab.orch("build", *args, "--json", timeout=2 * BUILD_TIMEOUT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    document = json.loads(result.stdout)
+    library = document["library"]
+    assert (
+        library["checked_against_sysroot"] == board.board
+        and library["library"] == "lib/libonnxruntime.so.1.21.0"
+    )
+    glibc = [tuple(map(int, v.removeprefix("GLIBC_").split("."))) for v in library["needs"]["libc.so.6"]]
+    assert max(glibc) <= board.max_glibc, library["needs"]
+    glibcxx = [
+        int(v.rsplit(".", 1)[1])
+        for v in library["needs"].get("libstdc++.so.6", [])
+        if v.startswith("GLIBCXX_")
+    ]
+    assert glibcxx and max(glibcxx) <= board.glibcxx, library["needs"]
+
+    # The output directory as it is, a model and its input, onto the board; the runner there.
+    stage = tmp_path / "stage"
+    shutil.copytree(library["directory"], stage, symlinks=True)
+    model = write_model(tiny_convnet(), stage / "tiny.onnx")
+    inputs = np.random.default_rng(7).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.save(stage / "input.npy", inputs)
+    container = _copy_to_board(lab, board.board, stage, "/tmp/ortc")
+    ran = lab.orch(
+        "exec", "--host", board.board, "--timeout", "900", "--",
+        "cd /tmp/ortc && mkdir -p o && ./orch-runner --model tiny.onnx --input input=input.npy --save-outputs o"
+        " --intra-op-threads 1 --warmup 0 --min-runs 1 --min-duration 0",
+        timeout=1200,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    run = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert run["ok"] and run["ort"]["version"] == "1.21.0", run
+    subprocess.run(
+        ["docker", "cp", f"{container}:/tmp/ortc/o/logits.npy", str(tmp_path / "logits.npy")], check=True
+    )
+    reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "logits.npy"), reference, rtol=1e-4, atol=1e-5)
+    print(f"C library build for {board.board}: {document['duration_s']} s; needs {library['needs']}")

@@ -30,6 +30,7 @@ from orchestrator.errors import BuildError
 
 if TYPE_CHECKING:
     from orchestrator.builds.plan import BuildPlan
+    from orchestrator.builds.sysroots.target import SysrootRef
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,22 +74,7 @@ def finish_library(out: Path, plan: BuildPlan, *, where: CompileIn, header: byte
     runner_compile = runner_plan(plan.target, version, sysroot=SYSROOT if where.sysroot_volume else None)
     log(f"compiling the native runner for ONNX Runtime {version} ({runner_compile.compiler})")
     runner = compile_runner(where, runner_compile, header, out, log)
-    info = inspect_directory(out, name="onnxruntime", version=version)
-    if sysroot is None:
-        merged: dict[str, set[str]] = {}
-        for so in info.shared_objects:
-            for lib, versions in so.needs.items():
-                merged.setdefault(lib, set()).update(versions)
-        needs = {lib: tuple(sorted(versions)) for lib, versions in sorted(merged.items())}
-    else:
-        check = check_wheel_against(info, Sysroot(root=sysroot.root, name=sysroot.name))
-        if check.problems:
-            raise BuildError(
-                f"the C library build does not fit sysroot {sysroot.name}:\n"
-                + "\n".join(str(problem) for problem in check.problems),
-                hint=f"the files are kept in {out}",
-            )
-        needs = check.needs()
+    needs = prove_files(out, sysroot, version=version)
     return LibraryOutput(
         directory=out,
         library=library.relative_to(out).as_posix(),
@@ -99,3 +85,23 @@ def finish_library(out: Path, plan: BuildPlan, *, where: CompileIn, header: byte
         needs=needs,
         sysroot=sysroot.name if sysroot else None,
     )
+
+
+def prove_files(directory: Path, sysroot: SysrootRef | None, *, version: str) -> dict[str, tuple[str, ...]]:
+    """The symbol versions the ELF files under ``directory`` need, per library; with a sysroot, each
+    proved against it (a version the board's libraries do not define fails the build)."""
+    info = inspect_directory(directory, name="onnxruntime", version=version)
+    if sysroot is None:
+        merged: dict[str, set[str]] = {}
+        for so in info.shared_objects:
+            for lib, versions in so.needs.items():
+                merged.setdefault(lib, set()).update(versions)
+        return {lib: tuple(sorted(versions)) for lib, versions in sorted(merged.items())}
+    check = check_wheel_against(info, Sysroot(root=sysroot.root, name=sysroot.name))
+    if check.problems:
+        raise BuildError(
+            f"what the build made does not fit sysroot {sysroot.name}:\n"
+            + "\n".join(str(problem) for problem in check.problems),
+            hint=f"the files are kept in {directory}",
+        )
+    return check.needs()
