@@ -11,22 +11,33 @@ directory on a board, so it can be copied as it is:
     out/include/onnxruntime_c_api.h       the C API header of the release, for users' own programs
 
 Every ELF file there is checked against the sysroot it was built for: a symbol version the board's
-glibc or libstdc++ does not define fails the build, before anything is copied to a board.
+glibc or libstdc++ does not define fails the build, before anything is copied to a board. Then the
+runner pre-flights as a wheel does: it runs a model under qemu-user with the board's CPU model and,
+on the sysroot route, the board's own loader and libraries (``QEMU_LD_PREFIX`` = the sysroot), and
+its outputs are compared with the workstation's x86 onnxruntime.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from orchestrator.artifacts.store import Preflight
 from orchestrator.artifacts.wheel import inspect_directory
 from orchestrator.builds.container_paths import SYSROOT
 from orchestrator.builds.native_runner.execute import CompileIn, Log, compile_runner
 from orchestrator.builds.native_runner.plan import HEADER_NAME, RUNNER_NAME, SONAME, library_name, runner_plan
+from orchestrator.builds.preflight import PREFLIGHT_TIMEOUT_S, compare, exit_reason, reference_run
 from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against
 from orchestrator.digests import file_sha256
-from orchestrator.errors import BuildError
+from orchestrator.errors import BuildError, ContainerTimeout
+from orchestrator.lab.sample_models import preflight_model, write_model
 
 if TYPE_CHECKING:
     from orchestrator.builds.plan import BuildPlan
@@ -46,6 +57,7 @@ class LibraryOutput:
     # The checked symbol versions (GLIBC_, GLIBCXX_, ...) every ELF file there needs, per library.
     needs: dict[str, tuple[str, ...]]
     sysroot: str | None  # the sysroot they were proved against
+    preflight: Preflight
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +72,7 @@ class LibraryOutput:
             "header": f"include/{HEADER_NAME}",
             "needs": {lib: list(versions) for lib, versions in self.needs.items()},
             "checked_against_sysroot": self.sysroot,
+            "preflight": self.preflight.to_json(),
         }
 
 
@@ -75,6 +88,15 @@ def finish_library(out: Path, plan: BuildPlan, *, where: CompileIn, header: byte
     log(f"compiling the native runner for ONNX Runtime {version} ({runner_compile.compiler})")
     runner = compile_runner(where, runner_compile, header, out, log)
     needs = prove_files(out, sysroot, version=version)
+    preflight = preflight_runner(where, out, plan.target.qemu_cpu)
+    if not preflight.ok:
+        raise BuildError(
+            f"pre-flight of the C library failed: {preflight.error}", hint=f"the files are kept in {out}"
+        )
+    log(
+        f"pre-flight of orch-runner on {plan.target.qemu_cpu}: max |diff| against x86"
+        f" {preflight.details['comparison']['max_abs_diff']}"
+    )
     return LibraryOutput(
         directory=out,
         library=library.relative_to(out).as_posix(),
@@ -84,6 +106,7 @@ def finish_library(out: Path, plan: BuildPlan, *, where: CompileIn, header: byte
         runner_argv=runner_compile.argv,
         needs=needs,
         sysroot=sysroot.name if sysroot else None,
+        preflight=preflight,
     )
 
 
@@ -105,3 +128,67 @@ def prove_files(directory: Path, sysroot: SysrootRef | None, *, version: str) ->
             hint=f"the files are kept in {directory}",
         )
     return check.needs()
+
+
+# In the pre-flight container: the build's out/ and the model, the runner's outputs.
+_PREFLIGHT_DIR = "/pf"
+
+
+def preflight_runner(where: CompileIn, out: Path, qemu_cpu: str) -> Preflight:
+    """The runner and the library run a model in the build image under qemu-user as the board's CPU,
+    on the sysroot route with the sysroot's loader and libraries; outputs compared with x86's."""
+    with tempfile.TemporaryDirectory(prefix="orch-library-preflight-") as tmp:
+        work = Path(tmp) / "pf"
+        shutil.copytree(out, work, symlinks=True)
+        model = write_model(preflight_model(), work / "model.onnx")
+        inputs = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        np.save(work / "input.npy", inputs)
+        (work / "outputs").mkdir()
+        environment = {"QEMU_CPU": qemu_cpu}
+        volumes = None
+        if where.sysroot_volume:
+            environment["QEMU_LD_PREFIX"] = SYSROOT
+            volumes = {where.sysroot_volume: {"bind": SYSROOT, "mode": "ro"}}
+        run = f"{_PREFLIGHT_DIR}/{RUNNER_NAME}"
+        argv = [
+            run,
+            "--model",
+            f"{_PREFLIGHT_DIR}/model.onnx",
+            "--input",
+            f"input={_PREFLIGHT_DIR}/input.npy",
+        ]
+        argv += ["--save-outputs", f"{_PREFLIGHT_DIR}/outputs", "--warmup", "0", "--min-runs", "1"]
+        argv += ["--min-duration", "0", "--max-runs", "1", "--intra-op-threads", "1"]
+        lines: list[str] = []
+        details: dict[str, Any] = {"qemu_cpu": qemu_cpu, "image": where.image_tag, "sysroot": bool(volumes)}
+        try:
+            code = where.engine.run(
+                where.image_id,
+                # Not exec'd: the runner must not be the container's PID 1.
+                ["sh", "-c", '"$@"', "sh", *argv],
+                environment=environment,
+                volumes=volumes,
+                network="none",
+                labels={"orch.role": "preflight"},
+                on_log=lines.append,
+                copy_in=[(work, _PREFLIGHT_DIR)],
+                copy_out=[(f"{_PREFLIGHT_DIR}/outputs", Path(tmp))],
+                timeout=PREFLIGHT_TIMEOUT_S,
+            )
+        except ContainerTimeout:
+            return Preflight(ok=False, error=f"no result within {PREFLIGHT_TIMEOUT_S:g} s", details=details)
+        details["exit_code"] = code
+        produced = Path(tmp) / "outputs" / "logits.npy"
+        if code != 0 or not produced.is_file():
+            tail = " | ".join([line for line in lines if line.strip()][-5:])
+            return Preflight(
+                ok=False, error=f"{exit_reason(code)} on an emulated {qemu_cpu}: {tail}", details=details
+            )
+        document = json.loads(next(line for line in reversed(lines) if line.startswith("{")))
+        details["ort_version"] = document.get("ort", {}).get("version")
+        comparison = compare(np.load(produced), reference_run(model, inputs))
+        details["comparison"] = comparison
+        ok = bool(comparison["match"])
+        return Preflight(
+            ok=ok, error=None if ok else f"outputs differ from x86 onnxruntime: {comparison}", details=details
+        )
