@@ -29,16 +29,18 @@ FULL_TIMEOUT = 3 * 3600
 
 @pytest.fixture(scope="module")
 def bookworm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    with profile_lab(tmp_path_factory.mktemp("bookworm-lab"), "rpi4-bookworm:1") as the_lab:
+    # A Pi 5 (Cortex-A76): the official 1.21.0 wheel, the reference of `orch verify`, runs there
+    # (on a Pi 4's A72 it dies of SIGILL, upstream's fp16 bug).
+    with profile_lab(tmp_path_factory.mktemp("bookworm-lab"), "rpi5-bookworm:1") as the_lab:
         yield the_lab
 
 
-@pytest.mark.timeout(FULL_TIMEOUT + 1800)
-def test_self_contained_bookworm_wheel_runs_on_a_debian_12_board(
+@pytest.mark.timeout(FULL_TIMEOUT + 3600)
+def test_self_contained_bookworm_wheel_runs_on_a_debian_12_board_and_verifies_against_stock(
     bookworm_lab: Lab, tmp_path: Path, seed_ort_source
 ) -> None:
     seed_ort_source(bookworm_lab.home)
-    result = bookworm_lab.orch("build", "--target", "rpi4-bookworm", "--json", timeout=FULL_TIMEOUT)
+    result = bookworm_lab.orch("build", "--target", "rpi5-bookworm", "--json", timeout=FULL_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     manifest = json.loads(result.stdout)["manifest"]
     assert manifest["dependencies"] == "source"
@@ -50,7 +52,14 @@ def test_self_contained_bookworm_wheel_runs_on_a_debian_12_board(
     sources = {entry["name"]: entry for entry in manifest["dependency_sources"]}
     assert sources["Protobuf"]["version"].startswith("3.21.12") and len(sources["onnx"]["sha256"]) == 64
 
-    deploy_and_match_x86(bookworm_lab, "rpi4-bookworm-1", "tuned", tmp_path)
+    board = "rpi5-bookworm-1"
+    deploy_and_match_x86(bookworm_lab, board, "tuned", tmp_path)
+
+    verify = bookworm_lab.orch("verify", "--host", board, "--subset", "500", "--json", timeout=3600)
+    assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
+    (checked,) = json.loads(verify.stdout)["boards"][board]["builds"]
+    assert checked["onnxruntime"]["reference"]["version"] == "1.21.0" and checked["regressions"] == []
+    print(f"self-contained bookworm: {json.loads(result.stdout)['duration_s']} s; verify {checked['counts']}")
 
 
 @pytest.fixture(scope="module")
