@@ -30,7 +30,7 @@ def show_plan(plan: BuildPlan, *, force_flags: bool, as_json: bool) -> None:
 
 def plan_document(plan: BuildPlan, *, force_flags: bool) -> dict[str, Any]:
     """The plan's document, with the toolchain file, the flag validation (a local tree is checked
-    now) and, for a wheel, the native runner's plan."""
+    now) and, for a wheel or a C library, the native runner's plan."""
     document = plan.as_dict()
     document["toolchain_file_text"] = plan.toolchain_file.read_text()
     validation: dict[str, Any] = {"checked": False}
@@ -46,7 +46,8 @@ def plan_document(plan: BuildPlan, *, force_flags: bool) -> dict[str, Any]:
     document["flag_validation"] = validation
     if plan.scope in ("wheel", "library"):
         sysroot = SYSROOT if plan.toolchain == "clang-sysroot" else None
-        document["native_runner"] = runner_plan(plan.target, plan.ort_version, sysroot=sysroot).as_dict()
+        runner = runner_plan(plan.target, plan.ort_version, sysroot=sysroot)
+        document["native_runner"] = runner.as_dict(beside_library=plan.scope == "library")
     return document
 
 

@@ -13,6 +13,7 @@ from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan
 from orchestrator.builds.sources.ort import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import resolve_variant
+from orchestrator.commands.build_show import plan_document
 from orchestrator.errors import UsageError
 from orchestrator.targets import BoardOS, resolve_target
 
@@ -119,3 +120,7 @@ def test_the_c_library_scope_builds_the_shared_library_alone_against_the_sysroot
     assert "/sysroot/usr/lib/aarch64-linux-gnu" in plan.package_argv
     # ORT's scripts run with the build container's Python; CMake is the container's too.
     assert any("Python 3.13 >= 3.10" in note and "CMake 3.31 >= 3.28" in note for note in plan.notes)
+    # The runner beside it: clang against the same sysroot, loading the library of out/lib.
+    runner = plan_document(plan, force_flags=False)["native_runner"]
+    assert runner["argv"][:3] == ["clang", "--target=aarch64-linux-gnu", "--sysroot=/sysroot"]
+    assert runner["library"].startswith("lib/libonnxruntime.so.1.21.0 of the build's out/")

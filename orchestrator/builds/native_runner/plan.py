@@ -52,20 +52,27 @@ class RunnerPlan:
     argv: tuple[str, ...]
     output: str  # the runner's path in the container
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, *, beside_library: bool = False) -> dict[str, Any]:
+        """``beside_library``: a C library build's (``--scope library``), whose out/ holds the library."""
+        if beside_library:
+            library = f"lib/{self.library} of the build's out/ (loaded as {SONAME})"
+            layout = {"runner": f"out/{RUNNER_NAME}", "library": f"out/lib/{SONAME} -> {self.library}"}
+        else:
+            library = f"onnxruntime/capi/{self.library} of the wheel (loaded as {SONAME})"
+            layout = {
+                "runner": f"<release>/native/{RUNNER_NAME}",
+                "library": f"<release>/native/lib/{SONAME} -> the release's onnxruntime/capi/{self.library}",
+            }
         return {
             "target": self.target,
             "ort_version": self.ort_version,
             "compiler": self.compiler,
             "source": f"orchestrator/board_side/{SOURCE_NAME}",
             "header": f"{HEADER_IN_TREE} of ONNX Runtime {self.ort_version}",
-            "library": f"onnxruntime/capi/{self.library} of the wheel (loaded as {SONAME})",
+            "library": library,
             "argv": list(self.argv),
             "output": self.output,
-            "board_layout": {
-                "runner": f"<release>/native/{RUNNER_NAME}",
-                "library": f"<release>/native/lib/{SONAME} -> the release's onnxruntime/capi/{self.library}",
-            },
+            "board_layout": layout,
         }
 
 
