@@ -213,11 +213,17 @@ def _stage(work: Path, wheels: list[Path]) -> tuple[Path, np.ndarray]:
     directory.mkdir()
     for path in wheels:
         shutil.copy2(path, directory / path.name)
+    model, inputs = stage_model(work)
+    (work / "check.py").write_text(read_text("preflight_check.py"))
+    (work / "sigill_guard.py").write_text(read_text("sigill_guard.py"))
+    return model, inputs
+
+
+def stage_model(work: Path) -> tuple[Path, np.ndarray]:
+    """The pre-flight's model and its input, written into ``work`` (``model.onnx``, ``input.npy``)."""
     model = write_model(preflight_model(), work / "model.onnx")
     inputs = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
     np.save(work / "input.npy", inputs)
-    (work / "check.py").write_text(read_text("preflight_check.py"))
-    (work / "sigill_guard.py").write_text(read_text("sigill_guard.py"))
     return model, inputs
 
 

@@ -33,11 +33,16 @@ from orchestrator.artifacts.wheel import inspect_directory
 from orchestrator.builds.container_paths import SYSROOT
 from orchestrator.builds.native_runner.execute import CompileIn, Log, compile_runner
 from orchestrator.builds.native_runner.plan import HEADER_NAME, RUNNER_NAME, SONAME, library_name, runner_plan
-from orchestrator.builds.preflight import PREFLIGHT_TIMEOUT_S, compare, exit_reason, reference_run
+from orchestrator.builds.preflight import (
+    PREFLIGHT_TIMEOUT_S,
+    compare,
+    exit_reason,
+    reference_run,
+    stage_model,
+)
 from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against
 from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError, ContainerTimeout
-from orchestrator.lab.sample_models import preflight_model, write_model
 
 if TYPE_CHECKING:
     from orchestrator.builds.plan import BuildPlan
@@ -140,9 +145,7 @@ def preflight_runner(where: CompileIn, out: Path, qemu_cpu: str) -> Preflight:
     with tempfile.TemporaryDirectory(prefix="orch-library-preflight-") as tmp:
         work = Path(tmp) / "pf"
         shutil.copytree(out, work, symlinks=True)
-        model = write_model(preflight_model(), work / "model.onnx")
-        inputs = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
-        np.save(work / "input.npy", inputs)
+        model, inputs = stage_model(work)
         (work / "outputs").mkdir()
         environment = {"QEMU_CPU": qemu_cpu}
         volumes = None
@@ -184,8 +187,8 @@ def preflight_runner(where: CompileIn, out: Path, qemu_cpu: str) -> Preflight:
             return Preflight(
                 ok=False, error=f"{exit_reason(code)} on an emulated {qemu_cpu}: {tail}", details=details
             )
-        document = json.loads(next(line for line in reversed(lines) if line.startswith("{")))
-        details["ort_version"] = document.get("ort", {}).get("version")
+        document = next((line for line in reversed(lines) if line.startswith("{")), "{}")
+        details["ort_version"] = json.loads(document).get("ort", {}).get("version")
         comparison = compare(np.load(produced), reference_run(model, inputs))
         details["comparison"] = comparison
         ok = bool(comparison["match"])
