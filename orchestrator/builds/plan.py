@@ -36,7 +36,7 @@ from orchestrator.builds.network import (
     network_note,
 )
 from orchestrator.builds.reduced_ops import OperatorConfig
-from orchestrator.builds.release_checks import check_release, refuse_unmet
+from orchestrator.builds.release_checks import check_release, refuse_old_libstdcxx, refuse_unmet
 from orchestrator.builds.routes import (
     DependencyChoice,
     DependencyRoute,
@@ -296,6 +296,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     route = _plan_route(profile, options, toolchain)
     if options.sysroot is not None:
         refuse_incomplete(options.sysroot, wheel=options.scope == "wheel")
+        refuse_old_libstdcxx(options.sysroot, options.source.version)
     choice = route.choice
     provider = options.execution_provider
     flags = variant.compiler_flags(mcpu=profile.mcpu, march=profile.march)

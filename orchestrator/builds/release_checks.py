@@ -15,6 +15,8 @@ from typing import Literal
 from orchestrator.builds.build_args import BuildScope
 from orchestrator.builds.image import read_packages
 from orchestrator.builds.routes import DependencyRoute
+from orchestrator.builds.sysroots.contents import Sysroot
+from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.toolchain import CLANG_CMAKE, CLANG_PYTHON, CLANG_SUITE, SYSROOT_WAYS, Toolchain
 from orchestrator.builds.variants import release_tuple
 from orchestrator.errors import UsageError
@@ -60,6 +62,15 @@ MINIMUMS = (
 )
 # The first release orch knows minimums for: older ones are planned without this check (and say so).
 KNOWN_SINCE = min(minimum.since for minimum in MINIMUMS)
+
+# Against a board's sysroot: ORT's sources use std::filesystem, which libstdc++ carries in
+# libstdc++.so itself from GCC 9 on (GLIBCXX_3.4.26; GCC 8 kept it in a separate libstdc++fs, GCC 7
+# only as <experimental/filesystem>).
+LIBSTDCXX_MINIMUM = (3, 4, 26)
+LIBSTDCXX_SOURCE = (
+    "ORT's minimum GCC went from 8 to 9 and its link of GCC 8's separate libstdc++fs was removed"
+    " (microsoft/onnxruntime PR #20893); std::filesystem is in libstdc++.so from GCC 9 on"
+)
 
 # The official wheels for CPython 3.6 end with this release (1.11 dropped Python 3.6).
 LAST_CP36_RELEASE = (1, 10, 0)
@@ -199,4 +210,25 @@ def check_stock_python(profile: TargetProfile, version: str) -> None:
             f"no official ONNX Runtime {version} wheel exists for {profile.name}'s Python {profile.os.python}:"
             f" the cp36 wheels end at {last} (1.11 dropped Python 3.6)",
             hint=f"--ort-version {last} or older for a stock baseline on this board",
+        )
+
+
+def refuse_old_libstdcxx(ref: SysrootRef, version: str) -> None:
+    """A sysroot whose C++ library is older than the release's sources need is refused before any
+    build: neither the wheel nor the C library could be linked for that board (JetPack 4's Ubuntu
+    18.04 has GCC 8's libstdc++, GLIBCXX_3.4.25)."""
+    if release_tuple(version) < KNOWN_SINCE:
+        return
+    library = Sysroot(root=ref.root, name=ref.name).library("libstdc++.so.6")
+    newest = library.highest("GLIBCXX_") if library else None
+    if newest is None:
+        return  # no libstdc++ at all: the sysroot's own check names what is missing
+    wanted = "GLIBCXX_" + ".".join(map(str, LIBSTDCXX_MINIMUM))
+    if _version(newest.removeprefix("GLIBCXX_")) < LIBSTDCXX_MINIMUM:
+        raise UsageError(
+            f"ORT {version} cannot be built against sysroot {ref.name!r}: its libstdc++ ends at {newest},"
+            f" below the {wanted} ORT {version}'s sources need ({LIBSTDCXX_SOURCE})",
+            hint="neither the wheel nor the C library of this release can be linked for that board's C++"
+            " library; orch does not bundle a newer libstdc++. An ORT release from before that change is"
+            " the way there (orch knows no minimums before 1.21, so it does not check one)",
         )
