@@ -194,7 +194,8 @@ def _unmet_hint(profile: TargetProfile, python_too_old: bool) -> str:
             f"ORT's Python package cannot target Python {profile.os.python} in this release; what such a"
             " board can run is ORT's C library with orch's native runner, built against its sysroot:"
             " `orch sysroot pull --host BOARD` (the board needs libc6-dev and libstdc++-dev), then"
-            f" `orch build --target {profile.name} --sysroot-from BOARD --scope library`"
+            f" `orch build --target {profile.name} --sysroot-from BOARD --scope library` (the board's libstdc++"
+            " must be GCC 9's or newer: JetPack 5's is, JetPack 4's GCC 8 one is not)"
         )
     return (
         f"the build container here is {profile.os.distro} {profile.os.release} itself (its own compiler and"
