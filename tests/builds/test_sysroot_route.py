@@ -217,7 +217,13 @@ def test_the_c_library_and_runner_built_for_the_debian_11_stand_in_compute_there
         library["checked_against_sysroot"] == board.board
         and library["library"] == "lib/libonnxruntime.so.1.21.0"
     )
-    glibc = [tuple(map(int, v.removeprefix("GLIBC_").split("."))) for v in library["needs"]["libc.so.6"]]
+    # Every glibc library's needs (libm's too), and libstdc++'s, within the stand-in's.
+    glibc = [
+        tuple(map(int, v.removeprefix("GLIBC_").split(".")))
+        for versions in library["needs"].values()
+        for v in versions
+        if v.startswith("GLIBC_")
+    ]
     assert max(glibc) <= board.max_glibc, library["needs"]
     glibcxx = [
         int(v.rsplit(".", 1)[1])
@@ -225,6 +231,10 @@ def test_the_c_library_and_runner_built_for_the_debian_11_stand_in_compute_there
         if v.startswith("GLIBCXX_")
     ]
     assert glibcxx and max(glibcxx) <= board.glibcxx, library["needs"]
+    # Pre-flighted in the build image under qemu-user as the board's CPU, with the sysroot's loader.
+    preflight = library["preflight"]
+    assert preflight["ok"] and preflight["sysroot"] and preflight["qemu_cpu"] == "cortex-a57", preflight
+    assert preflight["ort_version"] == "1.21.0" and preflight["comparison"]["max_abs_diff"] < 1e-4
 
     # The output directory as it is, a model and its input, onto the board; the runner there.
     stage = tmp_path / "stage"
@@ -234,13 +244,13 @@ def test_the_c_library_and_runner_built_for_the_debian_11_stand_in_compute_there
     np.save(stage / "input.npy", inputs)
     container = _copy_to_board(lab, board.board, stage, "/tmp/ortc")
     ran = lab.orch(
-        "exec", "--host", board.board, "--timeout", "900", "--",
+        "exec", "--host", board.board, "--timeout", "900", "--json", "--",
         "cd /tmp/ortc && mkdir -p o && ./orch-runner --model tiny.onnx --input input=input.npy --save-outputs o"
         " --intra-op-threads 1 --warmup 0 --min-runs 1 --min-duration 0",
         timeout=1200,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    run = json.loads(ran.stdout.strip().splitlines()[-1])
+    run = json.loads(json.loads(ran.stdout)[board.board]["stdout"].strip().splitlines()[-1])
     assert run["ok"] and run["ort"]["version"] == "1.21.0", run
     subprocess.run(
         ["docker", "cp", f"{container}:/tmp/ortc/o/logits.npy", str(tmp_path / "logits.npy")], check=True
