@@ -392,7 +392,7 @@ static const char *USAGE =
 static int parse_args(Run *run, int argc, char **argv, Args *a) {
     *a = (Args){.ep = "cpu", .opt_level = "all", .main_cpu = -1, .warmup = 5, .min_runs = 50, .max_runs = 100000,
                 .min_duration = 10.0};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes one value */
         const char *opt = argv[i];
         char *value = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
@@ -422,7 +422,6 @@ static int parse_args(Run *run, int argc, char **argv, Args *a) {
             (*n)++;
         } else return fail(run, "arguments", "unknown option %s", opt);
         if (bad) return fail(run, "arguments", "%s %s: expected a whole number >= 0", opt, value);
-        i++;
     }
     if (!a->model) return fail(run, "arguments", "--model is required");
     if (a->max_runs < 1) return fail(run, "arguments", "--max-runs must be at least 1");
