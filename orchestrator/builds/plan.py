@@ -291,15 +291,12 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     """The whole build, refused here (UsageError) when the options do not fit the target or variant."""
     _check_options(profile, variant, options)
     toolchain = toolchain_for(has_sysroot=options.sysroot is not None)
-    # The release's minimums first: a board whose Python the release cannot target is told to build
-    # the C library, not to install Python headers that would not help.
     route = _plan_route(profile, options, toolchain)
-    if options.sysroot is not None:
-        refuse_incomplete(options.sysroot, wheel=options.scope == "wheel")
-        refuse_old_libstdcxx(options.sysroot, options.source.version)
     choice = route.choice
     provider = options.execution_provider
-    flags = variant.compiler_flags(mcpu=profile.mcpu, march=profile.march)
+    flags, toolchain_notes = _for_toolchain(
+        variant.compiler_flags(mcpu=profile.mcpu, march=profile.march), toolchain
+    )
     # nvcc objects do not take part in GCC's link-time optimisation.
     lto = variant.lto and provider != "cuda"
     parallel = options.parallel or choose_parallel(options.cpus, options.memory_bytes)
@@ -312,7 +309,6 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         *variant.defines,
         *options.extra_defines,
     ]
-    forced_notes = _forced_names(variant, options)
     args = [
         *build_args(variant, parallel, options.scope),
         *route_build_args(choice),
@@ -334,7 +330,8 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
             if variant.lto and not lto
             else []
         ),
-        *forced_notes,
+        *_forced_names(variant, options),
+        *toolchain_notes,
         *extra.notes,
         *([reduced_note(config)] if config is not None else []),
         kleidiai.note,
@@ -384,13 +381,18 @@ class _Route:
 
 
 def _plan_route(profile: TargetProfile, options: BuildOptions, toolchain: Toolchain) -> _Route:
-    """The route; a release the build container's own CMake, GCC or Python cannot build is refused
-    now, not minutes into the configure step."""
+    """The route; a release the build container's own CMake, GCC or Python cannot build, or a
+    sysroot that lacks what the build needs, is refused now, not minutes into the configure step."""
     version = options.source.version
     choice = choose_route(profile, version, toolchain, options.dependencies)
     image_of = image_route(choice.route, profile.os.codename)
     release_check = check_release(profile, image_of, version, options.scope, toolchain)
+    # The release's minimums first: a board whose Python the release cannot target is told to build
+    # the C library, not to install Python headers that would not help.
     refuse_unmet(profile, version, release_check)
+    if options.sysroot is not None:
+        refuse_incomplete(options.sysroot, wheel=options.scope == "wheel")
+        refuse_old_libstdcxx(options.sysroot, version)
     needs = network_needs(options.source, choice.route)
     network_said = network_note(choice.route, needs)
     notes = [
@@ -399,6 +401,21 @@ def _plan_route(profile: TargetProfile, options: BuildOptions, toolchain: Toolch
         *([network_said] if network_said else []),
     ]
     return _Route(choice=choice, image_of=image_of, needs=needs, notes=tuple(notes))
+
+
+def _for_toolchain(flags: tuple[str, ...], toolchain: Toolchain) -> tuple[tuple[str, ...], list[str]]:
+    """The variant's flags the toolchain's compiler honours, and a note for each one it does not."""
+    if toolchain != "clang-sysroot":
+        return flags, []
+    # clang accepts GCC's -finline-limit and ignores it (-Wignored-optimization-argument; clang 19 of
+    # the build image): passing it would make the record claim an inline limit the build never had.
+    dropped = [flag for flag in flags if flag.startswith("-finline-limit")]
+    notes = [
+        f"{flag} is GCC's; clang ignores it, so the sysroot route builds without it (clang's own"
+        " inlining thresholds apply)"
+        for flag in dropped
+    ]
+    return tuple(flag for flag in flags if flag not in dropped), notes
 
 
 def _check_options(profile: TargetProfile, variant: Variant, options: BuildOptions) -> None:

@@ -124,3 +124,15 @@ def test_the_c_library_scope_builds_the_shared_library_alone_against_the_sysroot
     runner = plan_document(plan, force_flags=False)["native_runner"]
     assert runner["argv"][:3] == ["clang", "--target=aarch64-linux-gnu", "--sysroot=/sysroot"]
     assert runner["library"].startswith("lib/libonnxruntime.so.1.21.0 of the build's out/")
+
+
+def test_gccs_inline_limit_is_not_passed_to_clang_and_the_plan_says_so(tmp_path: Path) -> None:
+    ref = _sysroot(tmp_path)
+    profile = replace(resolve_target("jetson-orin"), os=ref.os, bootstrap_suite=ref.os.codename)
+    source = parse_source(None, version=None, suite="trixie")
+    plan = make_plan(profile, resolve_variant("tuned"), BuildOptions(source=source, sysroot=ref))
+    # clang 19 accepts -finline-limit and ignores it: the record must not claim a limit it never had.
+    assert not any(flag.startswith("-finline-limit") for flag in plan.compiler_flags)
+    assert "-finline-limit" not in dict(plan.defines)["CMAKE_CXX_FLAGS"]
+    assert "-mcpu=cortex-a78ae+nofp16" in plan.compiler_flags and "--enable_lto" in plan.build_args
+    assert any(note.startswith("-finline-limit=600 is GCC's; clang ignores it") for note in plan.notes)
