@@ -109,20 +109,12 @@ def bundle_library(library: Path, out: Path, readelf: str, libdirs: list[Path]) 
 
 
 def main() -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "--library":
-        # package_wheel.py --library PATH OUT [LIBDIR ...]: ORT's C library and what it needs.
-        libs = bundle_library(
-            Path(sys.argv[2]),
-            Path(sys.argv[3]),
-            "aarch64-linux-gnu-readelf",
-            [Path(d) for d in sys.argv[4:]] or DEFAULT_LIBDIRS,
-        )
-        print("ORCH-BUNDLE " + json.dumps(libs), flush=True)
-        return 0
-    if len(sys.argv) > 1 and sys.argv[1] == "--exe":
-        # package_wheel.py --exe PATH OUT [LIBDIR ...]: an executable with its libraries, for an
-        # emulated board (LIBDIRs: where they are; a sysroot's on the sysroot route).
-        libs = bundle_executable(
+    bundlers = {"--library": bundle_library, "--exe": bundle_executable}
+    if len(sys.argv) > 1 and sys.argv[1] in bundlers:
+        # package_wheel.py --exe|--library PATH OUT [LIBDIR ...]: an executable (for an emulated
+        # board), or ORT's C library alone, with the libraries it needs (LIBDIRs: where they are; a
+        # sysroot's on the sysroot route).
+        libs = bundlers[sys.argv[1]](
             Path(sys.argv[2]),
             Path(sys.argv[3]),
             "aarch64-linux-gnu-readelf",

@@ -110,6 +110,10 @@ def _pull(lab: Lab, board: str) -> Path:
     return Path(json.loads(pulled.stdout)[board]["path"]) / "root"
 
 
+def _build_args(board: StandIn, scope: str) -> tuple[str, ...]:
+    return ("--target", board.target, "--sysroot-from", board.board, "--variant", "default", "--scope", scope)
+
+
 def _dumpmachine(image: str, scratch: Path) -> str:
     """What the toolchain file's C compiler prints for -dumpmachine, in the build image, as ORT's
     cmake/onnxruntime_common.cmake runs it."""
@@ -143,16 +147,7 @@ def test_a_jetson_build_against_the_sysroot_pulled_from_its_stand_in_runs_there(
     seed_ort_source(lab.home)
     sysroot = Sysroot(_pull(lab, board.board))
 
-    args = (
-        "--target",
-        board.target,
-        "--sysroot-from",
-        board.board,
-        "--variant",
-        "default",
-        "--scope",
-        "mlas-test",
-    )
+    args = _build_args(board, "mlas-test")
     dry = lab.orch("build", *args, "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)
@@ -199,16 +194,7 @@ def test_the_c_library_and_runner_built_for_the_debian_11_stand_in_compute_there
     board, lab = stand_in
     seed_ort_source(lab.home)
     _pull(lab, board.board)
-    args = (
-        "--target",
-        board.target,
-        "--sysroot-from",
-        board.board,
-        "--variant",
-        "default",
-        "--scope",
-        "library",
-    )
+    args = _build_args(board, "library")
     result = lab.orch("build", *args, "--json", timeout=2 * BUILD_TIMEOUT)
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads(result.stdout)
