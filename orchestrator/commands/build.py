@@ -118,8 +118,9 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--train-on",
         metavar="BOARD",
+        action="append",
         help="build with counters, run it on this board (its CPU must be the target's), build again"
-        " with what they measured",
+        " with what they measured; repeat it (or BOARD,BOARD) to add up several boards' counters",
     )
     group.add_argument(
         "--train-runs", type=options.positive_int, default=1, metavar="N", help="training runs (default 1)"

@@ -44,6 +44,7 @@ from orchestrator.builds.pgo import (
     profile_use,
     refuse_unless_fits,
 )
+from orchestrator.builds.pgo_merge import gcov_tool, merge_counters
 from orchestrator.builds.pgo_training import train_mlas_test, train_wheel
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.variants import Variant
@@ -56,7 +57,10 @@ from orchestrator.paths import orch_home
 from orchestrator.targets import TargetProfile, resolve_target
 
 PROFILE_FILE = "profile.json"
-COUNTERS = "counters"  # under a stored profile: the board's counter files, as GCOV_PREFIX laid them out
+COUNTERS = (
+    "counters"  # under a stored profile: the counter files the build uses, as GCOV_PREFIX laid them out
+)
+BOARD_COUNTERS = "boards"  # under a stored profile trained on several boards: each board's own
 PROFILE_ROOT_NAME = PROFILE_ROOT.strip("/")  # the counters' top directory under GCOV_PREFIX
 _COMPILED = re.compile(r"Building (?:C|CXX) object ")
 
@@ -97,7 +101,7 @@ def counters_digest(directory: Path) -> str:
 def refuse_what_cannot_train(request: BuildRequest, variant: Variant, train: TrainRequest) -> None:
     """What the real run would refuse before compiling anything (the dry run refuses it too)."""
     if not variant.profile_guided:
-        if train.board or train.profile:
+        if train.boards or train.profile:
             raise UsageError(
                 f"--train-on and --profile are for a profile-guided variant; {variant.name!r} is not one",
                 hint="orch build --variant pgo --train-on BOARD",
@@ -110,22 +114,22 @@ def refuse_what_cannot_train(request: BuildRequest, variant: Variant, train: Tra
             "a profile-guided build runs on this machine's engine (its three steps share the profile here)",
             hint="leave out --docker-host",
         )
-    if train.board and train.profile:
+    if train.boards and train.profile:
         raise UsageError(
             "--train-on measures a new profile, --profile takes a stored one: give one of them",
             hint="--profile DIR skips the instrumented build and the training",
         )
     example = f"orch build --target {request.targets[0]} --variant {variant.name}"
-    if not train.board and not train.profile:
+    if not train.boards and not train.profile:
         raise UsageError(
             f"variant {variant.name!r} is trained on a board: name it with --train-on BOARD",
             hint=f"{example} --train-on BOARD --model m.onnx (or --profile DIR for a profile measured before)",
         )
     models = train.models.models
-    if request.scope == "wheel" and train.board and not models:
+    if request.scope == "wheel" and train.boards and not models:
         raise UsageError(
             "a profile-guided wheel is trained on your models: name them with --model",
-            hint=f"{example} --train-on {train.board} --model m.onnx",
+            hint=f"{example} --train-on {train.boards[0]} --model m.onnx",
         )
     if request.scope == "mlas-test" and models:
         raise UsageError(
@@ -140,16 +144,18 @@ def refuse_what_cannot_train(request: BuildRequest, variant: Variant, train: Tra
         )
 
 
-def _training_board(train: TrainRequest, profile: TargetProfile) -> Board:
-    (board,) = selected_boards(Selection(inventory=train.inventory, hosts=(str(train.board),)))
-    trained_for = resolve_target(board.target)
-    if trained_for.mcpu != profile.mcpu and not train.force_profile:
-        raise UsageError(
-            f"board {board.name} is a {trained_for.cpu} ({trained_for.mcpu}); the build is for a"
-            f" {profile.cpu} ({profile.mcpu}): a profile is measured for one CPU",
-            hint=f"train on a {profile.name} board, or pass --force-profile",
-        )
-    return board
+def _training_boards(train: TrainRequest, profile: TargetProfile) -> list[Board]:
+    """The training boards, each of the target's CPU: one profile is measured for one CPU."""
+    boards = selected_boards(Selection(inventory=train.inventory, hosts=train.boards))
+    for board in boards:
+        trained_for = resolve_target(board.target)
+        if trained_for.mcpu != profile.mcpu and not train.force_profile:
+            raise UsageError(
+                f"board {board.name} is a {trained_for.cpu} ({trained_for.mcpu}); the build is for a"
+                f" {profile.cpu} ({profile.mcpu}): a profile is measured for one CPU",
+                hint=f"train on {profile.name} boards, or pass --force-profile",
+            )
+    return boards
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,8 +163,9 @@ class _Profile:
     """A profile ready for the optimised build: where it is stored, how it was trained, what it covers."""
 
     where: Path
-    training: Training
-    coverage: Coverage
+    trainings: tuple[Training, ...]  # one per board
+    coverage: Coverage  # of the counters the build uses (the boards' added up)
+    merged: dict[str, Any] | None = None  # how several boards' counters were added up
 
     @property
     def counters(self) -> Path:
@@ -178,7 +185,7 @@ def run_profile_guided(
     train = request.train
     base = plan_build(request, profile, variant, context, None)
     key = profile_key(base)
-    board = _training_board(train, profile) if train.board else None
+    boards = _training_boards(train, profile) if train.boards else []
     instrumented = plan_build(
         request,
         profile,
@@ -189,7 +196,7 @@ def run_profile_guided(
     # A stored profile is read and checked against this build before anything else, dry run or not.
     stored = _read_stored(train.profile, key) if train.profile else None
     if request.dry_run:
-        _show_dry_run(request, base, instrumented, key, board)
+        _show_dry_run(request, base, instrumented, key, boards)
         return 0
     for plan in (instrumented, base):
         refusal = refused_error(plan)
@@ -200,13 +207,13 @@ def run_profile_guided(
     if stored is not None:
         ready = stored
     else:
-        assert board is not None
         console.print(
             f"[bold]1/3[/] the instrumented build ({escape(' '.join(instrument_flags(profile.mcpu)))})"
         )
         first = execute_build(instrumented, engine, options)
-        console.print(f"[bold]2/3[/] training on {board.name}: {_workload(request)}")
-        ready = _train(request, board, first, stored_profile_dir(key), key)
+        names = ", ".join(board.name for board in boards)
+        console.print(f"[bold]2/3[/] training on {names}: {_workload(request)}")
+        ready = _train(request, boards, first, stored_profile_dir(key), key)
     digest = counters_digest(ready.counters)
     optimised = replace(
         plan_build(request, profile, _with_flags(variant, optimise_flags(digest)), context, None),
@@ -232,7 +239,8 @@ def run_profile_guided(
         return 0
     console.print(
         f"[green]built[/] {optimised.target.name}/{optimised.artifact_variant} with the profile of"
-        f" {ready.training.board} ({ready.training.workload}): {use.with_counters} of {use.compiled}"
+        f" {', '.join(t.board for t in ready.trainings)} ({ready.trainings[0].workload}):"
+        f" {use.with_counters} of {use.compiled}"
         f" compiled sources had counters; {ready.coverage.functions_run} of {ready.coverage.functions}"
         f" instrumented functions ran -> {result.build_dir}"
     )
@@ -252,31 +260,67 @@ def _workload(request: BuildRequest) -> str:
     return train.mlas.describe() if request.scope == "mlas-test" else train.models.describe()
 
 
-def _train(request: BuildRequest, board: Board, first: BuildResult, where: Path, key: ProfileKey) -> _Profile:
-    """The instrumented build run on the board; its counters stored with the build's key."""
+def _train(
+    request: BuildRequest, boards: list[Board], first: BuildResult, where: Path, key: ProfileKey
+) -> _Profile:
+    """The instrumented build run on each board; with several boards their counters are added up
+    (gcov-tool merge); the profile is stored with the build's key."""
     shutil.rmtree(where, ignore_errors=True)
+    several = len(boards) > 1
+    trainings = []
+    for board in boards:
+        into = where / BOARD_COUNTERS / board.name if several else where / COUNTERS
+        trainings.append(_train_on(request, board, first, into))
+        _require_counters(coverage_of(into), board.name)
+    merged: dict[str, Any] | None = None
+    if several:
+        plan = first.plan
+        trees = [where / BOARD_COUNTERS / board.name / PROFILE_ROOT_NAME for board in boards]
+        files = merge_counters(
+            Engine(),
+            plan.image.tag,
+            trees,
+            where / COUNTERS / PROFILE_ROOT_NAME,
+            cross_prefix=plan.target.cross_prefix,
+        )
+        merged = {
+            "tool": gcov_tool(plan.target.cross_prefix),
+            "image": plan.image.tag,
+            "counter_files": files,
+        }
+    coverage = coverage_of(where / COUNTERS)
+    _require_counters(coverage, ", ".join(board.name for board in boards))
+    document = {
+        "key": key.as_dict(),
+        "trainings": [training.as_dict() for training in trainings],
+        "merged": merged,
+        "coverage": coverage.as_dict(),
+    }
+    (where / PROFILE_FILE).write_text(json.dumps(document, indent=2) + "\n")
+    return _Profile(where=where, trainings=tuple(trainings), coverage=coverage, merged=merged)
+
+
+def _train_on(request: BuildRequest, board: Board, first: BuildResult, into: Path) -> Training:
+    """One board's training: the instrumented build run there, its counters brought into ``into``."""
     with connect(board) as session:
         facts = read_facts(session, board, board.workdir)
         features = " ".join(facts.cpu_features) or "not reported"
         cpu = f"{resolve_target(board.target).cpu}; features: {features}"
         if first.artifact is None:
-            training = train_mlas_test(
-                session, first.build_dir / "out", workload=request.train.mlas, cpu=cpu, into=where / COUNTERS
+            return train_mlas_test(
+                session, first.build_dir / "out", workload=request.train.mlas, cpu=cpu, into=into
             )
-        else:
-            wheel = first.artifact.wheel_path
-            training = train_wheel(
-                session, wheel, workload=request.train.models, cpu=cpu, into=where / COUNTERS
-            )
-    coverage = coverage_of(where / COUNTERS)
+        return train_wheel(
+            session, first.artifact.wheel_path, workload=request.train.models, cpu=cpu, into=into
+        )
+
+
+def _require_counters(coverage: Coverage, where: str) -> None:
     if not coverage.files or not coverage.functions_run:
         raise BuildError(
-            f"the training on {board.name} wrote no counters that ran ({coverage.files} counter files)",
+            f"the training on {where} wrote no counters that ran ({coverage.files} counter files)",
             hint="the instrumented program must exit normally on the board; see its output above",
         )
-    document = {"key": key.as_dict(), "training": training.as_dict(), "coverage": coverage.as_dict()}
-    (where / PROFILE_FILE).write_text(json.dumps(document, indent=2) + "\n")
-    return _Profile(where=where, training=training, coverage=coverage)
 
 
 def _read_stored(where: Path, key: ProfileKey) -> _Profile:
@@ -284,15 +328,17 @@ def _read_stored(where: Path, key: ProfileKey) -> _Profile:
     try:
         document = json.loads(path.read_text())
         stored_key = ProfileKey.from_dict(document["key"])
-        trained = dict(document["training"])
-        training = Training(**{**trained, "models": tuple(trained.get("models", ()))})
+        # A profile stored by an orch that trained on one board only has "training".
+        trained = document["trainings"] if "trainings" in document else [document["training"]]
+        trainings = tuple(Training(**{**t, "models": tuple(t.get("models", ()))}) for t in trained)
+        merged = document.get("merged")
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise UsageError(
             f"{path}: not a profile orch stored ({error})",
             hint="a profile directory holds profile.json and counters/, as orch build --train-on leaves it",
         ) from None
     refuse_unless_fits(stored_key, key, where=where)
-    return _Profile(where=where, training=training, coverage=coverage_of(where / COUNTERS))
+    return _Profile(where=where, trainings=trainings, coverage=coverage_of(where / COUNTERS), merged=merged)
 
 
 def _used(result: BuildResult) -> ProfileUse:
@@ -316,7 +362,8 @@ def _record_with_profile(
         "key_digest": key.digest,
         "counters_digest": digest,
         "stored": str(ready.where),
-        "training": ready.training.as_dict(),
+        "trainings": [training.as_dict() for training in ready.trainings],
+        "merged": ready.merged,
         "coverage": ready.coverage.as_dict(),
         "use": use.as_dict(),
     }
@@ -331,13 +378,19 @@ def _record_with_profile(
 
 
 def _show_dry_run(
-    request: BuildRequest, base: BuildPlan, instrumented: BuildPlan, key: ProfileKey, board: Board | None
+    request: BuildRequest, base: BuildPlan, instrumented: BuildPlan, key: ProfileKey, boards: list[Board]
 ) -> None:
     train = request.train
     optimise = [*base.compiler_flags, *optimise_flags("0" * 64)[1:], "-fprofile-use=..."]
     steps: dict[str, Any] = {
         "instrument": None if train.profile else {"compiler_flags": list(instrumented.compiler_flags)},
-        "train": None if board is None else {"board": board.name, "workload": _workload(request)},
+        "train": None
+        if not boards
+        else {
+            "boards": [board.name for board in boards],
+            "workload": _workload(request),
+            "merge": gcov_tool(base.target.cross_prefix) + " merge" if len(boards) > 1 else None,
+        },
         "optimise": {"compiler_flags": optimise},
         "profile": str(train.profile or stored_profile_dir(key)),
         "key_digest": key.digest,
@@ -346,9 +399,14 @@ def _show_dry_run(
         emit_json({**base.as_dict(), "profile_guided": steps})
         return
     console.print(f"[bold]orch build plan[/] -- {base.target.name}/{base.variant.name}, profile-guided")
-    if board is not None:
+    if boards:
         console.print(f"1. instrumented build: {escape(' '.join(instrumented.compiler_flags))}")
-        console.print(f"2. training on {board.name}: {_workload(request)}")
+        merge = (
+            f", counters added up with {gcov_tool(base.target.cross_prefix)} merge" if len(boards) > 1 else ""
+        )
+        console.print(
+            f"2. training on {', '.join(board.name for board in boards)}: {_workload(request)}{merge}"
+        )
     else:
         console.print(f"1-2. the stored profile {train.profile} (checked against this build's key)")
     console.print(f"3. optimised build: {escape(' '.join(optimise))}")

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 class TrainRequest:
     """The profile-guided options of ``orch build``."""
 
-    board: str | None  # --train-on
+    boards: tuple[str, ...]  # --train-on (repeated, or comma-separated): their counters add up
     profile: Path | None  # --profile: a stored profile instead of a training
     mlas: MlasWorkload  # --scope mlas-test: the MLAS test shard the board runs, how many times
     models: ModelWorkload  # a wheel: the models the board runs with the instrumented wheel
@@ -49,7 +49,9 @@ def read_train_request(args: argparse.Namespace) -> TrainRequest:
             f"--train-shard {args.train_shard!r} is not K/N with 1 <= K <= N", hint="e.g. --train-shard 2/80"
         )
     return TrainRequest(
-        board=args.train_on,
+        boards=tuple(
+            dict.fromkeys(name for given in args.train_on or () for name in given.split(",") if name)
+        ),
         profile=args.profile,
         mlas=MlasWorkload(shard=int(shard), shards=int(shards), runs=args.train_runs),
         models=ModelWorkload(

@@ -215,7 +215,7 @@ def test_pgo_wheel_trained_on_an_emulated_pi5_against_tuned_of_the_same_release(
     assert pgo.returncode == 0, pgo.stderr[-3000:]
     manifest = json.loads(pgo.stdout)["manifest"]
     profile = manifest["profile"]
-    assert manifest["preflight"]["ok"] and profile["training"]["models"][0]["name"] == "tiny.onnx"
+    assert manifest["preflight"]["ok"] and profile["trainings"][0]["models"][0]["name"] == "tiny.onnx"
     assert profile["coverage"]["runs"] == 2 and profile["use"]["sources_with_counters"] > 0
     print(f"pgo wheel: training {profile['training']}; coverage {profile['coverage']}; use {profile['use']}")
 

@@ -1,11 +1,12 @@
-"""The profile-guided loop on a lab board, at MLAS scope (every CI run).
+"""The profile-guided loop on two lab boards, at MLAS scope (every CI run).
 
-`orch build --target lab --variant pgo --scope mlas-test --train-on lab1`: ORT 1.21.0's MLAS and
-its test executable compiled with GCC's counters, a shard of those tests run on the lab board (an
-emulated Cortex-A72), the counters fetched, and MLAS compiled again with them. The record says what
-the board ran, what the counters covered and how many compiled sources had counters; the optimised
-executable passes its tests on the emulated CPU; the stored profile is refused for a build with
-another flag, before anything is compiled.
+`orch build --target lab --variant pgo --scope mlas-test --train-on lab1,lab2`: ORT 1.21.0's MLAS
+and its test executable compiled with GCC's counters, a shard of those tests run on each lab board
+(an emulated Cortex-A72), the counters fetched and added up with the cross GCC's `gcov-tool merge`,
+and MLAS compiled again with them. The record says what each board ran, how the counters were
+merged, what they covered and how many compiled sources had counters; the optimised executable
+passes its tests on the emulated CPU; the stored profile is refused for a build with another flag,
+before anything is compiled.
 """
 
 from __future__ import annotations
@@ -23,24 +24,30 @@ ARGS = ("build", "--target", "lab", "--variant", "pgo", "--scope", "mlas-test")
 
 
 @pytest.mark.timeout(2 * MLAS_TIMEOUT + 2400)  # two MLAS builds, the training and a test shard
-def test_a_profile_trained_on_a_lab_board_optimises_mlas_and_is_refused_for_another_build(
+def test_a_profile_trained_on_two_lab_boards_optimises_mlas_and_is_refused_for_another_build(
     lab, engine, seed_ort_source
 ) -> None:
     seed_ort_source(lab.home)
-    dry = lab.orch(*ARGS, "--train-on", "lab1", "--dry-run", "--json", check=True)
+    dry = lab.orch(*ARGS, "--train-on", "lab1,lab2", "--dry-run", "--json", check=True)
     steps = json.loads(dry.stdout)["profile_guided"]
     assert "-fprofile-generate=/orch-profile" in steps["instrument"]["compiler_flags"]
-    assert steps["train"]["board"] == "lab1"
+    assert steps["train"]["boards"] == ["lab1", "lab2"]
+    assert steps["train"]["merge"] == "aarch64-linux-gnu-gcov-tool merge"
 
-    built = lab.orch(*ARGS, "--train-on", "lab1", "--json", timeout=2 * MLAS_TIMEOUT)
+    built = lab.orch(*ARGS, "--train-on", "lab1", "--train-on", "lab2", "--json", timeout=2 * MLAS_TIMEOUT)
     assert built.returncode == 0, built.stderr[-3000:]
     document = json.loads(built.stdout)
     profile = document["manifest"]["profile"]
-    training, coverage, use = profile["training"], profile["coverage"], profile["use"]
-    assert training["board"] == "lab1" and training["workload"].startswith("onnxruntime_mlas_test shard 2/80")
-    assert training["cpu"].startswith("cortex-a72; features: ") and training["runs"] == 1
-    # The counters came from the board's one run, and the training ran part of MLAS, not all of it.
-    assert coverage["runs"] == 1 and coverage["counter_files"] > 50
+    trainings, coverage, use = profile["trainings"], profile["coverage"], profile["use"]
+    assert [training["board"] for training in trainings] == ["lab1", "lab2"]
+    for training in trainings:
+        assert training["workload"].startswith("onnxruntime_mlas_test shard 2/80")
+        assert training["cpu"].startswith("cortex-a72; features: ") and training["runs"] == 1
+    assert (
+        profile["merged"]["tool"] == "aarch64-linux-gnu-gcov-tool" and profile["merged"]["counter_files"] > 50
+    )
+    # The counters add up one run on each board, and the training ran part of MLAS, not all of it.
+    assert coverage["runs"] == 2 and coverage["counter_files"] > 50
     assert 0 < coverage["functions_run"] < coverage["functions"]
     # GCC found counters for most of what it compiled (the ones it did not, it named).
     assert use["sources_compiled"] > 100 and use["sources_with_counters"] > use["sources_compiled"] // 2
@@ -50,16 +57,17 @@ def test_a_profile_trained_on_a_lab_board_optimises_mlas_and_is_refused_for_anot
     use_flag = f"-fprofile-use=/orch-profile/{profile['counters_digest'][:16]}"
     assert mlas and all(use_flag in c["command"] and "-mcpu=cortex-a72" in c["command"] for c in mlas)
     print(
-        f"pgo at MLAS scope: {document['duration_s']} s; training {training}; coverage {coverage}; use {use}"
+        f"pgo at MLAS scope: {document['duration_s']} s; trainings {trainings}; coverage {coverage}; use {use}"
     )
 
     # The optimised executable passes a shard of its tests on the emulated CPU.
     code, text, passed = mlas_shard(engine, "lab", build_dir / "out", shards=80, shard=0)
     assert code == 0 and passed > 100 and "[  FAILED  ]" not in text, text[-3000:]
 
-    # Nothing of the training is left on the board.
-    left = lab.orch("exec", "--host", "lab1", "--", "sh", "-c", "ls orch/pgo 2>/dev/null | wc -l")
-    assert left.returncode == 0 and "0" in left.stdout + left.stderr
+    # Nothing of the training is left on either board.
+    for board in ("lab1", "lab2"):
+        left = lab.orch("exec", "--host", board, "--", "sh", "-c", "ls orch/pgo 2>/dev/null | wc -l")
+        assert left.returncode == 0 and "0" in left.stdout + left.stderr
 
     # The stored profile, for a build with one more CMake define: refused before anything runs.
     for dry_run in (["--dry-run"], []):

@@ -7,6 +7,7 @@ tests/builds/test_pgo_loop.py reads the ones a real training on a lab board wrot
 
 from __future__ import annotations
 
+import argparse
 import struct
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from orchestrator.builds.plan import BuildOptions, make_plan
 from orchestrator.builds.sources.ort import SourceSpec
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.commands.build_pgo import _with_flags, profile_key
+from orchestrator.commands.build_request import read_train_request
 from orchestrator.errors import UsageError
 from orchestrator.lab.sample_models import tiny_convnet, write_model
 from orchestrator.targets import resolve_target
@@ -211,3 +213,19 @@ def test_gcc_names_each_source_it_had_no_counters_for() -> None:
     ]
     use = profile_use(lines, compiled=2)
     assert (use.compiled, use.with_counters, use.without_counters) == (2, 1, 1)
+
+
+def test_several_training_boards_are_named_by_repeating_the_option_or_with_commas() -> None:
+    args = argparse.Namespace(
+        train_on=["lab1,lab2", "lab2", "lab3"],
+        profile=None,
+        train_shard="2/80",
+        train_runs=1,
+        train_inferences=1,
+        train_threads=0,
+        model=[],
+        force_profile=False,
+        inventory=None,
+    )
+    # In the order given, each board once: their counters are added up into one profile.
+    assert read_train_request(args).boards == ("lab1", "lab2", "lab3")

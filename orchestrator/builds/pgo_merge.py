@@ -1,0 +1,76 @@
+"""The counters of several training boards made one profile, with GCC's own ``gcov-tool merge``.
+
+Each board's counter files (``.gcda``, one tree per board as GCOV_PREFIX laid it out) are added up
+by the tool of the compiler that instrumented the build: the cross GCC's ``gcov-tool`` in the very
+build image, so the file format is the one that compiler reads back. ``gcov-tool merge`` takes two
+directories at a time; more boards are folded in one after the other. Runs with no network; the
+inputs are copied in and the merged tree copied out.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.errors import BuildError
+
+if TYPE_CHECKING:
+    from orchestrator.adapters.engine import Engine
+
+MERGE_TIMEOUT = 600  # seconds: a few thousand small files
+_WORK = "/merge"
+# Sent to `sh -c` in the build image: $1 = the gcov-tool, then the input directories (at least two).
+# The first two are merged into out/, each further one into out/ again (through a copy: gcov-tool
+# reads both inputs before it writes, but not into one of them).
+_SCRIPT = """set -eu
+tool=$1; shift
+first=$1; second=$2; shift 2
+"$tool" merge -o /merge/out "$first" "$second"
+for next do
+  rm -rf /merge/acc && mv /merge/out /merge/acc
+  "$tool" merge -o /merge/out /merge/acc "$next"
+done
+find /merge/out -name '*.gcda' | wc -l
+"""
+
+
+def gcov_tool(cross_prefix: str) -> str:
+    """The cross GCC's gcov-tool (Debian's gcc-<arch> package links the unversioned name)."""
+    return f"{cross_prefix}gcov-tool"
+
+
+def merge_counters(
+    engine: Engine, image: str, trees: Sequence[Path], into: Path, *, cross_prefix: str
+) -> int:
+    """``trees`` (two or more counter directories) added up into ``into``; returns its file count."""
+    if len(trees) < 2:
+        raise ValueError("merging needs two counter trees or more")
+    with tempfile.TemporaryDirectory(prefix="orch-pgo-merge-") as tmp:
+        stage = Path(tmp) / "in"
+        for index, tree in enumerate(trees):
+            shutil.copytree(tree, stage / str(index))
+        lines: list[str] = []
+        inputs = [f"{_WORK}/in/{index}" for index in range(len(trees))]
+        code = engine.run(
+            image,
+            ["sh", "-c", _SCRIPT, "sh", gcov_tool(cross_prefix), *inputs],
+            network="none",
+            labels={"orch.role": "pgo-merge"},
+            on_log=lines.append,
+            copy_in=[(stage, f"{_WORK}/in")],
+            copy_out=[(f"{_WORK}/out", Path(tmp))],
+            timeout=MERGE_TIMEOUT,
+        )
+        merged = Path(tmp) / "out"
+        if code != 0 or not merged.is_dir():
+            raise BuildError(
+                f"gcov-tool could not merge the boards' counters (exit {code}):\n" + "\n".join(lines[-15:]),
+                hint="each board's counters are kept; train on one board (--train-on BOARD) to go on",
+            )
+        shutil.rmtree(into, ignore_errors=True)
+        into.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(merged, into)
+    return sum(1 for _ in into.rglob("*.gcda"))
