@@ -16,25 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import BuildError
+from orchestrator.paths import DOCKER_DIR
 
 if TYPE_CHECKING:
     from orchestrator.adapters.engine import Engine
 
 MERGE_TIMEOUT = 600  # seconds: a few thousand small files
 _WORK = "/merge"
-# Sent to `sh -c` in the build image: $1 = the gcov-tool, then the input directories (at least two).
-# The first two are merged into out/, each further one into out/ again (through a copy: gcov-tool
-# reads both inputs before it writes, but not into one of them).
-_SCRIPT = """set -eu
-tool=$1; shift
-first=$1; second=$2; shift 2
-"$tool" merge -o /merge/out "$first" "$second"
-for next do
-  rm -rf /merge/acc && mv /merge/out /merge/acc
-  "$tool" merge -o /merge/out /merge/acc "$next"
-done
-find /merge/out -name '*.gcda' | wc -l
-"""
+SCRIPT = DOCKER_DIR / "build" / "merge_counters.sh"  # copied in beside the trees
 
 
 def gcov_tool(cross_prefix: str) -> str:
@@ -52,11 +41,12 @@ def merge_counters(
         stage = Path(tmp) / "in"
         for index, tree in enumerate(trees):
             shutil.copytree(tree, stage / str(index))
+        shutil.copy2(SCRIPT, stage / SCRIPT.name)
         lines: list[str] = []
         inputs = [f"{_WORK}/in/{index}" for index in range(len(trees))]
         code = engine.run(
             image,
-            ["sh", "-c", _SCRIPT, "sh", gcov_tool(cross_prefix), *inputs],
+            ["sh", f"{_WORK}/in/{SCRIPT.name}", gcov_tool(cross_prefix), *inputs],
             network="none",
             labels={"orch.role": "pgo-merge"},
             on_log=lines.append,
