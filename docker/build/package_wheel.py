@@ -108,6 +108,27 @@ def bundle_library(library: Path, out: Path, readelf: str, libdirs: list[Path]) 
     return copy_dependencies([lib / library.name], lib, readelf, libdirs)
 
 
+def pin_numpy_abi(root: Path) -> None:
+    """An extension compiled against NumPy 1.x headers does not import under NumPy 2 ("A module that
+    was compiled using NumPy 1.x cannot be run in NumPy 2"), so such a wheel asks for numpy<2. The
+    headers are this container's numpy (FindPython's, on every route), read through its python3."""
+    try:
+        import numpy  # noqa: PLC0415 -- only the container that compiled the extension has it
+    except ImportError:
+        return
+    if int(numpy.__version__.split(".")[0]) >= 2:
+        return
+    for metadata in root.glob("*.dist-info/METADATA"):
+        lines = metadata.read_text().splitlines(keepends=True)
+        pinned = [
+            re.sub(r"^Requires-Dist: numpy(?=[ ><=!~;]|$)", "Requires-Dist: numpy<2,", line)
+            .replace("numpy<2, ", "numpy<2,")
+            .replace("numpy<2,\n", "numpy<2\n")
+            for line in lines
+        ]
+        metadata.write_text("".join(pinned))
+
+
 def main() -> int:
     bundlers = {"--library": bundle_library, "--exe": bundle_executable}
     if len(sys.argv) > 1 and sys.argv[1] in bundlers:
@@ -159,6 +180,7 @@ def main() -> int:
         root = next(unpacked.iterdir())
         libdirs = args.libdir or DEFAULT_LIBDIRS
         bundled = bundle(root / "onnxruntime" / "capi", args.readelf, libdirs)
+        pin_numpy_abi(root)
         wheel.unlink()
         # `wheel pack` rewrites RECORD with the new files' hashes.
         subprocess.run([sys.executable, "-m", "wheel", "pack", str(root), "-d", str(dist)], check=True)
