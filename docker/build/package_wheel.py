@@ -120,13 +120,23 @@ def pin_numpy_abi(root: Path) -> None:
         return
     for metadata in root.glob("*.dist-info/METADATA"):
         lines = metadata.read_text().splitlines(keepends=True)
-        pinned = [
-            re.sub(r"^Requires-Dist: numpy(?=[ ><=!~;]|$)", "Requires-Dist: numpy<2,", line)
-            .replace("numpy<2, ", "numpy<2,")
-            .replace("numpy<2,\n", "numpy<2\n")
-            for line in lines
-        ]
-        metadata.write_text("".join(pinned))
+        metadata.write_text("".join(_below_2(line) for line in lines))
+
+
+# "Requires-Dist: numpy>=1.21.6", or with setuptools' older form "numpy (>=1.21.6)", maybe a marker.
+_NUMPY = re.compile(
+    r"^Requires-Dist: numpy(?=[ \t(<>=!~;]|\n|$)[ \t]*(?:\((?P<old>[^)]*)\)|(?P<new>[^;\n]*?))"
+    r"[ \t]*(?P<marker>;[^\n]*)?(?P<end>\n?)$"
+)
+
+
+def _below_2(line: str) -> str:
+    match = _NUMPY.match(line)
+    if match is None:
+        return line
+    spec = (match.group("old") or match.group("new") or "").strip()
+    marker = f" {match.group('marker')}" if match.group("marker") else ""
+    return f"Requires-Dist: numpy<2{',' + spec if spec else ''}{marker}{match.group('end')}"
 
 
 def main() -> int:

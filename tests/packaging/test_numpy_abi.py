@@ -10,6 +10,7 @@ import types
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from orchestrator.paths import DOCKER_DIR
 
@@ -31,6 +32,8 @@ def unpacked(tmp_path: Path) -> Path:
     info.mkdir()
     (info / "METADATA").write_text(
         "Name: onnxruntime\nRequires-Dist: coloredlogs\nRequires-Dist: numpy>=1.21.6\nRequires-Dist: numpyro\n"
+        # setuptools' older form, as the bookworm image's writes it, with a marker
+        "Requires-Dist: numpy (>=1.21.6) ; python_version < '3.13'\n"
     )
     return tmp_path
 
@@ -38,7 +41,12 @@ def unpacked(tmp_path: Path) -> Path:
 def test_a_numpy_1_build_asks_for_numpy_below_2(unpacked: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     metadata = _pin(unpacked, "1.24.2", monkeypatch)
     assert "Requires-Dist: numpy<2,>=1.21.6\n" in metadata
+    assert "Requires-Dist: numpy<2,>=1.21.6 ; python_version < '3.13'\n" in metadata
     assert "Requires-Dist: numpyro\n" in metadata and "Requires-Dist: coloredlogs\n" in metadata
+    # Every requirement is one pip reads.
+    for line in metadata.splitlines():
+        if line.startswith("Requires-Dist: "):
+            Requirement(line.removeprefix("Requires-Dist: "))
 
 
 def test_a_numpy_2_build_keeps_its_requirement(unpacked: Path, monkeypatch: pytest.MonkeyPatch) -> None:
