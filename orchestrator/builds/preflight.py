@@ -188,7 +188,7 @@ def run_preflight(
             f"pre-flight on {profile.qemu_cpu}: import {report['import_s']} s, max |diff| "
             f"{comparison.get('max_abs_diff')}"
         )
-        return _verdict(comparison, result)
+        return verdict(comparison, result)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -227,7 +227,8 @@ def stage_model(work: Path) -> tuple[Path, np.ndarray]:
     return model, inputs
 
 
-def _verdict(comparison: dict[str, Any], result: dict[str, Any]) -> Preflight:
+def verdict(comparison: dict[str, Any], result: dict[str, Any]) -> Preflight:
+    """Passed when the board's outputs match x86's; the details keep the run and the comparison."""
     match = bool(comparison["match"])
     return Preflight(
         ok=match,

@@ -271,7 +271,8 @@ def _train(
     for board in boards:
         into = where / BOARD_COUNTERS / board.name if several else where / COUNTERS
         trainings.append(_train_on(request, board, first, into))
-        _require_counters(coverage_of(into), board.name)
+        if several:  # one board's counters are the profile's, checked below
+            _require_counters(coverage_of(into), board.name)
     merged: dict[str, Any] | None = None
     if several:
         plan = first.plan
@@ -382,6 +383,7 @@ def _show_dry_run(
 ) -> None:
     train = request.train
     optimise = [*base.compiler_flags, *optimise_flags("0" * 64)[1:], "-fprofile-use=..."]
+    merge = f"{gcov_tool(base.target.cross_prefix)} merge" if len(boards) > 1 else None
     steps: dict[str, Any] = {
         "instrument": None if train.profile else {"compiler_flags": list(instrumented.compiler_flags)},
         "train": None
@@ -389,7 +391,7 @@ def _show_dry_run(
         else {
             "boards": [board.name for board in boards],
             "workload": _workload(request),
-            "merge": gcov_tool(base.target.cross_prefix) + " merge" if len(boards) > 1 else None,
+            "merge": merge,
         },
         "optimise": {"compiler_flags": optimise},
         "profile": str(train.profile or stored_profile_dir(key)),
@@ -401,11 +403,9 @@ def _show_dry_run(
     console.print(f"[bold]orch build plan[/] -- {base.target.name}/{base.variant.name}, profile-guided")
     if boards:
         console.print(f"1. instrumented build: {escape(' '.join(instrumented.compiler_flags))}")
-        merge = (
-            f", counters added up with {gcov_tool(base.target.cross_prefix)} merge" if len(boards) > 1 else ""
-        )
+        added_up = f", counters added up with {merge}" if merge else ""
         console.print(
-            f"2. training on {', '.join(board.name for board in boards)}: {_workload(request)}{merge}"
+            f"2. training on {', '.join(board.name for board in boards)}: {_workload(request)}{added_up}"
         )
     else:
         console.print(f"1-2. the stored profile {train.profile} (checked against this build's key)")

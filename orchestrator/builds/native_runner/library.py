@@ -39,8 +39,9 @@ from orchestrator.builds.preflight import (
     exit_reason,
     reference_run,
     stage_model,
+    verdict,
 )
-from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against
+from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against, needs_of
 from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError, ContainerTimeout
 
@@ -120,11 +121,7 @@ def prove_files(directory: Path, sysroot: SysrootRef | None, *, version: str) ->
     proved against it (a version the board's libraries do not define fails the build)."""
     info = inspect_directory(directory, name="onnxruntime", version=version)
     if sysroot is None:
-        merged: dict[str, set[str]] = {}
-        for so in info.shared_objects:
-            for lib, versions in so.needs.items():
-                merged.setdefault(lib, set()).update(versions)
-        return {lib: tuple(sorted(versions)) for lib, versions in sorted(merged.items())}
+        return needs_of(info)
     check = check_wheel_against(info, Sysroot(root=sysroot.root, name=sysroot.name))
     if check.problems:
         raise BuildError(
@@ -191,7 +188,4 @@ def preflight_runner(where: CompileIn, out: Path, qemu_cpu: str) -> Preflight:
         details["ort_version"] = json.loads(document).get("ort", {}).get("version")
         comparison = compare(np.load(produced), reference_run(model, inputs))
         details["comparison"] = comparison
-        ok = bool(comparison["match"])
-        return Preflight(
-            ok=ok, error=None if ok else f"outputs differ from x86 onnxruntime: {comparison}", details=details
-        )
+        return verdict(comparison, details)

@@ -325,14 +325,33 @@ def _family(version: str) -> str:
     return next(prefix for prefix in CHECKED_PREFIXES if version.startswith(prefix))
 
 
+def _bundled(wheel: WheelInfo) -> set[str]:
+    """The names a library of the wheel is looked up by (file name or soname): the wheel satisfies those."""
+    return {so.path.rsplit("/", 1)[-1] for so in wheel.shared_objects} | {
+        so.soname for so in wheel.shared_objects if so.soname
+    }
+
+
+def needs_of(wheel: WheelInfo) -> dict[str, tuple[str, ...]]:
+    """The checked versions ``wheel``'s shared objects need from libraries it does not bundle, per
+    library (sorted), with no sysroot to prove them against."""
+    bundled = _bundled(wheel)
+    merged: dict[str, set[str]] = {}
+    for so in wheel.shared_objects:
+        for need in so.version_needs:
+            wanted = _checked(need.versions)
+            if wanted and need.library not in bundled:
+                merged.setdefault(need.library, set()).update(wanted)
+    return {lib: tuple(sorted(v, key=_sort_key)) for lib, v in sorted(merged.items())}
+
+
 def sysroot_problems(wheel: WheelInfo, sysroot: Sysroot) -> list[MissingVersions]:
     """Every checked symbol version a shared object of ``wheel`` needs that ``sysroot`` does not define.
 
     A library the wheel bundles (a shared object of the wheel with that file name or soname, as
     auditwheel's ``onnxruntime.libs/`` holds) is satisfied by the wheel, not looked up.
     """
-    bundled = {so.path.rsplit("/", 1)[-1] for so in wheel.shared_objects}
-    bundled |= {so.soname for so in wheel.shared_objects if so.soname}
+    bundled = _bundled(wheel)
     problems: list[MissingVersions] = []
     for so in wheel.shared_objects:
         for need in so.version_needs:
@@ -381,15 +400,7 @@ class SysrootCheck:
 
     def needs(self) -> dict[str, tuple[str, ...]]:
         """The checked versions the wheel needs, per library, over all its shared objects (sorted)."""
-        bundled = {so.path.rsplit("/", 1)[-1] for so in self.wheel.shared_objects}
-        bundled |= {so.soname for so in self.wheel.shared_objects if so.soname}
-        merged: dict[str, set[str]] = {}
-        for so in self.wheel.shared_objects:
-            for need in so.version_needs:
-                wanted = _checked(need.versions)
-                if wanted and need.library not in bundled:
-                    merged.setdefault(need.library, set()).update(wanted)
-        return {lib: tuple(sorted(v, key=_sort_key)) for lib, v in sorted(merged.items())}
+        return needs_of(self.wheel)
 
     def as_dict(self) -> dict[str, object]:
         libraries: dict[str, object] = {}
