@@ -4,9 +4,11 @@ matches x86 onnxruntime), a shard of MLAS's tests."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import onnxruntime
@@ -26,9 +28,12 @@ _INFER = (
 )
 
 
-def infer_on_board(board: Board, model_name: str, inputs: np.ndarray) -> tuple[str, np.ndarray]:
-    """(onnxruntime version, output) of the board's current release on ``models/<model_name>``."""
-    with ssh.connect(board) as session:
+def infer_on_board(home: Path, board: Board, model_name: str, inputs: np.ndarray) -> tuple[str, np.ndarray]:
+    """(onnxruntime version, output) of the board's current release on ``models/<model_name>``.
+
+    ``home`` is the lab's ORCH_HOME: its known_hosts holds the board's host key (the default home's
+    would record it on first contact, in the user's ~/.orch)."""
+    with mock.patch.dict(os.environ, {"ORCH_HOME": str(home)}), ssh.connect(board) as session:
         out = session.run(
             [
                 f"{board.workdir}/current/venv/bin/python",
@@ -50,7 +55,7 @@ def deploy_and_match_x86(lab: Any, board: str, variant: str, scratch: Path, *, s
     deploy = lab.orch("deploy", "--host", board, "--variant", variant, "--model", str(model), timeout=1800)
     assert deploy.returncode == 0, deploy.stderr[-3000:]
     inputs = np.random.default_rng(seed).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    version, output = infer_on_board(lab.board(board), "tiny.onnx", inputs)
+    version, output = infer_on_board(lab.home, lab.board(board), "tiny.onnx", inputs)
     assert version == "1.21.0"
     reference = onnxruntime.InferenceSession(str(model)).run(None, {"input": inputs})[0]
     np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-5)

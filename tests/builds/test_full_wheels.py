@@ -97,7 +97,7 @@ def test_lever_variants_xnnpack_and_reduced_build_deploy_and_run(
         "deploy", "--host", "rpi5-1", "--variant", "reduced", "--model", str(model), timeout=1800
     )
     assert deploy.returncode == 0, deploy.stderr[-3000:]
-    _, output = infer_on_board(pi5_lab.board("rpi5-1"), "tiny.onnx", inputs)
+    _, output = infer_on_board(pi5_lab.home, pi5_lab.board("rpi5-1"), "tiny.onnx", inputs)
     np.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-5)
 
     deploy = pi5_lab.orch(
