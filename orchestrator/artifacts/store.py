@@ -1,4 +1,5 @@
-"""The artifact store on the workstation: built (or fetched) wheels with their manifests.
+"""The artifact store on the workstation: built (or fetched) wheels with their manifests, and
+ORT's C library builds (``--scope library``) with theirs.
 
 Layout: ``artifacts/<target>/<variant>/<ort-version>/`` holding one ``*.whl`` and
 ``manifest.json``. ``orch build`` writes it; ``orch deploy`` and ``orch build list`` read
@@ -7,8 +8,14 @@ it. On disk a manifest is one flat JSON object; it always has at least::
     {"target": "lab", "variant": "tuned", "ort_version": "1.21.0",
      "wheel": "onnxruntime-1.21.0-cp313-cp313-linux_aarch64.whl"}
 
-and normally ``wheel_sha256``, ``wheel_size``, ``created``, ``wheel_check`` and ``preflight``
+and normally ``kind`` (``"wheel"``; a manifest of an older orch has none and is a wheel's),
+``wheel_sha256``, ``wheel_size``, ``created``, ``wheel_check`` and ``preflight``
 (``{"ok": true, ...}``), plus everything the build knows (flags, compiler, image id, timings...).
+
+A C library build (``"kind": "library"``) has no wheel: its directory,
+``artifacts/<target>/<variant>/<ort-version>-library/`` (beside the wheel's of the same release, never
+in place of it), holds the build's ``out/`` as it was (``orch-runner``, ``lib/``, ``include/``),
+listed with their sha256 under ``library`` and the runner under ``native_runner``.
 
 In orch a manifest is a ``Manifest``: JSON is read and written only here (``Manifest.from_json``,
 ``Manifest.to_json``, ``read_manifest``, ``write_manifest``). A key the manifest did not record
@@ -23,7 +30,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.errors import UsageError
 from orchestrator.paths import artifacts_dir
@@ -34,6 +41,13 @@ if TYPE_CHECKING:
 
 class ManifestError(UsageError):
     """A manifest.json that is not JSON, misses a required key or holds a key of the wrong type."""
+
+
+# What an artifact holds: a wheel (with, normally, the native runner beside it), or ORT's C library
+# with the runner and no Python at all (``orch build --scope library``).
+ArtifactKind = Literal["wheel", "library"]
+ARTIFACT_KINDS: tuple[ArtifactKind, ...] = ("wheel", "library")
+LIBRARY_SUFFIX = "-library"  # of a C library build's directory: <ort-version>-library
 
 
 class _Fields:
@@ -119,6 +133,24 @@ class _Fields:
             raise self._bad(key, "a list of objects of strings", value)
         return tuple(value)
 
+    def kind(self, key: str) -> ArtifactKind | None:
+        value = self._get(key)
+        if value is None:
+            return None
+        found = next((kind for kind in ARTIFACT_KINDS if kind == value), None)
+        if found is None:
+            raise self._bad(key, " or ".join(ARTIFACT_KINDS), value)
+        return found
+
+    def text_map(self, key: str) -> dict[str, str] | None:
+        """A JSON object of strings (``{"lib/libx.so": "<sha256>"}``)."""
+        value = self._get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise self._bad(key, "an object of strings", value)
+        return dict(value)
+
     def document_value(self, key: str) -> dict[str, Any] | None:
         """A JSON object kept as a document (a tool's report orch only stores and prints)."""
         value = self._get(key)
@@ -142,7 +174,7 @@ def _kind(value: object) -> str:
 
 def _plain(value: object) -> object:
     """A field value as JSON: dataclasses by their to_json, tuples as lists."""
-    if isinstance(value, (Preflight, WheelCheck, Source, BuiltFor, BuildRecord, NativeRunner)):
+    if isinstance(value, (Preflight, WheelCheck, Source, BuiltFor, BuildRecord, NativeRunner, LibraryFiles)):
         return value.to_json()
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
@@ -364,13 +396,49 @@ class NativeRunner:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LibraryFiles:
+    """A C library build's files beside its manifest (kind ``library``), as the build's ``out/`` left
+    them: what a deploy sends, each checked against its sha256 first."""
+
+    # Path relative to the artifact directory -> sha256, for every regular file: the runner,
+    # lib/libonnxruntime.so.<version> and the libraries it needs, include/onnxruntime_c_api.h.
+    files: Mapping[str, str]
+    soname: str | None = None  # lib/libonnxruntime.so.1: a link the board makes (a link is no content)
+    header: str | None = None  # include/onnxruntime_c_api.h
+    # What the build found and proved: each library's checked symbol versions, the sysroot.
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.details, **_recorded(self, skip=("details",))}
+
+    @classmethod
+    def read(cls, f: _Fields) -> LibraryFiles:
+        files = f.text_map("files")
+        if not files:
+            raise ManifestError(
+                f"{f.where}: key '{f.prefix}files' must list the build's files",
+                hint="rebuild the artifact (orch build --scope library)",
+            )
+        return cls(files=files, soname=f.text("soname"), header=f.text("header"), details=f.rest())
+
+    @property
+    def libraries(self) -> tuple[str, ...]:
+        """The files under lib/: ORT's C library and the libraries it needs."""
+        return tuple(sorted(name for name in self.files if name.startswith("lib/")))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
-    """What an artifact is: which wheel, for which target and variant, and how it was checked and made."""
+    """What an artifact is: which wheel (or C library), for which target and variant, and how it was
+    checked and made."""
 
     target: str
     variant: str
     ort_version: str
-    wheel: str  # file name, next to manifest.json
+    wheel: str | None = None  # file name, next to manifest.json; None only for a C library build
+    # "wheel" or "library"; None: a manifest of an orch before C library artifacts, a wheel's.
+    kind: ArtifactKind | None = None
+    library: LibraryFiles | None = None  # kind "library": its files
     wheel_sha256: str | None = None
     wheel_size: int | None = None
     created: str | None = None  # ISO 8601, UTC
@@ -386,6 +454,11 @@ class Manifest:
         """Deploy offers only artifacts whose pre-flight passed."""
         return self.preflight is not None and self.preflight.ok
 
+    @property
+    def artifact_kind(self) -> ArtifactKind:
+        """What the artifact holds; a manifest that does not say is a wheel's (older orch)."""
+        return self.kind or "wheel"
+
     def to_json(self) -> dict[str, Any]:
         return {**self.extra, **_recorded(self, skip=("build", "extra")), **self.build.to_json()}
 
@@ -396,11 +469,21 @@ class Manifest:
         wheel_check = f.child("wheel_check")
         preflight = f.child("preflight")
         runner = f.child("native_runner")
+        kind = f.kind("kind")
+        library = f.child("library") if kind == "library" else None
+        if kind == "library" and library is None:
+            raise ManifestError(
+                f"{source}: missing key 'library' (a C library build lists its files there)",
+                hint="rebuild the artifact (orch build --scope library) or fix the manifest",
+            )
         manifest = cls(
             target=f.required_text("target"),
             variant=f.required_text("variant"),
             ort_version=f.required_text("ort_version"),
-            wheel=f.required_text("wheel"),
+            # A C library build has no wheel; every other artifact is one.
+            wheel=f.text("wheel") if kind == "library" else f.required_text("wheel"),
+            kind=kind,
+            library=LibraryFiles.read(library) if library else None,
             wheel_sha256=f.text("wheel_sha256"),
             wheel_size=f.integer("wheel_size"),
             created=f.text("created"),
@@ -419,8 +502,27 @@ class Artifact:
     manifest: Manifest
 
     @property
+    def kind(self) -> ArtifactKind:
+        return self.manifest.artifact_kind
+
+    @property
     def wheel_path(self) -> Path:
-        return self.directory / self.manifest.wheel
+        wheel = self.manifest.wheel
+        if wheel is None:
+            raise UsageError(
+                f"{self.directory} is a C library build (--scope library): it has no wheel",
+                hint="its build proved it against the board's sysroot already; orch deploy --scope library"
+                " deploys it",
+            )
+        return self.directory / wheel
+
+    @property
+    def complete(self) -> bool:
+        """Its files are there: the wheel, or every file a C library build listed."""
+        library = self.manifest.library
+        if self.kind == "library":
+            return library is not None and all((self.directory / name).is_file() for name in library.files)
+        return self.wheel_path.exists()
 
     @property
     def runner_path(self) -> Path | None:
@@ -445,8 +547,13 @@ class Artifact:
         return self.manifest.created or ""
 
 
-def artifact_dir(target: str, variant: str, ort_version: str, root: Path | None = None) -> Path:
-    return (root or artifacts_dir()) / target / variant / ort_version
+def artifact_dir(
+    target: str, variant: str, ort_version: str, root: Path | None = None, *, kind: ArtifactKind = "wheel"
+) -> Path:
+    """Where an artifact lives; a C library build beside the wheel of the same release (never in
+    place of it): ``<ort-version>-library``."""
+    leaf = ort_version + (LIBRARY_SUFFIX if kind == "library" else "")
+    return (root or artifacts_dir()) / target / variant / leaf
 
 
 def read_manifest(path: Path) -> Manifest:
@@ -471,12 +578,12 @@ def write_manifest(directory: Path, manifest: Manifest) -> Path:
 
 
 def list_artifacts(root: Path | None = None) -> list[Artifact]:
-    """Every artifact whose manifest and wheel exist, oldest first."""
+    """Every artifact whose manifest and files (wheel, or C library) exist, oldest first."""
     base = root or artifacts_dir()
     found = []
     for manifest_path in sorted(base.glob("*/*/*/manifest.json")):
         artifact = Artifact(directory=manifest_path.parent, manifest=read_manifest(manifest_path))
-        if artifact.wheel_path.exists():
+        if artifact.complete:
             found.append(artifact)
     return sorted(found, key=lambda a: a.created)
 

@@ -336,3 +336,21 @@ def compatibility_problems(
             f" {board} runs {python_tag}"
         )
     return problems
+
+
+def library_problems(info: WheelInfo, *, arch: str, glibc: str, board: str = "the board") -> list[str]:
+    """Why a C library build's files (``inspect_directory``: no tags, no Python) would not run on a
+    board: machine code of another architecture, a newer glibc than the board's (empty: they fit)."""
+    problems: list[str] = []
+    accepted = _ARCH_ALIASES.get(arch, {arch})
+    wrong_machine = [so for so in info.shared_objects if so.machine not in accepted]
+    if wrong_machine:
+        first = wrong_machine[0]
+        more = f" and {len(wrong_machine) - 1} more" if len(wrong_machine) > 1 else ""
+        problems.append(
+            f"the C library build contains {first.machine} machine code ({first.path}{more}), {board} is {arch}"
+        )
+    needed = info.glibc_required
+    if needed and _version_tuple(needed) > _version_tuple(glibc):
+        problems.append(f"the C library build needs GLIBC_{needed}, {board} has {glibc}")
+    return problems

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.bench import stats
+from orchestrator.builds.native_runner.plan import RUNNER_SCHEMA
 
-SCHEMA = "orch-native-runner/1"
+SCHEMA = RUNNER_SCHEMA
 COLD_FIELDS = ("launch_to_main_ms", "launch_to_session_ms", "launch_to_first_result_ms")
 
 

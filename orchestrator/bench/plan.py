@@ -128,6 +128,9 @@ class ReleaseRef:
     # release.json's "native" (runner path and size, C library and size), when the release has a runner.
     native: dict[str, Any] | None = field(default=None, compare=False)
     wheel_size: int | None = None
+    # "library": a C library build's release (orch deploy --scope library): its native runner and
+    # ORT's C library, no venv, so no Python agent; "wheel" for every other (release.json says so).
+    kind: str = "wheel"
 
     @classmethod
     def from_info(cls, info: Any) -> ReleaseRef:
@@ -151,6 +154,7 @@ class ReleaseRef:
             native=native if isinstance(native, dict) and isinstance(native.get("runner"), str) else None,
             wheel_size=wheel_size if isinstance(wheel_size, int) else None,
             providers=tuple(str(p) for p in providers) if isinstance(providers, list) else (),
+            kind="library" if document.get("kind") == "library" else "wheel",
         )
 
     def model_path(self, model_file: str) -> str:
@@ -163,6 +167,11 @@ class ReleaseRef:
     @property
     def runner(self) -> str | None:
         return posixpath.join(self.path, self.native["runner"]) if self.native else None
+
+    @property
+    def has_python(self) -> bool:
+        """Whether the release has an interpreter with onnxruntime (the agent's, quantisation's)."""
+        return self.kind != "library"
 
 
 @dataclass(frozen=True, kw_only=True)

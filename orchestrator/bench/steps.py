@@ -199,7 +199,23 @@ def cold_argv(argv: Sequence[str], launches: int) -> tuple[str, ...]:
 
 
 def check_runners(plan: BenchPlan, releases: Sequence[ReleaseRef], board: str) -> None:
-    """Every chosen release must have a native runner when the native one is asked for."""
+    """Every chosen release must have a native runner when the native one is asked for, and a
+    Python (a wheel's release, not a C library build's) when the agent or quantisation needs it."""
+    for release in releases:
+        if release.has_python:
+            continue
+        if "python" in plan.runners:
+            raise BenchError(
+                f"{board}: release {release.id} is a C library build (no Python, no onnxruntime wheel):"
+                " the Python agent cannot run there; measure it with --runner native",
+                hint=f"orch bench --host {board} --runner native",
+            )
+        if plan.quantize:
+            raise BenchError(
+                f"{board}: release {release.id} is a C library build: --quantize makes the int8 copy with"
+                " onnxruntime's Python tools in the release's venv, which it has none of",
+                hint="quantise the model on the workstation and deploy the int8 model with --model",
+            )
     if "native" not in plan.runners:
         return
     for release in releases:

@@ -10,6 +10,10 @@ volumes on the engine (``workspace``), so the engine may be another machine's. A
 3. the wheel is checked (aarch64 ELF everywhere, GLIBC <= the board's, the board's Python tag);
 4. the pre-flight imports it and runs a model under qemu with the board's CPU model;
 5. the manifest is written next to the wheel and the full build log (``record``).
+
+A C library build (``--scope library``) has no wheel: the runner is compiled beside the library, both
+are proved and the runner pre-flighted (``native_runner.library``), and ``out/`` is published as an
+artifact of kind ``library`` (``library_record``).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from orchestrator.builds.cache import CacheRelay
 from orchestrator.builds.container_paths import BUILD, CCACHE, OUT, REDUCED, SCRIPTS, SRC, SYSROOT, TOOLCHAINS
 from orchestrator.builds.flags import flags_of, validate_or_raise
 from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
+from orchestrator.builds.library_record import publish_library
 from orchestrator.builds.native_runner.execute import CompileIn, add_runner, header_from_tree
 from orchestrator.builds.native_runner.library import LibraryOutput, finish_library, prove_files
 from orchestrator.builds.network import container_network, fetch_failure, network_needs
@@ -91,7 +96,7 @@ class BuildResult:
     log_path: Path
     duration_s: float
     ccache: CompilerCacheUse
-    artifact: Artifact | None
+    artifact: Artifact | None  # the wheel's, or a C library build's (kind "library")
     incremental: IncrementalBuild
     record: BuildRecord | None = None  # how it was made (the artifact's manifest, or beside the build)
     library: LibraryOutput | None = None  # --scope library: ORT's C library and the runner, in out/
@@ -163,14 +168,24 @@ class _BuildRun:
         container = self._container(inputs)
         compiled = self._compile_and_package(container)
         if self.plan.scope != "wheel":
-            # No wheel, no artifact: the record of how it was made goes beside the build's output.
+            # No wheel: the record of how it was made goes beside the build's output; a C library
+            # build is also published as an artifact (kind "library") that orch deploy takes.
             record = self._record(inputs, container, compiled)
             document = record.to_json()
             library = self._library(inputs, container) if self.plan.scope == "library" else None
             if library is not None:
                 document["library"] = library.as_dict()
             (container.build_dir / "manifest.json").write_text(json.dumps(document, indent=2) + "\n")
-            return replace(self._result(container, compiled, None, record), library=library)
+            published = None
+            if library is not None:
+                published = publish_library(
+                    library,
+                    self.plan,
+                    record,
+                    log_path=container.log_path,
+                    root=self.options.artifacts_root,
+                )
+            return replace(self._result(container, compiled, published, record), library=library)
         artifact = self._artifact(inputs, container, compiled)
         return self._result(container, compiled, artifact, artifact.manifest.build)
 

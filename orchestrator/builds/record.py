@@ -98,6 +98,7 @@ def finish_artifact(
         variant=made.variant,
         ort_version=made.ort_version,
         wheel=made.wheel.name,
+        kind="wheel",
         wheel_sha256=file_sha256(made.wheel),
         wheel_size=made.wheel.stat().st_size,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -106,7 +107,7 @@ def finish_artifact(
     )
     if problems:
         manifest = replace(manifest, preflight=Preflight(ok=False, skipped="wheel check failed"))
-        _publish(staging, directory, manifest)
+        publish(staging, directory, manifest)
         raise BuildError(
             f"the wheel does not fit target {profile.name}: " + "; ".join(problems),
             hint=f"manifest: {directory / 'manifest.json'}",
@@ -117,7 +118,7 @@ def finish_artifact(
     else:
         verdict = Preflight(ok=False, skipped="disabled")
     manifest = replace(manifest, preflight=verdict)
-    _publish(staging, directory, manifest)
+    publish(staging, directory, manifest)
     if preflight and not verdict.ok:
         raise BuildError(
             f"pre-flight failed on an emulated {profile.qemu_cpu}: {verdict.error}",
@@ -157,7 +158,7 @@ def _stage(made: MadeWheel, directory: Path) -> Path:
     return staging
 
 
-def _publish(staging: Path, directory: Path, manifest: Manifest) -> None:
+def publish(staging: Path, directory: Path, manifest: Manifest) -> None:
     """Replace the artifact directory in one rename, so deploy never sees a half-written one."""
     write_manifest(staging, manifest)
     if directory.exists():

@@ -297,11 +297,10 @@ def _execute(request: BuildRequest, plan: BuildPlan, engine: Engine, *, remote: 
     if request.json:
         emit_json(_result_document(plan, engine, result))
         return 0
-    where = (
-        result.artifact.wheel_path
-        if result.artifact
-        else (result.library.directory if result.library else result.build_dir)
-    )
+    where = result.build_dir
+    if result.artifact is not None:
+        # A C library build's artifact is its directory (runner, lib/, include/): it has no wheel.
+        where = result.artifact.directory if result.artifact.kind == "library" else result.artifact.wheel_path
     console.print(
         f"[green]built[/] {plan.target.name}/{plan.artifact_variant} ORT {plan.ort_version} in "
         f"{result.duration_s / 60:.1f} min -> {where}  (ccache hits {result.ccache.hits},"
@@ -317,6 +316,10 @@ def _execute(request: BuildRequest, plan: BuildPlan, engine: Engine, *, remote: 
         console.print(
             f"    {library.library} ({library.library_size / 1e6:.1f} MB) and orch-runner; newest needs{checked}:"
             f" {needs or 'none'}",
+            soft_wrap=True,
+        )
+        console.print(
+            f"    deploy it: orch deploy --variant {plan.artifact_variant} --scope library --host BOARD",
             soft_wrap=True,
         )
     return 0
@@ -362,7 +365,7 @@ def _result_document(plan: BuildPlan, engine: Engine, result: BuildResult) -> di
         "log": str(result.log_path),
         "build_dir": str(result.build_dir),
     }
-    if result.artifact:
+    if result.artifact and result.artifact.kind == "wheel":
         document.update(
             artifact=str(result.artifact.directory),
             wheel=result.artifact.manifest.wheel,
@@ -375,6 +378,10 @@ def _result_document(plan: BuildPlan, engine: Engine, result: BuildResult) -> di
         )
         if result.library is not None:
             document["library"] = result.library.as_dict()
+        if result.artifact is not None:  # a C library build, recorded as an artifact deploy takes
+            document.update(
+                artifact=str(result.artifact.directory), artifact_manifest=result.artifact.manifest.to_json()
+            )
     return document
 
 
@@ -507,7 +514,7 @@ def _list(*, as_json: bool) -> int:
             a.target,
             a.variant,
             a.ort_version,
-            a.manifest.wheel,
+            a.manifest.wheel or "none: C library build",
             f"{size / 1e6:.1f} MB" if size else "",
             "ok" if a.manifest.preflight_ok else "[red]failed[/]",
             f"{(duration or 0) / 60:.1f} min",

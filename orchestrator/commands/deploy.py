@@ -1,4 +1,4 @@
-"""`orch deploy`: push a wheel and models to boards over SSH and install them."""
+"""`orch deploy`: push a wheel (or a C library build) and models to boards over SSH and install them."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.artifacts.identity import route_of
-from orchestrator.artifacts.store import Artifact, list_artifacts
+from orchestrator.artifacts.store import ARTIFACT_KINDS, Artifact, ArtifactKind, list_artifacts
 from orchestrator.board import Board
+from orchestrator.builds.native_runner.plan import SONAME
 from orchestrator.commands.options import (
     Selection,
     add_dry_run_option,
@@ -63,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--ort-version",
         metavar="X.Y.Z",
         help="which ONNX Runtime release to deploy, when artifacts of several are built",
+    )
+    parser.add_argument(
+        "--scope",
+        choices=ARTIFACT_KINDS,
+        help="a wheel, or a C library build (orch build --scope library: its native runner, no Python);"
+        " needed only when both are built for the same variant and release",
     )
     parser.add_argument(
         "--artifact",
@@ -137,6 +144,7 @@ class DeployOptions:
     selection: Selection
     variant: str | None
     ort_version: str | None
+    kind: ArtifactKind | None  # --scope
     artifact: Path | None
     models: tuple[Path, ...]
     parallel: int
@@ -155,6 +163,7 @@ class DeployOptions:
             selection=Selection.from_args(args),
             variant=args.variant,
             ort_version=args.ort_version,
+            kind=next((kind for kind in ARTIFACT_KINDS if kind == args.scope), None),
             artifact=args.artifact,
             models=tuple(args.model),
             parallel=args.parallel,
@@ -176,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
     boards = selected_boards(options.selection)
     files = _release_files(options)  # the local files first: a missing model is the first error
     by_target = _chosen(options, artifact, boards)
+    _check_library_models(by_target, files)
     skipped = _preflight_skipped(options, by_target)
     request = DeployRequest(
         artifact=artifact,
@@ -190,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
         by_target=by_target,
         lock_timeout=options.lock_timeout,
         skip_preflight_check=options.skip_preflight_check,
+        kind=options.kind,
     )
     if not options.rollback and not request.models:
         console.print(
@@ -238,6 +249,18 @@ def _preflight_skipped(options: DeployOptions, chosen: Mapping[str, Artifact]) -
     return warnings
 
 
+def _check_library_models(chosen: Mapping[str, Artifact], files: _LocalFiles) -> None:
+    """A C library build's release is verified by its runner running each model: without one it
+    could not be verified on any board, so it is refused here, before any board is touched."""
+    library = next((a for a in chosen.values() if a.kind == "library"), None)
+    if library is not None and not files.models:
+        raise UsageError(
+            f"{artifact_label(library)} ({library.directory}) is a C library build: its release is verified by"
+            " its native runner running each of its models, and there is none (no --model, ./models/*.onnx empty)",
+            hint="give the models to deploy with --model PATH",
+        )
+
+
 def _check_options(options: DeployOptions) -> None:
     if options.parallel < 1:
         raise UsageError(f"--parallel must be at least 1 (got {options.parallel})")
@@ -253,10 +276,11 @@ def _check_options(options: DeployOptions) -> None:
         or options.variant
         or options.ort_version
         or options.skip_preflight_check
+        or options.kind
     ):
         raise UsageError(
             "--rollback switches to the previous release; it takes no"
-            f" --artifact/--model/--variant/--ort-version/{SKIP_PREFLIGHT_OPTION}"
+            f" --artifact/--model/--variant/--ort-version/--scope/{SKIP_PREFLIGHT_OPTION}"
         )
     check_ort_version(options.ort_version)
 
@@ -276,6 +300,9 @@ def _artifact(options: DeployOptions) -> Artifact | None:
         raise UsageError(
             f"--artifact {options.artifact} is ORT {artifact.ort_version}, not {options.ort_version}"
         )
+    if options.kind and artifact.kind != options.kind:
+        what = "a C library build" if artifact.kind == "library" else "a wheel"
+        raise UsageError(f"--artifact {options.artifact} is {what}, not --scope {options.kind}")
     return artifact
 
 
@@ -299,6 +326,7 @@ def _chosen(
                 ort_version=options.ort_version,
                 where=str(artifacts_dir()),
                 skip_preflight_check=options.skip_preflight_check,
+                kind=options.kind,
             )
             for target in targets
         }
@@ -336,6 +364,8 @@ def _json_document(
                 "ort_version": a.ort_version,
                 "route": route_of(a.manifest.to_json()),
                 "directory": str(a.directory),
+                # Said of a C library build only: a wheel's entry reads as it always did.
+                **({"kind": a.kind} if a.kind == "library" else {}),
             }
             for target, a in chosen.items()
         },
@@ -430,6 +460,8 @@ def _print_plan(board: str, plan: BoardPlan | RollbackPlan) -> None:
         console.print("  already the current release: nothing to install, verification only")
     elif plan.release_exists:
         console.print("  release already on the board: switch current to it, then verify")
+    elif plan.kind == "library":
+        _print_native_install(plan)
     else:
         console.print(f"  run: {escape(shlex.join(plan.venv_argv))}")
         if plan.reuse_from:
@@ -439,3 +471,17 @@ def _print_plan(board: str, plan: BoardPlan | RollbackPlan) -> None:
         console.print("  then switch current, verify")
     for release in plan.prune:
         console.print(f"  remove release {escape(release)}")
+
+
+def _print_native_install(plan: BoardPlan) -> None:
+    """A C library build's release: staged and linked, no venv, no pip; verified by its runner."""
+    native = plan.release_document.get("native")
+    library = native.get("library") if isinstance(native, dict) else "?"
+    console.print(
+        f"  stage the C library build's files (native/), link native/lib/{escape(str(SONAME))} ->"
+        f" {escape(str(library))}: no venv, no pip (the release runs no Python)"
+    )
+    console.print("  verify with its native runner, one inference per model:")
+    for argv in plan.verify_argv:
+        console.print(f"  run: {escape(shlex.join(argv))}")
+    console.print("  then switch current")

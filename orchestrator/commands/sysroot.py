@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.adapters.ssh import connect
-from orchestrator.artifacts.store import read_manifest
+from orchestrator.artifacts.store import Artifact, read_manifest
 from orchestrator.board import Board
 from orchestrator.builds.sysroots.contents import (
     CHECKED_PREFIXES,
@@ -382,7 +382,8 @@ def _wheel_path(request: CheckRequest) -> Path:
             f"{directory}: no manifest.json: not an artifact directory",
             hint="point --artifact at artifacts/<target>/<variant>/<version>/",
         )
-    wheel = directory / read_manifest(manifest_path).wheel
+    # A C library build has no wheel: refused by wheel_path with what to do instead.
+    wheel = Artifact(directory=directory, manifest=read_manifest(manifest_path)).wheel_path
     if not wheel.is_file():
         raise UsageError(f"{manifest_path} names {wheel.name}, which is not in {directory}")
     return wheel

@@ -2,7 +2,8 @@
 contents into the store, install a release (stage, venv, pip or package reuse, native link, seal),
 verify it where it lies with its own interpreter and models, and keep the record of a passed
 verification (``verified.json``): the switch of ``current`` requires it, and an unchanged
-re-deploy stops after one round trip because of it.
+re-deploy stops after one round trip because of it. A C library build's release is installed and
+verified by ``native_steps`` instead, and recorded and switched the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from datetime import datetime, timezone
 from orchestrator.adapters.session import BoardSession
 from orchestrator.board_side import read_text
 from orchestrator.builds.native_runner.plan import SONAME
+from orchestrator.deploy.native_steps import run_native_verification
 from orchestrator.deploy.plan import BoardPlan
 from orchestrator.deploy.releases import Layout
 from orchestrator.deploy.transfer_view import TransferView
@@ -115,6 +117,8 @@ class Expected:
     models: Sequence[str]  # model file names, under the release's models/
     build_info: str | None  # onnxruntime's build info, when the manifest recorded it
     workdir_abs: str  # the board's workdir as an absolute path ("" when unknown: not checked)
+    # A C library build's release: its runner (relative to the release), which verifies it.
+    runner: str | None = None
 
     @property
     def release_dir(self) -> str | None:
@@ -125,18 +129,23 @@ class Expected:
 def verify_release(session: BoardSession, layout: Layout, expected: Expected, *, board: str) -> Verification:
     """Run board_side/verify_release.py with the release's own interpreter on the release's own
     models, by the release's path (not through ``current``: it is verified before it becomes
-    current); DeployError on any mismatch."""
+    current); DeployError on any mismatch. A C library build's release: its runner runs each model."""
     release = layout.release(expected.release_id)
-    python = posixpath.join(release, "venv", "bin", "python")
-    paths = [posixpath.join(release, "models", name) for name in expected.models]
-    code = read_text("verify_release.py")
-    result = session.run([python, "-c", code, *paths], timeout=VERIFY_TIMEOUT, check=False)
-    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     release_id = expected.release_id
-    if not lines:
-        tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-4:])
-        raise DeployError(f"{board}: verification of {release_id} failed (exit {result.exit_code}): {tail}")
-    report = parse_verification(lines[-1], where=f"{board}: verification of {release_id}")
+    if expected.runner is not None:
+        report = run_native_verification(session, release, expected.runner, expected.models)
+    else:
+        python = posixpath.join(release, "venv", "bin", "python")
+        paths = [posixpath.join(release, "models", name) for name in expected.models]
+        code = read_text("verify_release.py")
+        result = session.run([python, "-c", code, *paths], timeout=VERIFY_TIMEOUT, check=False)
+        lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+        if not lines:
+            tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-4:])
+            raise DeployError(
+                f"{board}: verification of {release_id} failed (exit {result.exit_code}): {tail}"
+            )
+        report = parse_verification(lines[-1], where=f"{board}: verification of {release_id}")
     problems = report.problems(
         expected_version=expected.ort_version,
         release_dir=expected.release_dir,
@@ -154,7 +163,8 @@ def verify_and_record(
     switch's precondition); returns the verification and when it was recorded. A failed
     verification names the release that stays current: nothing was switched."""
     board = session.board.name
-    view.status(board, f"verifying {expected.release_id} on the board (its own venv and models)", log=True)
+    own = "its native runner, C library and models" if expected.runner else "its own venv and models"
+    view.status(board, f"verifying {expected.release_id} on the board ({own})", log=True)
     try:
         verification = verify_release(session, layout, expected, board=board)
     except DeployError as error:

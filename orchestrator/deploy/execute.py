@@ -19,6 +19,11 @@ verified release current:
    release without ``verified.json``), through the ``SwitchGate`` that a ``--timeout`` or Ctrl-C
    closes before the board is reported;
 8. prune to ``--keep`` releases.
+
+A C library build (``--scope library``) takes the same steps with its own branch where a wheel's
+differ: no dependencies, no venv or pip (``native_plan``, ``native_steps``), its files checked
+for the board's architecture and glibc instead of a wheel's tags, and its native runner running
+each model as the verification.
 """
 
 from __future__ import annotations
@@ -26,12 +31,12 @@ from __future__ import annotations
 import posixpath
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from orchestrator.adapters import ssh
 from orchestrator.artifacts.dependencies import resolve_dependencies
-from orchestrator.artifacts.store import Artifact, Manifest, ManifestError
+from orchestrator.artifacts.store import Artifact, ArtifactKind, Manifest, ManifestError
 from orchestrator.board import Board
 from orchestrator.board_side import read_text
 from orchestrator.console import console
@@ -42,12 +47,22 @@ from orchestrator.deploy.board_steps import (
     install_release,
     now_utc,
     recorded_verification,
+    stage_pairs,
     upload,
     verify_and_record,
 )
 from orchestrator.deploy.counted_session import CountedSession
+from orchestrator.deploy.library_choice import ChosenLibrary, check_library_compatible
+from orchestrator.deploy.native_plan import plan_native_board
+from orchestrator.deploy.native_steps import install_native_release
 from orchestrator.deploy.plan import BoardPlan, RollbackPlan, plan_board
-from orchestrator.deploy.release_files import LocalFile, ReleaseFiles, native_files, wheel_files
+from orchestrator.deploy.release_files import (
+    NATIVE_AGENT_FILES,
+    LocalFile,
+    ReleaseFiles,
+    native_files,
+    wheel_files,
+)
 from orchestrator.deploy.releases import (
     Layout,
     Listing,
@@ -87,6 +102,7 @@ class DeployRequest:
     verify: bool = False  # verify even a release that is current and verified already
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT  # --lock-timeout: how long to wait for a busy board
     skip_preflight_check: bool = False  # --skip-preflight-check: artifacts without a passed pre-flight too
+    kind: ArtifactKind | None = None  # --scope: a wheel or a C library build (None: whichever matches)
 
     @property
     def choice(self) -> ArtifactChoice:
@@ -96,6 +112,7 @@ class DeployRequest:
             variant=self.variant,
             ort_version=self.ort_version,
             skip_preflight_check=self.skip_preflight_check,
+            kind=self.kind,
         )
 
 
@@ -176,7 +193,9 @@ def deploy_board(
         )
         if request.dry_run:  # reads only: no lock
             plan, listing = _survey_and_plan(run, chosen, read_survey(run.session, board, layout))
-            return _planned(run, plan, _release_python(plan, listing, layout))
+            return _with_runner(
+                _planned(run, plan, _release_python(plan, listing, layout)), plan, listing, layout
+            )
         view.status(board.name, "taking the board lock, reading board facts and releases")
         with _lock_board(run, "deploy", (survey_script(), survey_args(board, layout))) as lock:
             assert lock.then is not None  # _lock_board checked it
@@ -186,13 +205,24 @@ def deploy_board(
             python_abs = _release_python(plan, listing, layout)
             recorded = recorded_verification(plan, board=board.name) if plan.already_verified else None
             if recorded is not None and not request.verify:
-                return _unchanged(run, plan, python_abs, recorded)
-            return _install_and_verify(run, plan, listing, chosen.artifact, python_abs)
+                return _with_runner(_unchanged(run, plan, python_abs, recorded), plan, listing, layout)
+            report = _install_and_verify(run, plan, listing, chosen.artifact, python_abs)
+            return _with_runner(report, plan, listing, layout)
 
 
-def _survey_and_plan(run: _BoardRun, chosen: ChosenWheel, survey: Survey) -> tuple[BoardPlan, Listing]:
+def _with_runner(report: BoardReport, plan: BoardPlan, listing: Listing, layout: Layout) -> BoardReport:
+    """A C library build's report names its runner (it has no interpreter); a wheel's is as it was."""
+    runner = _release_runner(plan, listing, layout)
+    return replace(report, runner=runner) if runner else report
+
+
+def _survey_and_plan(
+    run: _BoardRun, chosen: ChosenWheel | ChosenLibrary, survey: Survey
+) -> tuple[BoardPlan, Listing]:
     """With what one round trip read from the board, the wheel is refused before any byte is
     sent when it does not fit; its dependencies are resolved for the board; the plan is made."""
+    if isinstance(chosen, ChosenLibrary):
+        return _survey_and_plan_native(run, chosen, survey)
     board, view, clock, artifact = run.board, run.view, run.clock, chosen.artifact
     clock.lap("connect")
     facts = survey.facts
@@ -220,13 +250,46 @@ def _survey_and_plan(run: _BoardRun, chosen: ChosenWheel, survey: Survey) -> tup
     return plan, survey.listing
 
 
-def _release_python(plan: BoardPlan, listing: Listing, layout: Layout) -> str:
-    """The absolute path of the release's interpreter on the board."""
+def _survey_and_plan_native(
+    run: _BoardRun, chosen: ChosenLibrary, survey: Survey
+) -> tuple[BoardPlan, Listing]:
+    """A C library build: its files refused before any byte is sent when the board cannot run them
+    (architecture, glibc, CPU features); no dependencies to resolve (no Python); the plan."""
+    artifact, clock = chosen.artifact, run.clock
+    clock.lap("connect")
+    check_library_compatible(chosen, survey.facts, artifact.manifest.build.compiler_flags or ())
+    clock.lap("facts")
+    files = ReleaseFiles(
+        artifact=artifact,
+        wheels=(),
+        models=run.request.models,
+        agent=tuple(f for f in run.request.agent if f.path.name in NATIVE_AGENT_FILES),
+        native=chosen.files,
+    )
+    plan = plan_native_board(run.board, survey, files, keep=run.request.keep, created=now_utc())
+    clock.lap("plan")
+    return plan, survey.listing
+
+
+def _release_python(plan: BoardPlan, listing: Listing, layout: Layout) -> str | None:
+    """The absolute path of the release's interpreter on the board (None: a C library build's
+    release, which has none)."""
+    if plan.kind == "library":
+        return None
     workdir = listing.workdir_abs or posixpath.join(plan.facts.home, layout.workdir)
     return posixpath.join(workdir, "releases", plan.release_id, "venv", "bin", "python")
 
 
-def _planned(run: _BoardRun, plan: BoardPlan, python_abs: str) -> BoardReport:
+def _release_runner(plan: BoardPlan, listing: Listing, layout: Layout) -> str | None:
+    """The absolute path of a C library build's release's runner on the board (None: a wheel's)."""
+    native = plan.release_document.get("native")
+    if plan.kind != "library" or not isinstance(native, dict):
+        return None
+    workdir = listing.workdir_abs or posixpath.join(plan.facts.home, layout.workdir)
+    return posixpath.join(workdir, "releases", plan.release_id, str(native["runner"]))
+
+
+def _planned(run: _BoardRun, plan: BoardPlan, python_abs: str | None) -> BoardReport:
     """A dry run: the plan, nothing done."""
     run.view.status(
         run.board.name, f"plan: send {len(plan.to_send)} files ({plan.bytes_to_send / 1e6:.1f} MB)"
@@ -244,7 +307,9 @@ def _planned(run: _BoardRun, plan: BoardPlan, python_abs: str) -> BoardReport:
     )
 
 
-def _unchanged(run: _BoardRun, plan: BoardPlan, python_abs: str, recorded: Verification) -> BoardReport:
+def _unchanged(
+    run: _BoardRun, plan: BoardPlan, python_abs: str | None, recorded: Verification
+) -> BoardReport:
     """Current and verified on this board already: the survey was the only round trip (and
     pruning, when --keep now keeps fewer releases)."""
     if plan.prune:
@@ -279,7 +344,7 @@ def _check_space(board: Board, plan: BoardPlan, layout: Layout) -> None:
 
 
 def _install_and_verify(
-    run: _BoardRun, plan: BoardPlan, listing: Listing, artifact: Artifact, python_abs: str
+    run: _BoardRun, plan: BoardPlan, listing: Listing, artifact: Artifact, python_abs: str | None
 ) -> BoardReport:
     """Send what the store lacks, install the release unless it is there, verify it where it lies
     and record the pass, only then switch to it, prune."""
@@ -295,7 +360,10 @@ def _install_and_verify(
             log=True,
         )
     if not plan.release_exists:
-        install_release(session, plan, layout, view)
+        if plan.kind == "library":
+            install_native_release(session, plan, layout, view, stage_args=stage_pairs(plan))
+        else:
+            install_release(session, plan, layout, view)
         clock.lap("install")
     listing = read_listing(session, layout) if not listing.workdir_abs else listing
     expected = Expected(
@@ -304,6 +372,7 @@ def _install_and_verify(
         models=sorted(plan.models),
         build_info=artifact.manifest.build_info,
         workdir_abs=listing.workdir_abs,
+        runner=_native_runner(plan.release_document),
     )
     verification, verified_at = verify_and_record(session, layout, expected, current=plan.current, view=view)
     clock.lap("verify")
@@ -333,6 +402,16 @@ def _install_and_verify(
         files_skipped=len(plan.already_there),
         bytes_skipped=sum(f.size for f in plan.already_there),
     )
+
+
+def _native_runner(document: Mapping[str, object]) -> str | None:
+    """The runner of a C library build's release (its release.json's ``native.runner``), which
+    verifies it; None for a wheel's release (verified by its interpreter)."""
+    native = document.get("native")
+    if document.get("kind") != "library" or not isinstance(native, dict):
+        return None
+    runner = native.get("runner")
+    return runner if isinstance(runner, str) else None
 
 
 def _recorded_build_info(release: ReleaseInfo) -> str | None:
@@ -383,18 +462,22 @@ def rollback_board(board: Board, request: DeployRequest, view: TransferView, gat
                 models=sorted(target.models),
                 build_info=_recorded_build_info(target),
                 workdir_abs=listing.workdir_abs,
+                runner=_native_runner(target.document),
             )
             verification, verified_at = verify_and_record(
                 session, layout, expected, current=listing.current, view=view
             )
             run.switch(target.id)
         view.status(board.name, f"rolled back {listing.current} -> {target.id}", log=True)
+        runner = _native_runner(target.document)
         return BoardReport(
             board=board.name,
             action="rolled back",
             release_id=target.id,
             previous=listing.current,
-            python=target.python,
+            # A C library build's release has no interpreter: its runner instead.
+            python=None if runner else target.python,
+            runner=posixpath.join(target.path, runner) if runner else None,
             seconds=run.seconds(),
             verification=verification,
             verified_at=verified_at,
@@ -409,7 +492,7 @@ def _rollback_planned(run: _BoardRun, listing: Listing, target: ReleaseInfo) -> 
         action="planned",
         release_id=target.id,
         previous=listing.current,
-        python=target.python,
+        python=None if _native_runner(target.document) else target.python,
         seconds=run.seconds(),
         plan=RollbackPlan(board=run.board.name, rollback_from=listing.current, rollback_to=target.id),
     )

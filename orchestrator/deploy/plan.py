@@ -5,7 +5,8 @@ models, agent files, all hashed) and what was read from the board (``Survey``: i
 store, its releases). The output, a ``BoardPlan``, holds every file with its sha256, what must be
 sent and what is already there, the release id, the on-board paths and the exact argv lists that
 create the venv and install the wheel. ``--dry-run`` prints it; ``orchestrator.deploy.execute``
-executes it.
+executes it. A C library build's release (no venv, no pip: its native runner) is planned by
+``orchestrator.deploy.native_plan`` into the same ``BoardPlan``.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
-from orchestrator.artifacts.store import Artifact
+from orchestrator.artifacts.store import Artifact, ArtifactKind
 from orchestrator.board import Board
 from orchestrator.deploy.release_files import LocalFile, ReleaseFiles
 from orchestrator.deploy.releases import (
@@ -66,6 +67,22 @@ class ReleaseDocument(_ReleaseDocumentFields, total=False):
     native: NativeDocument  # only when the artifact has a native runner
 
 
+class NativeReleaseDocument(TypedDict):
+    """The ``release.json`` of a C library build's release: no wheel, no venv, no board Python."""
+
+    id: str
+    kind: Literal["library"]
+    variant: str
+    target: str
+    ort_version: str
+    models: dict[str, str]  # "<name>.onnx" -> sha256
+    libraries: dict[str, str]  # file under native/ (lib/..., include/...) -> sha256
+    agent: dict[str, str]  # file name -> sha256 (the README: the agent itself needs Python)
+    native: NativeDocument
+    created: str
+    manifest: dict[str, Any]  # the artifact's manifest.json, as it is
+
+
 @dataclass(frozen=True, kw_only=True)
 class BoardPlan:
     """Everything one board's deploy does, decided before it starts."""
@@ -75,7 +92,9 @@ class BoardPlan:
     workdir: str
     release_id: str
     release_dir: str
-    python: str  # the release's interpreter (relative to the login home unless workdir is absolute)
+    # The release's interpreter (relative to the login home unless workdir is absolute); None for a
+    # C library build's release, which has none.
+    python: str | None
     files: tuple[LocalFile, ...]
     to_send: tuple[LocalFile, ...]  # unique contents missing from the board's store
     already_there: tuple[LocalFile, ...]  # unique contents the store already has
@@ -84,13 +103,16 @@ class BoardPlan:
     current: str | None  # the board's current release before this deploy
     venv_argv: tuple[str, ...]
     install_argv: tuple[str, ...]
-    release_document: ReleaseDocument
+    release_document: ReleaseDocument | NativeReleaseDocument
     prune: tuple[str, ...]  # releases the deploy will delete afterwards (--keep)
     free_bytes: int | None
     space_needed: int
     facts: BoardFacts  # what was read from the board
     # The board's record of this release's passed verification (verified.json), if it has one.
     verified: VerifiedRecord | None = None
+    kind: ArtifactKind = "wheel"  # "library": a C library build's release, verified by its runner
+    # A C library build's release: the runner's command per model that verifies it (native_plan).
+    verify_argv: tuple[tuple[str, ...], ...] = ()
 
     @property
     def bytes_to_send(self) -> int:
@@ -134,6 +156,12 @@ class BoardPlan:
             "free_bytes": self.free_bytes,
             "space_needed": self.space_needed,
             "facts": self.facts.as_dict(),
+            # Said only of a C library build's release: a wheel's plan reads as it always did.
+            **(
+                {"kind": self.kind, "verify_argv": [list(argv) for argv in self.verify_argv]}
+                if self.kind == "library"
+                else {}
+            ),
         }
 
 
@@ -154,7 +182,7 @@ def plan_board(board: Board, survey: Survey, files: ReleaseFiles, *, keep: int, 
     ``files`` what the workstation puts in the release; ``keep`` is --keep."""
     layout = layout_for(board)
     facts, listing = survey.facts, survey.listing
-    release = _checked_names(files.all)
+    release = checked_names(files.all)
     release_id = make_release_id(
         files.artifact.variant,
         files.artifact.ort_version,
@@ -162,7 +190,7 @@ def plan_board(board: Board, survey: Survey, files: ReleaseFiles, *, keep: int, 
         + [f"target:{files.artifact.target}", f"python:{facts.python_short}"],
     )
     release_dir = layout.release(release_id)
-    to_send, already = _split_by_store(release, listing.store)
+    to_send, already = split_by_store(release, listing.store)
     existing = listing.get(release_id)
     document = _release_document(release_id, files.artifact, release, facts=facts, created=created)
     reuse_from = None if existing is not None else _same_wheels(listing, document)
@@ -192,7 +220,7 @@ def plan_board(board: Board, survey: Survey, files: ReleaseFiles, *, keep: int, 
         venv_argv=(board.python, "-m", "venv", "--without-pip", posixpath.join(release_dir, "venv")),
         install_argv=_install_argv(release_dir, release, files.wheels),
         release_document=document,
-        prune=tuple(releases_to_prune(_listing_after(listing, new_release), keep=keep)),
+        prune=tuple(releases_to_prune(listing_after(listing, new_release), keep=keep)),
         free_bytes=facts.free_bytes,
         space_needed=sum(f.size for f in to_send)
         + (INSTALL_SPACE_FACTOR * sum(f.size for f in files.wheels) if installs else 0),
@@ -201,7 +229,7 @@ def plan_board(board: Board, survey: Survey, files: ReleaseFiles, *, keep: int, 
     )
 
 
-def _checked_names(files: tuple[LocalFile, ...]) -> tuple[LocalFile, ...]:
+def checked_names(files: tuple[LocalFile, ...]) -> tuple[LocalFile, ...]:
     """The release's files, refused when two would land on the same path."""
     names = [f.name for f in files]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -210,7 +238,7 @@ def _checked_names(files: tuple[LocalFile, ...]) -> tuple[LocalFile, ...]:
     return files
 
 
-def _split_by_store(
+def split_by_store(
     files: Sequence[LocalFile], store: Collection[str]
 ) -> tuple[tuple[LocalFile, ...], tuple[LocalFile, ...]]:
     """Unique contents (by sha256) the board's store lacks, and those it has."""
@@ -255,7 +283,7 @@ def _install_argv(
     )
 
 
-def _by_role(files: Sequence[LocalFile], role: str, prefix: str) -> dict[str, str]:
+def by_role(files: Sequence[LocalFile], role: str, prefix: str) -> dict[str, str]:
     return {f.name.removeprefix(prefix): f.sha256 for f in files if f.role == role}
 
 
@@ -270,9 +298,9 @@ def _release_document(
         ort_version=artifact.ort_version,
         wheel=wheel.name.removeprefix("wheels/"),
         wheel_sha256=wheel.sha256,
-        models=_by_role(files, "model", "models/"),
-        dependencies=_by_role(files, "dependency", "wheels/"),
-        agent=_by_role(files, "agent", "agent/"),
+        models=by_role(files, "model", "models/"),
+        dependencies=by_role(files, "dependency", "wheels/"),
+        agent=by_role(files, "agent", "agent/"),
         python_version=facts.python_version,
         created=created,
         manifest=artifact.manifest.to_json(),
@@ -299,7 +327,7 @@ def _native_document(artifact: Artifact, files: Sequence[LocalFile]) -> NativeDo
     )
 
 
-def _listing_after(listing: Listing, new_release: ReleaseInfo) -> Listing:
+def listing_after(listing: Listing, new_release: ReleaseInfo) -> Listing:
     """The board's releases once ``new_release`` is current: what --keep counts to prune. The
     release current until now is the rollback target: it counts as the most recently used."""
     return Listing(

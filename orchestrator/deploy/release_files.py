@@ -23,7 +23,13 @@ AGENT_FILES = ("bench_agent.py", "README.md")
 # product can take off the board as it is.
 NATIVE_DIR = "native"
 
-FileRole = Literal["wheel", "dependency", "model", "agent", "runner"]
+# A release of a C library build (no Python) carries of the agent files only the README: the agent
+# itself needs the release's onnxruntime wheel.
+NATIVE_AGENT_FILES = ("README.md",)
+
+# "library": ORT's C library and the libraries it needs, "header": its C API header (a C library
+# build's release, under native/).
+FileRole = Literal["wheel", "dependency", "model", "agent", "runner", "library", "header"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +136,22 @@ def wheel_files(wheel: Path, dependencies: Iterable[Path]) -> list[LocalFile]:
         if dep.name not in seen:
             seen.add(dep.name)
             files.append(local_file("dependency", dep, f"wheels/{dep.name}"))
+    return files
+
+
+def library_release_files(artifact: Artifact) -> list[LocalFile]:
+    """A C library build's files as a release holds them: ``native/orch-runner``, ``native/lib/*``
+    (ORT's C library and what it needs) and ``native/include/<header>``, each as its manifest
+    lists it (links, like the SONAME's, are made on the board)."""
+    library, runner = artifact.manifest.library, artifact.runner_path
+    if library is None or runner is None:
+        raise UsageError(f"{artifact.directory}: its manifest lists no C library or no runner")
+    files = []
+    for name in sorted(library.files):
+        role: FileRole = "runner" if artifact.directory / name == runner else "library"
+        if name == library.header:
+            role = "header"
+        files.append(local_file(role, artifact.directory / name, f"{NATIVE_DIR}/{name}"))
     return files
 
 

@@ -19,7 +19,7 @@ class BoardReport:
     action: DeployAction
     release_id: str
     previous: str | None
-    python: str  # absolute path of the release's interpreter on the board
+    python: str | None  # absolute path of the release's interpreter on the board (None: a C library's)
     files_sent: int = 0
     bytes_sent: int = 0
     files_skipped: int = 0
@@ -33,6 +33,7 @@ class BoardReport:
     pruned: tuple[str, ...] = ()
     phases: dict[str, float] = field(default_factory=dict)  # seconds per step: facts, upload, install...
     plan: BoardPlan | RollbackPlan | None = None  # a dry run's plan
+    runner: str | None = None  # a C library build's release: the absolute path of its native runner
 
     @property
     def rate(self) -> float:
@@ -60,4 +61,5 @@ class BoardReport:
             "pruned": list(self.pruned),
             "phases": {k: round(v, 3) for k, v in self.phases.items()},
             **({"plan": self.plan.as_dict()} if self.plan else {}),
+            **({"runner": self.runner} if self.runner else {}),
         }

@@ -3,6 +3,8 @@
 ``board_side/verify_release.py`` runs on the board with the release's interpreter and prints one
 JSON document (see its docstring). ``parse_verification`` turns that line into a ``Verification``;
 ``Verification.problems`` says what does not match the release that was meant to be current.
+A release of a C library build (no Python) is verified by its native runner instead
+(``native_verification``): the same ``Verification``, marked ``native`` (``"runner": "native"``).
 Keys the board prints that are not fields here are ignored: the script is sent by this orch with
 every run, so both sides agree on the format. ``as_dict`` gives the same document back for
 ``--json``.
@@ -54,11 +56,15 @@ class Verification:
     build_info: str | None = None
     providers: tuple[str, ...] = ()
     models: Mapping[str, ModelCheck] = field(default_factory=dict)
+    # Reported by the native runner: ``version`` is the C library's it loaded, ``file`` that library.
+    native: bool = False
 
     def problems(
         self, *, expected_version: str, release_dir: str | None, expected_build_info: str | None
     ) -> list[str]:
         """What does not match the release meant to be current (empty: verified)."""
+        if self.native:
+            return self._native_problems(expected_version=expected_version, release_dir=release_dir)
         found = []
         if not self.ok:
             failed = [f"{name}: {m.error}" for name, m in self.models.items() if not m.ok]
@@ -69,6 +75,26 @@ class Verification:
             found.append(f"onnxruntime was imported from {self.file}, not from the release {release_dir}")
         if expected_build_info and self.build_info != expected_build_info:
             found.append("onnxruntime's build info differs from the build manifest's")
+        return found
+
+    def _native_problems(self, *, expected_version: str, release_dir: str | None) -> list[str]:
+        """A C library release: every model ran, the library loaded is the artifact's release and
+        the release's own (not one the board's loader found elsewhere)."""
+        found = []
+        failed = [f"{name}: {m.error}" for name, m in self.models.items() if not m.ok]
+        if not self.ok or failed:
+            found.append(
+                "; ".join(part for part in (self.error, *failed) if part) or "the native runner failed"
+            )
+        if self.version is None:
+            found.append("the native runner reported no ONNX Runtime version (its library did not load)")
+        elif self.version != expected_version:
+            found.append(f"the native runner loaded ONNX Runtime {self.version}, expected {expected_version}")
+        if release_dir and self.version is not None and not (self.file or "").startswith(release_dir + "/"):
+            found.append(
+                f"the native runner loaded {self.file or 'a library it could not name'},"
+                f" not the release's own (under {release_dir})"
+            )
         return found
 
     def as_dict(self) -> dict[str, Any]:
@@ -82,6 +108,8 @@ class Verification:
             document["providers"] = list(self.providers)
         if self.models or self.error is None:
             document["models"] = {name: m.as_dict() for name, m in self.models.items()}
+        if self.native:
+            document["runner"] = "native"
         return document
 
 
@@ -102,6 +130,7 @@ def parse_verification(line: str, *, where: str) -> Verification:
         build_info=_optional(report, "build_info", str, where),
         providers=tuple(_strings(report.get("providers", []), "providers", where)),
         models={name: _model(value, f"models.{name}", where) for name, value in models.items()},
+        native=report.get("runner") == "native",
     )
 
 

@@ -26,6 +26,9 @@ from orchestrator.targets import TargetProfile
 
 SOURCE_NAME = "native_runner.c"  # in orchestrator/board_side (orchestrator.board_side.read_text)
 RUNNER_NAME = "orch-runner"
+# The schema of the JSON document the runner prints (its SCHEMA), read by bench and by deploy's
+# verification of a C library release.
+RUNNER_SCHEMA = "orch-native-runner/1"
 # Where the C API header sits in an ORT source tree (the same path in every release since 1.0).
 HEADER_IN_TREE = "include/onnxruntime/core/session/onnxruntime_c_api.h"
 HEADER_NAME = "onnxruntime_c_api.h"
