@@ -334,6 +334,7 @@ class BuildRecord:
             source=Source.read(source) if source else None,
             patches=f.text_maps("patches"),
             dependencies=f.text("dependencies"),
+            toolchain=f.text("toolchain"),
             dependency_sources=f.text_maps("dependency_sources"),
             sysroot=f.document_value("sysroot"),
             image=f.text("image"),
