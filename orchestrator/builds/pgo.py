@@ -23,7 +23,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.aarch64_isa import features_for_flags
 from orchestrator.builds.container_paths import BUILD
@@ -32,6 +32,9 @@ from orchestrator.errors import UsageError
 # Where the counters are named in the instrumented build, and where a profile is copied for the
 # optimised one; on the board GCOV_PREFIX puts the first under a scratch directory.
 PROFILE_ROOT = "/orch-profile"
+# Whose counters an instrumented build writes: GCC's .gcda files (GCOV_PREFIX redirects them on the
+# board) or clang's raw profiles (LLVM_PROFILE_FILE names them); board_side/pgo_train.sh sets either.
+Compiler = Literal["gcc", "clang"]
 
 
 def atomic_counters(mcpu: str) -> bool:
@@ -90,6 +93,9 @@ class ProfileKey:
     variant: str  # the base variant (its flags are in compiler_flags and build_args)
     compiler_flags: tuple[str, ...]
     build_args: tuple[str, ...]
+    # The sysroot route's: the board's sysroot by content (its headers are compiled in). Left out of
+    # the key's document when there is none, so a GCC build's key (and its digest) is as it was.
+    sysroot: str | None = None
 
     @property
     def digest(self) -> str:
@@ -108,6 +114,7 @@ class ProfileKey:
             "variant": self.variant,
             "compiler_flags": list(self.compiler_flags),
             "build_args": list(self.build_args),
+            **({"sysroot": self.sysroot} if self.sysroot is not None else {}),
         }
 
     @classmethod
@@ -123,21 +130,23 @@ class ProfileKey:
             variant=str(data["variant"]),
             compiler_flags=tuple(str(flag) for flag in data["compiler_flags"]),
             build_args=tuple(str(arg) for arg in data["build_args"]),
+            sysroot=None if data.get("sysroot") is None else str(data["sysroot"]),
         )
 
     def differences(self, other: ProfileKey) -> list[str]:
         """Each field that differs: 'field: profile's -> build's', or for lists the items only one has."""
         mine, theirs = self.as_dict(), other.as_dict()
         found = []
-        for name, value in mine.items():
-            if value == theirs[name]:
+        for name in dict.fromkeys([*mine, *theirs]):
+            value = mine.get(name)
+            if value == theirs.get(name):
                 continue
             if isinstance(value, list):
                 gone = [f"-{item}" for item in value if item not in theirs[name]]
                 added = [f"+{item}" for item in theirs[name] if item not in value]
                 found.append(f"{name}: {' '.join(gone + added) or 'the same items in another order'}")
             else:
-                found.append(f"{name}: {value!r} -> {theirs[name]!r}")
+                found.append(f"{name}: {value!r} -> {theirs.get(name)!r}")
         return found
 
 
@@ -228,20 +237,33 @@ _MISSING = re.compile(r"profile count data file not found \[-Wmissing-profile\]"
 
 @dataclass(frozen=True, kw_only=True)
 class ProfileUse:
-    """What the optimised build's compiler said: sources compiled, and those it had no counters for."""
+    """What the optimised build's compiler said: sources compiled, and those it had no counters for
+    (GCC: no counter file; clang: a function without data, or with data its code no longer fits,
+    which clang names one function at a time, so it counts them too)."""
 
     compiled: int
     without_counters: int
+    functions_without_data: int | None = None  # clang only
+    functions_stale: int | None = None  # clang only
 
     @property
     def with_counters(self) -> int:
         return max(self.compiled - self.without_counters, 0)
 
     def as_dict(self) -> dict[str, Any]:
+        functions = {
+            name: value
+            for name, value in (
+                ("functions_without_data", self.functions_without_data),
+                ("functions_stale", self.functions_stale),
+            )
+            if value is not None
+        }
         return {
             "sources_compiled": self.compiled,
             "sources_with_counters": self.with_counters,
             "sources_without_counters": self.without_counters,
+            **functions,
         }
 
 

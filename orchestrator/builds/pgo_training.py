@@ -21,7 +21,7 @@ from pathlib import Path
 
 from orchestrator.adapters.session import BoardSession, CommandResult
 from orchestrator.board_side import read_text
-from orchestrator.builds.pgo import Training
+from orchestrator.builds.pgo import Compiler, Training
 from orchestrator.errors import RemoteError
 
 MLAS_TEST = "onnxruntime_mlas_test"
@@ -62,11 +62,21 @@ class ModelWorkload:
         return {"threads": self.threads, "opt_level": self.opt_level, "inferences": self.inferences}
 
 
+@dataclass(frozen=True)
+class CountersInto:
+    """Where a training's counters are brought on the workstation, and whose they are (how the
+    board-side script redirects them)."""
+
+    path: Path
+    compiler: Compiler = "gcc"
+
+
 class _Scratch:
     """A directory of its own on the board, absolute, removed at the end whatever happened."""
 
-    def __init__(self, session: BoardSession) -> None:
+    def __init__(self, session: BoardSession, compiler: Compiler) -> None:
         self.session = session
+        self.compiler = compiler
         relative = f"{session.board.workdir}/pgo/{secrets.token_hex(6)}"
         self.path = relative if relative.startswith("/") else f"{session.home()}/{relative}"
 
@@ -85,7 +95,7 @@ class _Scratch:
     def train(self, runs: int, environment: Sequence[str], argv: Sequence[str], what: str) -> dict[str, str]:
         result = self.session.run_script(
             read_text("pgo_train.sh"),
-            (self.path, str(runs), *environment, *argv),
+            (self.path, str(runs), self.compiler, *environment, *argv),
             timeout=RUN_TIMEOUT,
             check=False,
         )
@@ -118,12 +128,17 @@ def _values(result: CommandResult) -> dict[str, str]:
 
 
 def train_mlas_test(
-    session: BoardSession, bundle: Path, *, workload: MlasWorkload, cpu: str, into: Path
+    session: BoardSession,
+    bundle: Path,
+    *,
+    workload: MlasWorkload,
+    cpu: str,
+    into: CountersInto,
 ) -> Training:
     """Run ``bundle``'s instrumented MLAS test executable (with its libraries) on the board; its
     counter files end up under ``into``."""
     started = time.monotonic()
-    with _Scratch(session) as scratch:
+    with _Scratch(session, into.compiler) as scratch:
         session.mkdir_p(f"{scratch.path}/bundle")
         for item in sorted(bundle.iterdir()):
             if item.is_file():
@@ -135,7 +150,7 @@ def train_mlas_test(
             f"GTEST_TOTAL_SHARDS={workload.shards}",
             f"GTEST_SHARD_INDEX={workload.shard - 1}",
         )
-        scratch.fetch(scratch.train(workload.runs, environment, [exe], MLAS_TEST), into)
+        scratch.fetch(scratch.train(workload.runs, environment, [exe], MLAS_TEST), into.path)
     return Training(
         board=session.board.name,
         cpu=cpu,
@@ -157,13 +172,18 @@ def release_python(session: BoardSession) -> str:
 
 
 def train_wheel(
-    session: BoardSession, wheel: Path, *, workload: ModelWorkload, cpu: str, into: Path
+    session: BoardSession,
+    wheel: Path,
+    *,
+    workload: ModelWorkload,
+    cpu: str,
+    into: CountersInto,
 ) -> Training:
     """Run each model with the instrumented wheel, imported from a scratch directory by the current
     release's interpreter; the counters of every run end up under ``into``."""
     started = time.monotonic()
     python = release_python(session)
-    with _Scratch(session) as scratch:
+    with _Scratch(session, into.compiler) as scratch:
         remote_wheel = scratch.put(wheel, wheel.name)
         site = f"{scratch.path}/site"
         session.run([python, "-m", "zipfile", "-e", remote_wheel, site], timeout=600)
@@ -183,7 +203,7 @@ def train_wheel(
             ]  # fmt: skip
             values = scratch.train(workload.runs, [f"PYTHONPATH={site}"], argv, f"wheel on {model.name}")
             _check_imported_from(session, values.get("log", ""), site)
-        scratch.fetch(values, into)
+        scratch.fetch(values, into.path)
     return Training(
         board=session.board.name,
         cpu=cpu,

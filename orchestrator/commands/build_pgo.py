@@ -4,8 +4,12 @@
 2. Run on the board from a scratch directory (``builds.pgo_training``); the counters come back and
    are stored with the key of the build that measured them ($ORCH_HOME/profiles/...).
 3. Compiled again with what they measured. The record says where the profile was trained, what its
-   counters covered, and how many compiled sources had counters (GCC names each that had none):
-   a profile that reached no source fails the build instead of passing for one.
+   counters covered, and how many compiled sources had counters (GCC names each that had none;
+   clang each function without data): a profile that reached no source fails the build instead of
+   passing for one.
+
+GCC's loop for a board's own distribution, clang's on the sysroot route (``builds.pgo_flavour``):
+clang's raw profiles are always merged into one indexed profile with llvm-profdata, one board's too.
 
 ``--profile DIR`` takes a stored profile instead of steps 1 and 2, only for the very build that
 measured it (its key); any difference is refused, naming it. One profile per CPU: a board whose
@@ -30,6 +34,7 @@ from orchestrator.adapters.engine import Engine
 from orchestrator.adapters.ssh import connect
 from orchestrator.artifacts.store import write_manifest
 from orchestrator.board import Board
+from orchestrator.builds import pgo_clang
 from orchestrator.builds.execute import BuildResult, ExecuteOptions
 from orchestrator.builds.pgo import (
     PROFILE_ROOT,
@@ -38,14 +43,12 @@ from orchestrator.builds.pgo import (
     ProfileUse,
     Training,
     coverage_of,
-    instrument_flags,
-    optimise_flags,
     profile_dir_in_container,
-    profile_use,
     refuse_unless_fits,
 )
-from orchestrator.builds.pgo_merge import gcov_tool, merge_counters
-from orchestrator.builds.pgo_training import train_mlas_test, train_wheel
+from orchestrator.builds.pgo_flavour import Flavour, flavour_of
+from orchestrator.builds.pgo_merge import gcov_tool, merge_counters, merge_raw_profiles
+from orchestrator.builds.pgo_training import CountersInto, train_mlas_test, train_wheel
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.variants import Variant
 from orchestrator.commands.build_request import BuildRequest, PlanContext, TrainRequest, plan_build
@@ -82,6 +85,7 @@ def profile_key(plan: BuildPlan) -> ProfileKey:
         variant=plan.variant.name,
         compiler_flags=plan.compiler_flags,
         build_args=tuple(args),
+        sysroot=plan.sysroot.digest if plan.sysroot is not None else None,
     )
 
 
@@ -89,10 +93,10 @@ def stored_profile_dir(key: ProfileKey) -> Path:
     return orch_home() / "profiles" / key.target / key.variant / key.digest[:16]
 
 
-def counters_digest(directory: Path) -> str:
-    """One hash of every counter file, names included: the optimised build's cache key."""
+def counters_digest(directory: Path, pattern: str = "*.gcda") -> str:
+    """One hash of every counter file (or merged profile), names included: the optimised build's cache key."""
     digest = hashlib.sha256()
-    for path in sorted(directory.rglob("*.gcda")):
+    for path in sorted(directory.rglob(pattern)):
         digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
@@ -136,12 +140,6 @@ def refuse_what_cannot_train(request: BuildRequest, variant: Variant, train: Tra
             "--scope mlas-test trains on ORT's MLAS tests (--train-shard), not on models",
             hint="leave out --model, or build the wheel",
         )
-    if request.sysroot_from:
-        raise UsageError(
-            "a profile-guided build uses GCC's counters; the sysroot route compiles with clang, whose"
-            " profiles (llvm-profdata) orch does not handle yet",
-            hint="build for a board whose distribution orch builds in (without --sysroot-from)",
-        )
 
 
 def _training_boards(train: TrainRequest, profile: TargetProfile) -> list[Board]:
@@ -163,13 +161,17 @@ class _Profile:
     """A profile ready for the optimised build: where it is stored, how it was trained, what it covers."""
 
     where: Path
+    flavour: Flavour
     trainings: tuple[Training, ...]  # one per board
     coverage: Coverage  # of the counters the build uses (the boards' added up)
-    merged: dict[str, Any] | None = None  # how several boards' counters were added up
+    merged: dict[str, Any] | None = None  # how several boards' counters (clang: any) were added up
 
     @property
     def counters(self) -> Path:
-        return self.where / COUNTERS / PROFILE_ROOT_NAME
+        """What the optimised build reads: GCC's counter tree, or clang's merged profile with
+        llvm-profdata's words about it."""
+        counters = self.where / COUNTERS
+        return counters / PROFILE_ROOT_NAME if self.flavour.compiler == "gcc" else counters
 
 
 def run_profile_guided(
@@ -185,18 +187,19 @@ def run_profile_guided(
     train = request.train
     base = plan_build(request, profile, variant, context, None)
     key = profile_key(base)
+    flavour = flavour_of(base.toolchain)
     boards = _training_boards(train, profile) if train.boards else []
     instrumented = plan_build(
         request,
         profile,
-        _with_flags(variant, instrument_flags(profile.mcpu), suffix="-instrumented"),
+        _with_flags(variant, flavour.instrument_flags(profile.mcpu), suffix="-instrumented"),
         context,
         None,
     )
     # A stored profile is read and checked against this build before anything else, dry run or not.
-    stored = _read_stored(train.profile, key) if train.profile else None
+    stored = _read_stored(train.profile, key, flavour) if train.profile else None
     if request.dry_run:
-        _show_dry_run(request, base, instrumented, key, boards)
+        _show_dry_run(request, (base, instrumented), key, boards)
         return 0
     for plan in (instrumented, base):
         refusal = refused_error(plan)
@@ -207,21 +210,22 @@ def run_profile_guided(
     if stored is not None:
         ready = stored
     else:
-        console.print(
-            f"[bold]1/3[/] the instrumented build ({escape(' '.join(instrument_flags(profile.mcpu)))})"
-        )
+        flags = " ".join(flavour.instrument_flags(profile.mcpu))
+        console.print(f"[bold]1/3[/] the instrumented build ({escape(flags)})")
         first = execute_build(instrumented, engine, options)
         names = ", ".join(board.name for board in boards)
         console.print(f"[bold]2/3[/] training on {names}: {_workload(request)}")
-        ready = _train(request, boards, first, stored_profile_dir(key), key)
-    digest = counters_digest(ready.counters)
+        ready = _train(
+            request, boards, first, _Stored(where=stored_profile_dir(key), key=key, flavour=flavour)
+        )
+    digest = counters_digest(ready.counters, flavour.profile_glob)
     optimised = replace(
-        plan_build(request, profile, _with_flags(variant, optimise_flags(digest)), context, None),
+        plan_build(request, profile, _with_flags(variant, flavour.optimise_flags(digest)), context, None),
         profile_input=(ready.counters, profile_dir_in_container(digest)),
     )
     console.print(f"[bold]3/3[/] the optimised build (profile {digest[:12]})")
     result = execute_build(optimised, engine, options)
-    use = _used(result)
+    use = _used(result, flavour)
     record = _record_with_profile(result, key, digest, ready, use)
     if request.json:
         emit_json(
@@ -260,71 +264,104 @@ def _workload(request: BuildRequest) -> str:
     return train.mlas.describe() if request.scope == "mlas-test" else train.models.describe()
 
 
-def _train(
-    request: BuildRequest, boards: list[Board], first: BuildResult, where: Path, key: ProfileKey
-) -> _Profile:
-    """The instrumented build run on each board; with several boards their counters are added up
-    (gcov-tool merge); the profile is stored with the build's key."""
+@dataclass(frozen=True, kw_only=True)
+class _Stored:
+    """Where a new profile is stored, the key of the build that measures it, and whose loop it is."""
+
+    where: Path
+    key: ProfileKey
+    flavour: Flavour
+
+
+def _train(request: BuildRequest, boards: list[Board], first: BuildResult, stored: _Stored) -> _Profile:
+    """The instrumented build run on each board; with several boards (clang: any) their counters are
+    added up by the compiler's own tool; the profile is stored with the build's key."""
+    where, flavour = stored.where, stored.flavour
     shutil.rmtree(where, ignore_errors=True)
-    several = len(boards) > 1
+    merges = flavour.merges(len(boards))
     trainings = []
     for board in boards:
-        into = where / BOARD_COUNTERS / board.name if several else where / COUNTERS
-        trainings.append(_train_on(request, board, first, into))
-        if several:  # one board's counters are the profile's, checked below
+        into = where / BOARD_COUNTERS / board.name if merges else where / COUNTERS
+        trainings.append(_train_on(request, board, first, into, flavour))
+        if merges and flavour.compiler == "gcc":  # one board's counters are the profile's, checked below
             _require_counters(coverage_of(into), board.name)
-    merged: dict[str, Any] | None = None
-    if several:
-        plan = first.plan
-        trees = [where / BOARD_COUNTERS / board.name / PROFILE_ROOT_NAME for board in boards]
-        files = merge_counters(
-            Engine(),
-            plan.image.tag,
-            trees,
-            where / COUNTERS / PROFILE_ROOT_NAME,
-            cross_prefix=plan.target.cross_prefix,
-        )
-        merged = {
-            "tool": gcov_tool(plan.target.cross_prefix),
-            "image": plan.image.tag,
-            "counter_files": files,
-        }
-    coverage = coverage_of(where / COUNTERS)
+        elif merges and not pgo_clang.raw_profiles(into):
+            raise _no_counters(board.name, 0)
+    merged = (
+        _merge(first.plan, [where / BOARD_COUNTERS / board.name for board in boards], stored)
+        if merges
+        else None
+    )
+    coverage = _coverage(where, flavour)
     _require_counters(coverage, ", ".join(board.name for board in boards))
     document = {
-        "key": key.as_dict(),
+        "key": stored.key.as_dict(),
         "trainings": [training.as_dict() for training in trainings],
         "merged": merged,
         "coverage": coverage.as_dict(),
     }
     (where / PROFILE_FILE).write_text(json.dumps(document, indent=2) + "\n")
-    return _Profile(where=where, trainings=tuple(trainings), coverage=coverage, merged=merged)
+    return _Profile(
+        where=where, flavour=flavour, trainings=tuple(trainings), coverage=coverage, merged=merged
+    )
 
 
-def _train_on(request: BuildRequest, board: Board, first: BuildResult, into: Path) -> Training:
+def _merge(plan: BuildPlan, boards: list[Path], stored: _Stored) -> dict[str, Any]:
+    """The boards' counters added up in the instrumented build's image: GCC's counter trees with
+    gcov-tool, clang's raw profiles into one indexed profile with llvm-profdata."""
+    if stored.flavour.compiler == "clang":
+        return merge_raw_profiles(Engine(), plan.image.tag, boards, stored.where / COUNTERS).as_dict()
+    files = merge_counters(
+        Engine(),
+        plan.image.tag,
+        [tree / PROFILE_ROOT_NAME for tree in boards],
+        stored.where / COUNTERS / PROFILE_ROOT_NAME,
+        cross_prefix=plan.target.cross_prefix,
+    )
+    return {"tool": gcov_tool(plan.target.cross_prefix), "image": plan.image.tag, "counter_files": files}
+
+
+def _coverage(where: Path, flavour: Flavour) -> Coverage:
+    """What the counters the optimised build uses cover: read from GCC's counter files, or from what
+    llvm-profdata said of the merged profile and the boards' raw profiles."""
+    if flavour.compiler == "gcc":
+        return coverage_of(where / COUNTERS)
+    boards = where / BOARD_COUNTERS
+    trees = sorted(path for path in boards.iterdir() if path.is_dir()) if boards.is_dir() else []
+    return pgo_clang.coverage_of(where / COUNTERS, trees)
+
+
+def _train_on(
+    request: BuildRequest, board: Board, first: BuildResult, into: Path, flavour: Flavour
+) -> Training:
     """One board's training: the instrumented build run there, its counters brought into ``into``."""
     with connect(board) as session:
         facts = read_facts(session, board, board.workdir)
         features = " ".join(facts.cpu_features) or "not reported"
         cpu = f"{resolve_target(board.target).cpu}; features: {features}"
+        counters = CountersInto(into, flavour.compiler)
         if first.artifact is None:
             return train_mlas_test(
-                session, first.build_dir / "out", workload=request.train.mlas, cpu=cpu, into=into
+                session, first.build_dir / "out", workload=request.train.mlas, cpu=cpu, into=counters
             )
         return train_wheel(
-            session, first.artifact.wheel_path, workload=request.train.models, cpu=cpu, into=into
+            session, first.artifact.wheel_path, workload=request.train.models, cpu=cpu, into=counters
         )
 
 
 def _require_counters(coverage: Coverage, where: str) -> None:
     if not coverage.files or not coverage.functions_run:
-        raise BuildError(
-            f"the training on {where} wrote no counters that ran ({coverage.files} counter files)",
-            hint="the instrumented program must exit normally on the board; see its output above",
-        )
+        raise _no_counters(where, coverage.files)
 
 
-def _read_stored(where: Path, key: ProfileKey) -> _Profile:
+def _no_counters(where: str, files: int) -> BuildError:
+    return BuildError(
+        f"the training on {where} wrote no counters that ran ({files} counter files)",
+        hint="the instrumented program must exit normally on the board; see its output above",
+    )
+
+
+def _read_stored(where: Path, key: ProfileKey, flavour: Flavour) -> _Profile:
     path = where / PROFILE_FILE
     try:
         document = json.loads(path.read_text())
@@ -338,16 +375,21 @@ def _read_stored(where: Path, key: ProfileKey) -> _Profile:
             f"{path}: not a profile orch stored ({error})",
             hint="a profile directory holds profile.json and counters/, as orch build --train-on leaves it",
         ) from None
+    # Another toolchain's profile differs in its key (toolchain, image): refused before it is read.
     refuse_unless_fits(stored_key, key, where=where)
-    return _Profile(where=where, trainings=trainings, coverage=coverage_of(where / COUNTERS), merged=merged)
+    coverage = _coverage(where, flavour)
+    return _Profile(where=where, flavour=flavour, trainings=trainings, coverage=coverage, merged=merged)
 
 
-def _used(result: BuildResult) -> ProfileUse:
+def _used(result: BuildResult, flavour: Flavour) -> ProfileUse:
     lines = result.log_path.read_text(errors="replace").splitlines()
-    use = profile_use(lines, compiled=sum(1 for line in lines if _COMPILED.search(line)))
+    use = flavour.profile_use(lines, compiled=sum(1 for line in lines if _COMPILED.search(line)))
     if use.compiled and not use.with_counters:
+        found = (
+            "found no counters for any" if flavour.compiler == "gcc" else "lacked data for a function in each"
+        )
         raise BuildError(
-            f"the profile reached none of the {use.compiled} compiled sources (GCC found no counters for any)",
+            f"the profile reached none of the {use.compiled} compiled sources ({flavour.name} {found})",
             hint=f"full log: {result.log_path}",
         )
     return use
@@ -379,11 +421,16 @@ def _record_with_profile(
 
 
 def _show_dry_run(
-    request: BuildRequest, base: BuildPlan, instrumented: BuildPlan, key: ProfileKey, boards: list[Board]
+    request: BuildRequest, plans: tuple[BuildPlan, BuildPlan], key: ProfileKey, boards: list[Board]
 ) -> None:
+    """The three steps with the flags of the toolchain's loop (GCC's, or clang's on the sysroot
+    route) and the tool that adds the boards' counters up."""
+    base, instrumented = plans
     train = request.train
-    optimise = [*base.compiler_flags, *optimise_flags("0" * 64)[1:], "-fprofile-use=..."]
-    merge = f"{gcov_tool(base.target.cross_prefix)} merge" if len(boards) > 1 else None
+    flavour = flavour_of(base.toolchain)
+    optimise = [*base.compiler_flags, *flavour.optimise_flags("0" * 64)[1:], "-fprofile-use=..."]
+    merges = flavour.merges(len(boards))
+    merge = f"{flavour.merge_tool(base.target.cross_prefix)} merge" if merges else None
     steps: dict[str, Any] = {
         "instrument": None if train.profile else {"compiler_flags": list(instrumented.compiler_flags)},
         "train": None
