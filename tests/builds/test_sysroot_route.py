@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -183,6 +182,37 @@ def test_a_jetson_build_against_the_sysroot_pulled_from_its_stand_in_runs_there(
     )
 
 
+def _deploy_library(lab: Lab, board: str, model: Path) -> str:
+    """``orch deploy --scope library`` of the C library build with ``model``: deployed and verified
+    by its runner, with the release's own library; the release's directory on the board."""
+    deployed = lab.orch(
+        "deploy", "--host", board, "--variant", "default", "--scope", "library", "--model", str(model),
+        "--json", timeout=1800,
+    )  # fmt: skip
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr[-3000:]
+    report = json.loads(deployed.stdout)["boards"][board]
+    assert report["ok"] and report["action"] == "deployed" and report["python"] is None, report
+    release_dir = str(report["runner"]).removesuffix("/native/orch-runner")
+    verification = report["verification"]
+    assert verification["ok"] and verification["runner"] == "native", verification
+    assert verification["version"] == "1.21.0" and verification["models"]["tiny.onnx"]["ok"], verification
+    assert verification["file"] == f"{release_dir}/native/lib/libonnxruntime.so.1", verification
+    return release_dir
+
+
+def _bench_native(lab: Lab, board: str) -> None:
+    """``orch bench --runner native`` measures the native release; the Python agent, which has no
+    onnxruntime there, is refused naming the native runner."""
+    bench = lab.orch("bench", "--host", board, "--runner", "native", "--quick", "--json", timeout=3600)
+    assert bench.returncode == 0, bench.stdout + bench.stderr[-3000:]
+    measured = json.loads(bench.stdout)
+    (series,) = measured["series"]
+    assert series["runner"] == "native" and series["ort_version"] == "1.21.0" and series["n"] > 0, series
+    assert {row["runner"] for row in measured["cold_starts"]} == {"native"}
+    python = lab.orch("bench", "--host", board, "--runner", "python", "--quick", timeout=600)
+    assert python.returncode != 0 and "--runner native" in " ".join(python.stderr.split()), python.stderr
+
+
 @pytest.mark.full
 @pytest.mark.timeout(2 * BUILD_TIMEOUT + 2400)
 @pytest.mark.parametrize("stand_in", [STAND_INS[0]], indirect=True)
@@ -190,7 +220,8 @@ def test_the_c_library_and_runner_built_for_the_debian_11_stand_in_compute_there
     stand_in: tuple[StandIn, Lab], seed_ort_source, tmp_path: Path
 ) -> None:
     """JetPack 4 and 5 boards: ORT 1.21's Python package cannot target their Python, its C library
-    with orch's native runner can run there."""
+    with orch's native runner can run there: deployed by orch deploy as a native release, verified
+    and benched there by its runner, computing as x86 does."""
     board, lab = stand_in
     seed_ort_source(lab.home)
     _pull(lab, board.board)
@@ -222,22 +253,31 @@ def test_the_c_library_and_runner_built_for_the_debian_11_stand_in_compute_there
     assert preflight["ok"] and preflight["sysroot"] and preflight["qemu_cpu"] == "cortex-a57", preflight
     assert preflight["ort_version"] == "1.21.0" and preflight["comparison"]["max_abs_diff"] < 1e-4
 
-    # The output directory as it is, a model and its input, onto the board; the runner there.
+    # Recorded as an artifact of its own kind, which `orch deploy --scope library` takes: a native
+    # release (no venv, no pip), verified on the board by its runner before the switch.
+    assert document["artifact"].endswith("/jetson-nano/default/1.21.0-library"), document["artifact"]
+    assert document["artifact_manifest"]["kind"] == "library"
+    model = write_model(tiny_convnet(), tmp_path / "models" / "tiny.onnx")
+    release_dir = _deploy_library(lab, board.board, model)
+    _bench_native(lab, board.board)
+
+    # The deployed runner computes the model as x86 onnxruntime does, for the same input.
     stage = tmp_path / "stage"
-    shutil.copytree(library["directory"], stage, symlinks=True)
-    model = write_model(tiny_convnet(), stage / "tiny.onnx")
+    stage.mkdir()
     inputs = np.random.default_rng(7).standard_normal((1, 3, 32, 32)).astype(np.float32)
     np.save(stage / "input.npy", inputs)
     container = _copy_to_board(lab, board.board, stage, "/tmp/ortc")
     ran = lab.orch(
         "exec", "--host", board.board, "--timeout", "900", "--json", "--",
-        "cd /tmp/ortc && mkdir -p o && ./orch-runner --model tiny.onnx --input input=input.npy --save-outputs o"
+        "mkdir -p /tmp/ortc/o && orch/current/native/orch-runner --model orch/current/models/tiny.onnx"
+        " --input input=/tmp/ortc/input.npy --save-outputs /tmp/ortc/o"
         " --intra-op-threads 1 --warmup 0 --min-runs 1 --min-duration 0",
         timeout=1200,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
     run = json.loads(json.loads(ran.stdout)[board.board]["stdout"].strip().splitlines()[-1])
     assert run["ok"] and run["ort"]["version"] == "1.21.0", run
+    assert run["ort"]["library"] == f"{release_dir}/native/lib/libonnxruntime.so.1", run
     subprocess.run(
         ["docker", "cp", f"{container}:/tmp/ortc/o/logits.npy", str(tmp_path / "logits.npy")], check=True
     )
