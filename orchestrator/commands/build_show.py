@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.markup import escape
 
-from orchestrator.artifacts.store import Manifest
+from orchestrator.artifacts.store import Manifest, artifact_dir
 from orchestrator.builds.container_paths import SYSROOT
 from orchestrator.builds.flags import flags_of, validate_or_raise
 from orchestrator.builds.native_runner.plan import runner_plan
@@ -115,6 +115,10 @@ def _print_commands(plan: BuildPlan, document: dict[str, Any]) -> None:
             + (f", every symbol version against sysroot {plan.sysroot.name}" if plan.sysroot else "")
         )
         show_runner(document["native_runner"])
+        where = artifact_dir(plan.target.name, plan.artifact_variant, plan.ort_version, kind="library")
+        c.print(
+            f"[bold]artifact:[/] {escape(str(where))} (orch deploy --scope library takes it)", soft_wrap=True
+        )
     validation = document["flag_validation"]
     if validation["checked"]:
         problems = validation["problems"]

@@ -11,6 +11,9 @@ Layout under the board's working directory (relative paths are relative to the l
           wheels/<file>.whl       hard links into the store (what pip installed from, --no-index)
           models/<name>.onnx      hard links into the store
           agent/                  the on-device agent
+          native/                 the native runner, and in lib/ links to ORT's C library; a C library
+                                  build's release (kind "library") has it as files instead of venv/ and
+                                  wheels/, and its agent/ holds the README alone
       current -> releases/<id>    replaced atomically by a rename, only ever by a verified release
       .orch.lock(.holder)         the board lock (``orchestrator.deploy.board_lock``) and its holder
       history                     "<utc time> <release-id>" per switch, newest last (rollback order)
