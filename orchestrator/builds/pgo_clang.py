@@ -102,7 +102,9 @@ def functions_run(covered: str) -> int:
 
 def raw_runs(names: Iterable[str]) -> int:
     """How many runs one board's raw profiles add up: each process writes one per instrumented
-    binary (``<signature>_<pool>-<pid>.profraw``), so the binary with the most files ran that often."""
+    binary (``<signature>_<pool>-<pid>.profraw``), so the binary with the most files ran that often.
+    (A process that got an earlier one's pid back adds into that file, %m merging: its counts are
+    kept, its run is not counted.)"""
     per_binary = Counter(name.rsplit("-", 1)[0] for name in names if name.endswith(RAW_SUFFIX))
     return max(per_binary.values(), default=0)
 

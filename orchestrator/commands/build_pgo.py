@@ -60,10 +60,11 @@ from orchestrator.paths import orch_home
 from orchestrator.targets import TargetProfile, resolve_target
 
 PROFILE_FILE = "profile.json"
-COUNTERS = (
-    "counters"  # under a stored profile: the counter files the build uses, as GCOV_PREFIX laid them out
-)
-BOARD_COUNTERS = "boards"  # under a stored profile trained on several boards: each board's own
+# Under a stored profile: what the build uses (GCC's counter files as GCOV_PREFIX laid them out; clang's
+# merged profile with llvm-profdata's words about it).
+COUNTERS = "counters"
+# Under a stored profile trained on several boards (clang: on any): each board's own counters.
+BOARD_COUNTERS = "boards"
 PROFILE_ROOT_NAME = PROFILE_ROOT.strip("/")  # the counters' top directory under GCOV_PREFIX
 _COMPILED = re.compile(r"Building (?:C|CXX) object ")
 
