@@ -218,7 +218,9 @@ def test_pgo_wheel_trained_on_an_emulated_pi5_against_tuned_of_the_same_release(
     profile = manifest["profile"]
     assert manifest["preflight"]["ok"] and profile["trainings"][0]["models"][0]["name"] == "tiny.onnx"
     assert profile["coverage"]["runs"] == 2 and profile["use"]["sources_with_counters"] > 0
-    print(f"pgo wheel: trainings {profile['trainings']}; coverage {profile['coverage']}; use {profile['use']}")
+    print(
+        f"pgo wheel: trainings {profile['trainings']}; coverage {profile['coverage']}; use {profile['use']}"
+    )
 
     tuned = pi5_lab.orch("build", "--target", "rpi5", "--variant", "tuned", "--json", timeout=FULL_TIMEOUT)
     assert tuned.returncode == 0, tuned.stderr[-3000:]
