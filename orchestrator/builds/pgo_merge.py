@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,32 +44,12 @@ def merge_counters(
     """``trees`` (two or more counter directories) added up into ``into``; returns its file count."""
     if len(trees) < 2:
         raise ValueError("merging needs two counter trees or more")
-    with tempfile.TemporaryDirectory(prefix="orch-pgo-merge-") as tmp:
-        stage = Path(tmp) / "in"
-        for index, tree in enumerate(trees):
-            shutil.copytree(tree, stage / str(index))
-        shutil.copy2(SCRIPT, stage / SCRIPT.name)
-        lines: list[str] = []
-        inputs = [f"{_WORK}/in/{index}" for index in range(len(trees))]
-        code = engine.run(
-            image,
-            ["sh", f"{_WORK}/in/{SCRIPT.name}", gcov_tool(cross_prefix), *inputs],
-            network="none",
-            labels={"orch.role": "pgo-merge"},
-            on_log=lines.append,
-            copy_in=[(stage, f"{_WORK}/in")],
-            copy_out=[(f"{_WORK}/out", Path(tmp))],
-            timeout=MERGE_TIMEOUT,
+    code, lines = _merge_in_image(engine, image, trees, into, _Merge(SCRIPT, gcov_tool(cross_prefix), ""))
+    if code != 0:
+        raise BuildError(
+            f"gcov-tool could not merge the boards' counters (exit {code}):\n" + "\n".join(lines[-15:]),
+            hint="each board's counters are kept; train on one board (--train-on BOARD) to go on",
         )
-        merged = Path(tmp) / "out"
-        if code != 0 or not merged.is_dir():
-            raise BuildError(
-                f"gcov-tool could not merge the boards' counters (exit {code}):\n" + "\n".join(lines[-15:]),
-                hint="each board's counters are kept; train on one board (--train-on BOARD) to go on",
-            )
-        shutil.rmtree(into, ignore_errors=True)
-        into.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(merged, into)
     return sum(1 for _ in into.rglob("*.gcda"))
 
 
@@ -77,16 +58,48 @@ def merge_raw_profiles(engine: Engine, image: str, trees: Sequence[Path], into: 
     and what llvm-profdata says of it (``builds.pgo_clang`` reads them)."""
     if not trees:
         raise ValueError("merging needs a raw profile tree")
+    code, lines = _merge_in_image(engine, image, trees, into, _Merge(CLANG_SCRIPT, PROFDATA, VERSION_FILE))
+    if code != 0:
+        raise BuildError(
+            f"{PROFDATA} could not merge the boards' raw profiles (exit {code}):\n" + "\n".join(lines[-15:]),
+            hint="each board's raw profiles are kept beside the profile",
+        )
+    return Merged(
+        tool=PROFDATA,
+        version=tool_version((into / VERSION_FILE).read_text()),
+        image=image,
+        raw_profiles=sum(1 for tree in trees for _ in tree.rglob("*.profraw")),
+        boards=len(trees),
+    )
+
+
+@dataclass(frozen=True)
+class _Merge:
+    """One compiler's merge: its script (copied in beside the trees), its tool, and the file its
+    success leaves in /merge/out ("": the directory alone)."""
+
+    script: Path
+    tool: str
+    result: str
+
+
+def _merge_in_image(
+    engine: Engine, image: str, trees: Sequence[Path], into: Path, merge: _Merge
+) -> tuple[int, list[str]]:
+    """Run ``script TOOL /merge/in/0 /merge/in/1 ...`` in ``image`` with the trees copied in; on
+    success (exit 0 and the script's result written) ``into`` is replaced by /merge/out. Returns
+    the exit code (1 when the script said nothing went wrong yet wrote no result) and its output."""
+    script = merge.script
     with tempfile.TemporaryDirectory(prefix="orch-pgo-merge-") as tmp:
         stage = Path(tmp) / "in"
         for index, tree in enumerate(trees):
             shutil.copytree(tree, stage / str(index))
-        shutil.copy2(CLANG_SCRIPT, stage / CLANG_SCRIPT.name)
+        shutil.copy2(script, stage / script.name)
         lines: list[str] = []
         inputs = [f"{_WORK}/in/{index}" for index in range(len(trees))]
         code = engine.run(
             image,
-            ["sh", f"{_WORK}/in/{CLANG_SCRIPT.name}", PROFDATA, *inputs],
+            ["sh", f"{_WORK}/in/{script.name}", merge.tool, *inputs],
             network="none",
             labels={"orch.role": "pgo-merge"},
             on_log=lines.append,
@@ -95,19 +108,10 @@ def merge_raw_profiles(engine: Engine, image: str, trees: Sequence[Path], into: 
             timeout=MERGE_TIMEOUT,
         )
         merged = Path(tmp) / "out"
-        if code != 0 or not (merged / VERSION_FILE).is_file():
-            raise BuildError(
-                f"{PROFDATA} could not merge the boards' raw profiles (exit {code}):\n"
-                + "\n".join(lines[-15:]),
-                hint="each board's raw profiles are kept beside the profile",
-            )
-        shutil.rmtree(into, ignore_errors=True)
-        into.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(merged, into)
-    return Merged(
-        tool=PROFDATA,
-        version=tool_version((into / VERSION_FILE).read_text()),
-        image=image,
-        raw_profiles=sum(1 for tree in trees for _ in tree.rglob("*.profraw")),
-        boards=len(trees),
-    )
+        if code == 0 and not (merged / merge.result).exists():
+            code = 1
+        if code == 0:
+            shutil.rmtree(into, ignore_errors=True)
+            into.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(merged, into)
+    return code, lines
