@@ -310,13 +310,9 @@ def compatibility_problems(
             f"wheel is built for {', '.join(wheel_arches)} (platform tag {'.'.join(info.platform_tags)}),"
             f" {board} is {arch}"
         )
-    wrong_machine = [so for so in info.shared_objects if so.machine not in accepted]
-    if wrong_machine:
-        first = wrong_machine[0]
-        more = f" and {len(wrong_machine) - 1} more" if len(wrong_machine) > 1 else ""
-        problems.append(
-            f"wheel contains {first.machine} machine code ({first.path}{more}), {board} is {arch}"
-        )
+    foreign = _foreign_code(info, accepted)
+    if foreign:
+        problems.append(f"wheel contains {foreign}, {board} is {arch}")
     board_glibc = _version_tuple(glibc)
     needed = info.glibc_required
     if needed and _version_tuple(needed) > board_glibc:
@@ -338,18 +334,25 @@ def compatibility_problems(
     return problems
 
 
+def _foreign_code(info: WheelInfo, accepted: set[str]) -> str | None:
+    """``<machine> machine code (<first file>[ and N more])`` for ELF files of another
+    architecture than ``accepted``; None when every file fits."""
+    wrong_machine = [so for so in info.shared_objects if so.machine not in accepted]
+    if not wrong_machine:
+        return None
+    first = wrong_machine[0]
+    more = f" and {len(wrong_machine) - 1} more" if len(wrong_machine) > 1 else ""
+    return f"{first.machine} machine code ({first.path}{more})"
+
+
 def library_problems(info: WheelInfo, *, arch: str, glibc: str, board: str = "the board") -> list[str]:
     """Why a C library build's files (``inspect_directory``: no tags, no Python) would not run on a
     board: machine code of another architecture, a newer glibc than the board's (empty: they fit)."""
     problems: list[str] = []
     accepted = _ARCH_ALIASES.get(arch, {arch})
-    wrong_machine = [so for so in info.shared_objects if so.machine not in accepted]
-    if wrong_machine:
-        first = wrong_machine[0]
-        more = f" and {len(wrong_machine) - 1} more" if len(wrong_machine) > 1 else ""
-        problems.append(
-            f"the C library build contains {first.machine} machine code ({first.path}{more}), {board} is {arch}"
-        )
+    foreign = _foreign_code(info, accepted)
+    if foreign:
+        problems.append(f"the C library build contains {foreign}, {board} is {arch}")
     needed = info.glibc_required
     if needed and _version_tuple(needed) > _version_tuple(glibc):
         problems.append(f"the C library build needs GLIBC_{needed}, {board} has {glibc}")
