@@ -11,7 +11,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from rich import box
@@ -19,6 +20,7 @@ from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.measure import Measurement
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -68,6 +70,30 @@ class PlainProgress:
         elapsed = int(now - self.started)
         percent = f" ({100 * done // total}%)" if total > 0 else ""
         self.say(f"{self.what}: {done}/{total}{percent} after {elapsed // 60}m{elapsed % 60:02d}s")
+
+
+@contextmanager
+def compile_progress() -> Iterator[Callable[[int, int], None]]:
+    """ninja's [n/N] as a live bar on a terminal, as plain lines elsewhere (CI logs)."""
+    plain = None if console.is_terminal else PlainProgress("compiling (ninja steps)")
+    with Progress(
+        TextColumn("[bold]compiling"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=plain is not None,
+    ) as progress:
+        task = progress.add_task("compile", total=None)
+
+        def on_progress(done: int, total: int) -> None:
+            if plain is not None:
+                plain(done, total)
+            else:
+                progress.update(task, completed=done, total=total)
+
+        yield on_progress
 
 
 def quiet_stdout() -> None:

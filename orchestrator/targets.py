@@ -54,6 +54,9 @@ class TargetProfile:
     execution_providers: tuple[str, ...]
     cuda_version: str | None
     source: Path
+    # The GPU's compute capability as CMAKE_CUDA_ARCHITECTURES takes it (87: Orin, 53: the Nano's
+    # Maxwell): a CUDA build compiles kernels for this one GPU only, not for every architecture.
+    cuda_architectures: str | None = None
 
     @property
     def pip_platform(self) -> str:
@@ -124,8 +127,13 @@ def _parse_profile(path: Path) -> TargetProfile:
         cross_prefix=build.get("cross_prefix", f"{data['arch']}-linux-gnu-"),
         execution_providers=tuple(data.get("execution_providers", ("cpu",))),
         cuda_version=(data.get("cuda") or {}).get("version"),
+        cuda_architectures=_optional_text((data.get("cuda") or {}).get("architectures")),
         source=path,
     )
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 @cache

@@ -302,10 +302,10 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     parallel = options.parallel or choose_parallel(options.cpus, options.memory_bytes)
     defines = [
         *toolchain_defines(toolchain, profile),
-        *_common_defines(options.scope),
+        *common_defines(options.scope),
         *(python_defines(toolchain, profile) if options.scope == "wheel" else []),
         *route_defines(choice, options.scope),
-        *_flag_defines(flags, variant.ldflags),
+        *flag_defines(flags, variant.ldflags),
         *variant.defines,
         *options.extra_defines,
     ]
@@ -320,7 +320,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     config = options.operator_config
     if config is not None:
         args += reduced_args(config)
-    kleidiai = _kleidiai(profile, variant, options.source.version)
+    kleidiai = kleidiai_setting(profile, variant, options.source.version)
     if kleidiai.define is not None:
         defines.append(kleidiai.define)
     args += ["--cmake_extra_defines", *(f"{k}={v}" for k, v in defines)]
@@ -466,7 +466,7 @@ def _check_variant_release(variant: Variant, version: str) -> None:
         )
 
 
-def _common_defines(scope: BuildScope) -> list[tuple[str, str]]:
+def common_defines(scope: BuildScope) -> list[tuple[str, str]]:
     return [
         ("CMAKE_C_COMPILER_LAUNCHER", "ccache"),
         ("CMAKE_CXX_COMPILER_LAUNCHER", "ccache"),
@@ -476,7 +476,7 @@ def _common_defines(scope: BuildScope) -> list[tuple[str, str]]:
     ]
 
 
-def _flag_defines(flags: tuple[str, ...], ldflags: tuple[str, ...]) -> list[tuple[str, str]]:
+def flag_defines(flags: tuple[str, ...], ldflags: tuple[str, ...]) -> list[tuple[str, str]]:
     """A variant's compiler flags for C and C++, and its linker flags for every kind of binary ORT
     links (as build.py's own presets set them)."""
     defines = []
@@ -499,23 +499,23 @@ def _forced_names(variant: Variant, options: BuildOptions) -> list[str]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _KleidiAISetting:
+class KleidiAISetting:
     state: KleidiAI
     define: tuple[str, str] | None
     note: str
 
 
-def _kleidiai(profile: TargetProfile, variant: Variant, version: str) -> _KleidiAISetting:
+def kleidiai_setting(profile: TargetProfile, variant: Variant, version: str) -> KleidiAISetting:
     """KleidiAI in MLAS, set explicitly from the release where MLAS uses it."""
     if profile.arch != "aarch64" or release_tuple(version) < KLEIDIAI_SINCE:
-        return _KleidiAISetting(
+        return KleidiAISetting(
             state="not in this release",
             define=None,
             note=f"KleidiAI: ORT {version}'s MLAS does not use it (only XNNPACK's own kernels do)",
         )
     on = variant.kleidiai if variant.kleidiai is not None else True
     state: KleidiAI = "on" if on else "off"
-    return _KleidiAISetting(
+    return KleidiAISetting(
         state=state,
         define=("onnxruntime_USE_KLEIDIAI", "ON" if on else "OFF"),
         note=f"KleidiAI {state} in MLAS (set explicitly: build.py decides it from the build machine,"

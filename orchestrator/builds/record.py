@@ -5,6 +5,7 @@ rename so that deploy never sees a half-written one."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -50,6 +51,14 @@ class MadeWheel:
     sysroot: SysrootRef | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class BoardCheck:
+    """The pre-flight of a wheel built on a board: run there, by ``check``."""
+
+    board: str
+    check: Callable[[], Preflight]
+
+
 def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
     """What the plan says about how the wheel is made (the build adds what it measured)."""
     return BuildRecord(
@@ -84,10 +93,16 @@ def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
 
 
 def finish_artifact(
-    made: MadeWheel, *, root: Path | None, engine: Engine, log: Log, preflight: bool = True
+    made: MadeWheel,
+    *,
+    root: Path | None,
+    engine: Engine | BoardCheck,
+    log: Log,
+    preflight: bool = True,
 ) -> Artifact:
     """Wheel check + pre-flight, then the wheel, log and manifest (the record + what the checks
-    found) into the artifact directory."""
+    found) into the artifact directory. The pre-flight runs under qemu on ``engine``, or, for a
+    wheel a board built itself, on that board (a ``BoardCheck``)."""
     profile = made.profile
     info = inspect_wheel(made.wheel)
     problems, record = _check_wheel(made, info)
@@ -112,16 +127,21 @@ def finish_artifact(
             f"the wheel does not fit target {profile.name}: " + "; ".join(problems),
             hint=f"manifest: {directory / 'manifest.json'}",
         )
-    if preflight:
+    where = f"an emulated {profile.qemu_cpu}"
+    if not preflight:
+        verdict = Preflight(ok=False, skipped="disabled")
+    elif isinstance(engine, BoardCheck):
+        where = engine.board
+        log(f"pre-flight: one inference on {where} itself")
+        verdict = engine.check()
+    else:
         log(f"pre-flight: import + one inference under qemu ({profile.qemu_cpu})")
         verdict = run_preflight(engine, profile, staging / made.wheel.name, log=log)
-    else:
-        verdict = Preflight(ok=False, skipped="disabled")
     manifest = replace(manifest, preflight=verdict)
     publish(staging, directory, manifest)
     if preflight and not verdict.ok:
         raise BuildError(
-            f"pre-flight failed on an emulated {profile.qemu_cpu}: {verdict.error}",
+            f"pre-flight failed on {where}: {verdict.error}",
             hint=f"the artifact is kept but not marked good: {directory}",
         )
     return Artifact(directory=directory, manifest=manifest)

@@ -93,11 +93,11 @@ def route_defines(choice: RouteChoice, scope: str) -> list[tuple[str, str]]:
             defines.append(("onnx_SOURCE_DIR", "/opt/orch/onnx-proto"))  # made by build.Dockerfile
         return defines
     if choice.table is not None:
-        return _source_route_defines(choice.table)
+        return source_route_defines(choice.table)
     return []
 
 
-def _source_route_defines(table: DependencyTable) -> list[tuple[str, str]]:
+def source_route_defines(table: DependencyTable) -> list[tuple[str, str]]:
     """FetchContent pointed at the unpacked dependency sources (mounted at /deps), nothing downloaded;
     find_package is still tried first so header-only packages of the image (Boost's mp11) are used."""
     return [

@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from orchestrator.adapters.engine import Engine
@@ -32,6 +31,7 @@ from orchestrator.builds.variants import resolve_variant
 from orchestrator.builds.workspace import volumes_to_clean
 from orchestrator.commands import options
 from orchestrator.commands.build_batch import run_batch_command
+from orchestrator.commands.build_on_board import run_on_board
 from orchestrator.commands.build_pgo import refuse_what_cannot_train, run_profile_guided
 from orchestrator.commands.build_request import (
     BuildRequest,
@@ -42,7 +42,7 @@ from orchestrator.commands.build_request import (
 )
 from orchestrator.commands.build_show import show_footprint, show_plan, show_stock_plan
 from orchestrator.commands.options import add_dry_run_option, add_json_option
-from orchestrator.console import PlainProgress, console, emit_json, print_whole
+from orchestrator.console import compile_progress, console, emit_json, print_whole
 from orchestrator.endpoints import check_docker_host
 from orchestrator.errors import UsageError
 from orchestrator.targets import TargetProfile, resolve_target
@@ -186,6 +186,13 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         " Python and distribution replace the target profile's; the wheel is checked against it",
     )
     parser.add_argument(
+        "--on-board",
+        metavar="BOARD",
+        help="build on the board itself, over SSH, with its own compiler (for CUDA/TensorRT on a Jetson,"
+        " which cannot be cross-compiled here): ORT's tree and dependency sources are sent once, the"
+        " board keeps its build tree and compiler cache; what it made comes back (--scope wheel or mlas-test)",
+    )
+    parser.add_argument(
         "--force-flags", action="store_true", help="build even with unknown CMake/build.py names"
     )
     parser.add_argument(
@@ -226,6 +233,10 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     request = read_build_request(args)
+    if request.on_board:
+        if request.is_batch:
+            raise UsageError("--on-board builds one target and one variant on one board at a time")
+        return run_on_board(request, resolve_target(request.targets[0]), resolve_variant(request.variants[0]))
     for name in request.variants:
         refuse_what_cannot_train(request, resolve_variant(name), request.train)
     if request.is_batch:
@@ -331,24 +342,7 @@ def _log(line: str) -> None:
 
 def _execute_with_progress(plan: BuildPlan, engine: Engine, options: ExecuteOptions) -> BuildResult:
     """The build, with ninja's steps as a progress bar (plain lines when stderr is not a terminal)."""
-    plain = None if console.is_terminal else PlainProgress("compiling (ninja steps)")
-    with Progress(
-        TextColumn("[bold]compiling"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=plain is not None,
-    ) as progress:
-        task = progress.add_task("compile", total=None)
-
-        def on_progress(done: int, total: int) -> None:
-            if plain is not None:
-                plain(done, total)
-            else:
-                progress.update(task, completed=done, total=total)
-
+    with compile_progress() as on_progress:
         return execute(plan, engine, log=_log, options=replace(options, progress=on_progress))
 
 

@@ -87,6 +87,7 @@ class BuildRequest:
     remote_cache_only: bool
     settings: BuildSettings  # orch.yaml's build section
     sysroot_from: str | None
+    on_board: str | None  # --on-board: the board builds ORT itself, over SSH
     # Read once, before any plan (every build of a batch plans with it), so that the dry run
     # refuses a model the real run would refuse.
     operator_config: OperatorConfig | None
@@ -140,6 +141,7 @@ def read_build_request(args: argparse.Namespace) -> BuildRequest:
         remote_cache_only=args.remote_cache_only,
         settings=settings,
         sysroot_from=args.sysroot_from,
+        on_board=args.on_board,
         operator_config=operator_config(args.model) if args.model else None,
         force_flags=args.force_flags,
         preflight=not args.no_preflight,
