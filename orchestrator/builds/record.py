@@ -59,6 +59,17 @@ class BoardCheck:
     check: Callable[[], Preflight]
 
 
+def built_for(profile: TargetProfile) -> BuiltFor:
+    """The board a build is made for, as its record keeps it."""
+    return BuiltFor(
+        cpu=profile.cpu,
+        mcpu=profile.mcpu,
+        glibc=profile.os.glibc,
+        python=profile.os.python,
+        distro=f"{profile.os.distro} {profile.os.release}",
+    )
+
+
 def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
     """What the plan says about how the wheel is made (the build adds what it measured)."""
     return BuildRecord(
@@ -80,13 +91,7 @@ def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
         compiler_flags=tuple(plan.compiler_flags),
         linker_flags=tuple(plan.linker_flags),
         parallel=plan.parallel,
-        target_profile=BuiltFor(
-            cpu=plan.target.cpu,
-            mcpu=plan.target.mcpu,
-            glibc=plan.target.os.glibc,
-            python=plan.target.os.python,
-            distro=f"{plan.target.os.distro} {plan.target.os.release}",
-        ),
+        target_profile=built_for(plan.target),
         kleidiai=plan.kleidiai,
         operator_config=plan.operator_config.as_dict() if plan.operator_config else None,
     )

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.adapters.session import BoardSession
-from orchestrator.artifacts.store import Artifact, BuildRecord, BuiltFor, Source
+from orchestrator.artifacts.store import Artifact, BuildRecord, Source
 from orchestrator.board_side import read_text
 from orchestrator.builds.build_log import Log, LogSink, Progress, first_error
 from orchestrator.builds.build_report import (
@@ -41,7 +41,7 @@ from orchestrator.builds.build_report import (
 from orchestrator.builds.on_board.plan import OnBoardPlan
 from orchestrator.builds.on_board.preflight import preflight_on_board
 from orchestrator.builds.on_board.requirements import BoardBuildFacts, read_facts
-from orchestrator.builds.record import BoardCheck, MadeWheel, finish_artifact
+from orchestrator.builds.record import BoardCheck, MadeWheel, built_for, finish_artifact
 from orchestrator.builds.sources.dependencies import PreparedDependencies
 from orchestrator.builds.sources.ort import SourceTree
 from orchestrator.digests import file_sha256
@@ -195,13 +195,7 @@ def _publish_wheel(result: OnBoardResult, session: BoardSession, inputs: Inputs,
         compiler_flags=plan.compiler_flags,
         linker_flags=plan.variant.ldflags,
         parallel=plan.parallel,
-        target_profile=BuiltFor(
-            cpu=profile.cpu,
-            mcpu=profile.mcpu,
-            glibc=profile.os.glibc,
-            python=profile.os.python,
-            distro=f"{profile.os.distro} {profile.os.release}",
-        ),
+        target_profile=built_for(profile),
         compiler=built["compiler"],
         ccache=built["ccache"],
         incremental=built["incremental"],
