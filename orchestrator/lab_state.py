@@ -8,7 +8,7 @@ state.json::
 
     {"user": "root", "identity_file": "/root/.orch/lab/id_ed25519",
      "boards": [{"name": "lab1", "port": 22001, "container": "orch-lab-1a2b-lab1",
-                 "target": "lab", "workdir": "orch"}]}
+                 "target": "lab", "workdir": "orch", "build_tools": false}]}
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class LabBoardRecord:
     container: str
     target: str = "lab"
     workdir: str = "orch"
+    # Made with `orch lab up --build-tools`: it carries a native C++ toolchain (CMake, Ninja, g++).
+    build_tools: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -140,13 +140,19 @@ def lab_boards_of(home: Path) -> list[Board]:
 
 
 @contextmanager
-def profile_lab(root: Path, *boards: str) -> Iterator[Lab]:
-    """``orch lab up --board B ...`` (``rpi5:1``, ...) in its own ORCH_HOME under ``root``; torn down after."""
+def profile_lab(root: Path, *boards: str, extra_args: tuple[str, ...] = ()) -> Iterator[Lab]:
+    """``orch lab up --board B ... EXTRA_ARGS`` (``rpi5:1``, ...; ``--build-tools``) in its own
+    ORCH_HOME under ``root``; torn down after."""
     env = make_env(root)
     the_lab = Lab(root=root, env=env, home=Path(env["ORCH_HOME"]))
     try:
         the_lab.orch(
-            "lab", "up", *(arg for board in boards for arg in ("--board", board)), check=True, timeout=1500
+            "lab",
+            "up",
+            *(arg for board in boards for arg in ("--board", board)),
+            *extra_args,
+            check=True,
+            timeout=1500,
         )
         the_lab.refresh()
         yield the_lab

@@ -52,6 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " and grouped as PROFILE, e.g. --board rpi5:1 --board rpi4-bookworm:1 (repeatable)",
     )
     up.add_argument(
+        "--build-tools",
+        action="store_true",
+        help="the boards this call makes also carry a native C++ build toolchain (cmake, ninja, g++, ccache,"
+        " Python headers, numpy) for building ONNX Runtime on the board; boards already running are not"
+        " changed (`orch lab down` first to remake them)",
+    )
+    up.add_argument(
         "--timeout",
         type=options.positive_float,
         default=None,
@@ -92,7 +99,9 @@ class LabRequest:
         profile_boards = tuple(parse_board_option(text) for text in args.board)
         extra = sum(item.count for item in profile_boards)
         timeout = args.timeout or banner_timeout((args.boards or DEFAULT_BOARDS) + extra)
-        up = LabUpRequest(boards=args.boards, profile_boards=profile_boards, timeout=timeout)
+        up = LabUpRequest(
+            boards=args.boards, profile_boards=profile_boards, timeout=timeout, build_tools=args.build_tools
+        )
         return cls(action=action, json=args.json, up=up)
 
 

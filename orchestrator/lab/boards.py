@@ -50,12 +50,41 @@ STAND_IN_DEV_PACKAGES = {
     "bookworm": ("libc6-dev", "libstdc++-12-dev", "python3-dev"),
     "bullseye": ("libc6-dev", "libstdc++-10-dev", "python3-dev"),
 }
+# A builder board (`orch lab up --build-tools`) also carries what a native ONNX Runtime build needs,
+# so a build over SSH on the board itself can be tried in the lab: CMake and Ninja drive it, g++
+# compiles it, ccache keeps a rebuild under emulation bearable, the Python headers and numpy make
+# the wheel's extension, and patch, make and file are the build container's other host tools
+# (docker/build/packages/default.txt). Per suite like the list above; bookworm and bullseye get the
+# same names (not listed): their CMake (3.25, 3.18) is older than ORT 1.21's minimum 3.28, as on
+# such a real board, and the build's requirement check on the board says so.
+BUILD_TOOL_PACKAGES = {
+    "trixie": (
+        "cmake",
+        "ninja-build",
+        "g++",
+        "ccache",
+        "python3-dev",
+        "python3-numpy",
+        "patch",
+        "make",
+        "file",
+        # As the self-contained route's build image: Boost's headers (mp11) come from the system,
+        # build.py packages the wheel with setuptools and wheel and reads versions with packaging.
+        "libboost-dev",
+        "python3-setuptools",
+        "python3-wheel",
+        "python3-packaging",
+        "xz-utils",
+    ),
+}
 BOARD_DOCKERFILE = DOCKER_DIR / "board.Dockerfile"
 BOARD_CONTEXT = DOCKER_DIR / "board"
 BOARD_IMAGE_REPO = "orch/lab-board"
 LABEL_LAB = "orch.lab"
 LABEL_BOARD = "orch.board"
 LABEL_TARGET = "orch.target"
+# "true" on a board made with --build-tools: `lab status` reads it from the container itself.
+LABEL_BUILD_TOOLS = "orch.build-tools"
 HOST_KEY_NAME = "ssh_host_ed25519_key"
 
 Log = Callable[[str], None]
@@ -148,11 +177,20 @@ def banner_timeout(boards: int) -> float:
     return 180.0 + 5.0 * max(0, boards - 4)
 
 
-def board_packages(profile: TargetProfile) -> tuple[str, ...]:
-    """What a profile's lab board is made with: the lab's packages, plus a stand-in's development files."""
-    if profile.os.distro == "debian":
-        return LAB_PACKAGES
-    return LAB_PACKAGES + STAND_IN_DEV_PACKAGES.get(lab_suite(profile), ())
+def build_tool_packages(suite: str) -> tuple[str, ...]:
+    """What a builder board of a Debian suite carries beyond the lab's packages."""
+    return BUILD_TOOL_PACKAGES.get(suite, BUILD_TOOL_PACKAGES["trixie"])
+
+
+def board_packages(profile: TargetProfile, *, build_tools: bool = False) -> tuple[str, ...]:
+    """What a profile's lab board is made with: the lab's packages, plus a stand-in's development
+    files, plus a native build toolchain for a builder board (the order keeps no duplicates)."""
+    packages: tuple[str, ...] = LAB_PACKAGES
+    if profile.os.distro != "debian":
+        packages += STAND_IN_DEV_PACKAGES.get(lab_suite(profile), ())
+    if build_tools:
+        packages += build_tool_packages(lab_suite(profile))
+    return tuple(dict.fromkeys(packages))
 
 
 def board_image_inputs(
@@ -199,10 +237,13 @@ def ssh_banner(host: str, port: int, timeout: float = 3.0) -> str | None:
 # -- image ----------------------------------------------------------------------------------------------
 
 
-def ensure_board_image(engine: Engine, profile: TargetProfile, on_log: Log | None = None) -> str:
-    """The board image's tag; built (and its base made) when missing."""
+def ensure_board_image(
+    engine: Engine, profile: TargetProfile, on_log: Log | None = None, *, build_tools: bool = False
+) -> str:
+    """The board image's tag; built (and its base made) when missing. A builder board's packages
+    differ, so it gets its own base and board image (both tags hash the package list)."""
     suite = lab_suite(profile)
-    packages = board_packages(profile)
+    packages = board_packages(profile, build_tools=build_tools)
     base = base_images.ensure_base_image(engine, suite, profile.arch, packages, on_log=on_log)
     base_id = engine.image_id(base) or "registry"
     inputs = board_image_inputs(base, base_id, profile.qemu_cpu, packages)
@@ -236,6 +277,7 @@ class BoardStatus:
     port: int | None
     bound_ip: str | None
     banner: str | None
+    build_tools: bool = False
 
     @property
     def healthy(self) -> bool:
@@ -250,6 +292,7 @@ class BoardStatus:
             "host": self.bound_ip,
             "ssh_banner": self.banner,
             "healthy": self.healthy,
+            "build_tools": self.build_tools,
         }
 
 
@@ -267,7 +310,9 @@ def client_key() -> KeyPair:
     return ensure_keypair(lab_state.lab_dir() / "id_ed25519", comment=f"orch-lab-{lab_id()}")
 
 
-def _create_board(engine: Engine, image: str, board: str, profile: TargetProfile, lab: str) -> None:
+def _create_board(  # noqa: PLR0913 -- the lab's parts, then what the board is; build_tools keyword-only
+    engine: Engine, image: str, board: str, profile: TargetProfile, lab: str, *, build_tools: bool
+) -> None:
     name = container_name(board, lab)
     host_key = _host_key(board)
     authorized = lab_state.lab_dir() / "authorized_keys"
@@ -283,6 +328,7 @@ def _create_board(engine: Engine, image: str, board: str, profile: TargetProfile
             LABEL_LAB: lab,
             LABEL_BOARD: board,
             LABEL_TARGET: profile.name,
+            LABEL_BUILD_TOOLS: "true" if build_tools else "false",
             "orch.home": str(orch_home()),
         },
     )
@@ -345,11 +391,13 @@ def _lab_lock() -> Iterator[None]:
 @dataclass(frozen=True, kw_only=True)
 class LabUpRequest:
     """What `orch lab up` is asked for: ``--boards N`` (None: the running ones, or 2 on an empty
-    lab), each ``--board PROFILE[:N]``, and how long to wait for every board's sshd."""
+    lab), each ``--board PROFILE[:N]``, how long to wait for every board's sshd, and whether the
+    boards this call makes carry a native build toolchain (``--build-tools``)."""
 
     boards: int | None = None
     profile_boards: tuple[ProfileBoards, ...] = ()
     timeout: float = 180.0
+    build_tools: bool = False
 
 
 def lab_up(
@@ -399,14 +447,21 @@ def _lab_up(
     profiles = wanted_boards(request.boards, request.profile_boards, known)
     names = list(profiles)
     client_key()
-    _start_boards(engine, lab, profiles, existing, on_log)
+    made = _start_boards(engine, lab, profiles, existing, on_log, build_tools=request.build_tools)
+    # A kept board has what it was made with (its label); a board made now has what was asked.
+    tools = {name: item.labels.get(LABEL_BUILD_TOOLS) == "true" for name, item in existing.items()}
+    tools.update(dict.fromkeys(made, request.build_tools))
     ports = {board: engine.published_port(container_name(board, lab), 22) for board in names}
     state = lab_state.LabState(
         user=LAB_USER,
         identity_file=client_key().private_path,
         boards=tuple(
             lab_state.LabBoardRecord(
-                name=board, port=ports[board], container=container_name(board, lab), target=profiles[board]
+                name=board,
+                port=ports[board],
+                container=container_name(board, lab),
+                target=profiles[board],
+                build_tools=tools.get(board, False),
             )
             for board in names
         ),
@@ -418,16 +473,20 @@ def _lab_up(
     return state
 
 
-def _start_boards(
+def _start_boards(  # noqa: PLR0913 -- the lab's parts, then what this call asks for; build_tools keyword-only
     engine: Engine,
     lab: str,
     profiles: dict[str, str],
     existing: dict[str, ContainerSummary],
     on_log: Log | None,
-) -> None:
+    *,
+    build_tools: bool,
+) -> list[str]:
     """Each wanted board running: kept when it runs, started again when stopped, made (with its
-    profile's image) when missing or in another state."""
+    profile's image, a builder's when ``build_tools``) when missing or in another state. Returns
+    the boards made."""
     images: dict[str, str] = {}
+    made: list[str] = []
     for board, profile_name in profiles.items():
         item = existing.get(board)
         if item is not None and item.status == "running":
@@ -445,12 +504,16 @@ def _start_boards(
             note = os_stand_in_note(profile)
             if note and on_log:
                 on_log(f"lab: {note}")
-            images[profile.name] = ensure_board_image(engine, profile, on_log)
+            images[profile.name] = ensure_board_image(engine, profile, on_log, build_tools=build_tools)
         if on_log:
+            tools = ", build tools" if build_tools else ""
             on_log(
-                f"{board}: starting container {container_name(board, lab)} ({profile.name}, {profile.qemu_cpu})"
+                f"{board}: starting container {container_name(board, lab)}"
+                f" ({profile.name}, {profile.qemu_cpu}{tools})"
             )
-        _create_board(engine, images[profile.name], board, profile, lab)
+        _create_board(engine, images[profile.name], board, profile, lab, build_tools=build_tools)
+        made.append(board)
+    return made
 
 
 def _board_order(name: str) -> tuple[int, str]:
@@ -494,6 +557,7 @@ def lab_status(engine: Engine) -> list[BoardStatus]:
                 port=port,
                 bound_ip=bound_ip,
                 banner=banner,
+                build_tools=item is not None and item.labels.get(LABEL_BUILD_TOOLS) == "true",
             )
         )
     return statuses
