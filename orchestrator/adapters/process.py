@@ -8,6 +8,9 @@ type with ``result.tail()``, so every message quotes the same last lines of outp
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +25,9 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 NOT_STARTED = 127
+# How long an interrupted child is given to clean up (a build container stopped, boards' commands
+# ended: seconds) before it is killed.
+CHILD_CLEANUP_S = 120.0
 TIMED_OUT = 124
 
 
@@ -99,13 +105,29 @@ def run_streaming(argv: Sequence[str], on_line: Callable[[str], None], *, keep: 
 
 def run_attached(argv: Sequence[str]) -> int:
     """Run ``argv`` on this terminal (its output is the user's to read, live) and return its exit
-    code. Ctrl-C reaches it as it reaches orch: both are in the terminal's process group."""
+    code. When orch is interrupted (Ctrl-C, SIGTERM), the child is interrupted once and given time to
+    clean up (stop its build container, its boards' commands) before orch goes on stopping.
+
+    The child runs in a process group of its own, so a Ctrl-C reaches it only through orch: exactly
+    once, whether the terminal or a ``kill`` of orch alone stopped it (``subprocess.run`` would kill
+    it 0.25 s after the interruption, leaving its containers running)."""
     command = tuple(str(part) for part in argv)
     try:
-        return subprocess.run(command, check=False).returncode
+        child = subprocess.Popen(command, preexec_fn=os.setpgrp)  # noqa: PLW1509 -- only setpgrp, async-signal-safe
     except OSError as error:
         print(f"{command[0]}: {error.strerror or error}", file=sys.stderr)
         return NOT_STARTED
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=CHILD_CLEANUP_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        raise
 
 
 class Producer:

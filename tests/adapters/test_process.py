@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from orchestrator.adapters import process
@@ -49,3 +52,35 @@ def test_a_producer_streams_stdout_and_reports_its_exit(tmp_path: Path) -> None:
     with process.Producer(["tar", "-C", str(tmp_path / "missing"), "-c", "."]) as failing:
         failing.stdout.read()
     assert failing.result is not None and not failing.result.ok and "missing" in failing.result.stderr
+
+
+def test_an_interrupted_parent_lets_its_attached_child_clean_up_before_it_stops(tmp_path: Path) -> None:
+    """`orch demo` runs each step with run_attached: a Ctrl-C (or a kill of orch alone) must reach the
+    step once and let it stop its build container, not kill it 0.25 s later."""
+
+    child = (
+        "import signal, sys, time, pathlib\n"
+        f"done = pathlib.Path({str(tmp_path / 'cleaned')!r})\n"
+        f"pathlib.Path({str(tmp_path / 'started')!r}).touch()\n"
+        "try:\n"
+        "    time.sleep(60)\n"
+        "except KeyboardInterrupt:\n"
+        "    time.sleep(1.5)  # the clean-up: seconds, as stopping a container takes\n"
+        "    done.write_text('interrupted once')\n"
+        "    sys.exit(130)\n"
+    )
+    parent = (
+        "import sys\n"
+        "from orchestrator.adapters import process\n"
+        "try:\n"
+        f"    process.run_attached([sys.executable, '-c', {child!r}])\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)\n"
+    )
+    running = subprocess.Popen([sys.executable, "-c", parent])
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    running.send_signal(signal.SIGINT)  # to orch alone, as `kill -INT` does
+    assert running.wait(timeout=30) == 130
+    assert (tmp_path / "cleaned").read_text() == "interrupted once"
