@@ -93,7 +93,14 @@ def _refuse_combinations(request: BuildRequest) -> None:
 def _the_board(request: BuildRequest, profile: TargetProfile) -> Board:
     """The inventory's board, of the target's CPU (the build's -mcpu is the target's)."""
     assert request.on_board is not None
-    (board,) = selected_boards(Selection(inventory=request.train.inventory, hosts=(request.on_board,)))
+    try:
+        (board,) = selected_boards(Selection(inventory=request.train.inventory, hosts=(request.on_board,)))
+    except UsageError as error:  # said of --on-board, the option the user gave
+        reason = error.message.split(": ", 1)[-1]
+        raise UsageError(
+            f"--on-board {request.on_board}: {reason}",
+            hint="name one board of the inventory (`orch inventory list`)",
+        ) from error
     its_profile = resolve_target(board.target)
     if its_profile.mcpu != profile.mcpu:
         raise UsageError(
