@@ -24,7 +24,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +151,7 @@ def execute_on_board(
         "dependency_sources": list(inputs.deps.records),
         "inputs_sent": sent,
         "compiler": compiler_version(report),
-        "ccache": None if stats is None else stats.__dict__,
+        "ccache": None if stats is None else asdict(stats),
         "incremental": read_incremental(report, sink.lines).as_dict(),
         "build_duration_s": round(time.monotonic() - started, 1),
         "outputs": {path.name: file_sha256(path) for path in outputs},
