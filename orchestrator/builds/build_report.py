@@ -20,6 +20,8 @@ from orchestrator.paths import TOOLCHAINS_DIR
 
 # What run_build.sh leaves in the build volume for orch to copy out (see docker/build/run_build.sh).
 REPORT_NAME = "orch-report"
+# What ninja prints when it checks CMake's CONFIGURE_DEPENDS globs before building.
+GLOB_CHECK = "Re-checking globbed directories..."
 # Sources whose compile command must show the variant's flags: the MLAS kernels and the session.
 READBACK_SOURCES = {
     "mlas": "onnxruntime/core/mlas/lib/sgemm.cpp",
@@ -151,13 +153,15 @@ def read_ccache_stats(report: Path) -> CcacheStats | None:
 
 def read_incremental(report: Path, lines: list[str]) -> IncrementalBuild:
     """Whether CMake configured again (run_build.sh's configure.txt) and how many steps ninja ran
-    (its last ``[n/N]``; 0 when it printed none: "no work to do")."""
+    (its last ``[n/N]``; 0 when it printed none: "no work to do"). ninja's check of CMake's
+    CONFIGURE_DEPENDS globs (``[0/2] Re-checking globbed directories...``, before every build of such
+    a tree) is no build step: an unchanged rebuild prints only that."""
     marker = report / "configure.txt"
     configure = _CONFIGURE_STEPS.get(marker.read_text().strip()) if marker.is_file() else None
     steps = 0
     for line in reversed(lines):
         match = NINJA_PROGRESS.match(line)
-        if match:
+        if match and not line.endswith(GLOB_CHECK):
             steps = int(match.group(2))
             break
     return IncrementalBuild(configure=configure, ninja_steps=steps)
