@@ -169,8 +169,7 @@ def make_on_board_plan(
     request: OnBoardRequest, table: DependencyTable | None, facts: BoardBuildFacts, root: str
 ) -> OnBoardPlan:
     """The build the board runs; refused (UsageError) where the on-board route does not go."""
-    _refuse(request, table)
-    assert table is not None  # _refuse names the missing table
+    table = _refuse(request, table)
     board, profile, variant, version = request.board, request.profile, request.variant, request.version
     scope, provider = request.scope, request.provider
     paths = BoardPaths(
@@ -272,7 +271,8 @@ def _cuda_notes(profile: TargetProfile, variant: Variant) -> list[str]:
     return notes
 
 
-def _refuse(request: OnBoardRequest, table: DependencyTable | None) -> None:
+def _refuse(request: OnBoardRequest, table: DependencyTable | None) -> DependencyTable:
+    """The release's dependency table, unless the on-board route does not go where it is asked."""
     profile, variant, scope, provider = request.profile, request.variant, request.scope, request.provider
     if scope not in ON_BOARD_SCOPES:
         raise UsageError(
@@ -297,3 +297,4 @@ def _refuse(request: OnBoardRequest, table: DependencyTable | None) -> None:
             " none for this release (toolchains/deps/)",
             hint="a release with a table, e.g. --ort-version 1.21.0",
         )
+    return table
