@@ -10,6 +10,15 @@ from typing import TextIO
 Log = Callable[[str], None]
 Progress = Callable[[int, int], None]
 NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\]")
+# What ninja prints when it checks CMake's CONFIGURE_DEPENDS globs before building ORT's tree: no
+# build step (an unchanged rebuild prints only this, then "no work to do").
+GLOB_CHECK = "Re-checking globbed directories..."
+
+
+def ninja_step(line: str) -> re.Match[str] | None:
+    """ninja's ``[n/N]`` of a build step, None for any other line (the glob check included)."""
+    match = NINJA_PROGRESS.match(line)
+    return None if match is None or line.endswith(GLOB_CHECK) else match
 # The first line that names the failure, in the order a human would look for it.
 _ERROR_PATTERNS = (
     re.compile(r"(?:^|\s)(?:fatal )?error:", re.IGNORECASE),
@@ -48,7 +57,7 @@ class LogSink:
         self.handle.write(line + "\n")
         self.handle.flush()
         self.lines.append(line)
-        match = NINJA_PROGRESS.match(line)
+        match = ninja_step(line)
         if match and self.progress:
             self.progress(int(match.group(1)), int(match.group(2)))
         elif self.echo and not match:

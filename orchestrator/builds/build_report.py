@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from orchestrator.builds.build_log import NINJA_PROGRESS
+from orchestrator.builds.build_log import ninja_step
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.errors import BuildError
 from orchestrator.paths import TOOLCHAINS_DIR
 
 # What run_build.sh leaves in the build volume for orch to copy out (see docker/build/run_build.sh).
 REPORT_NAME = "orch-report"
-# What ninja prints when it checks CMake's CONFIGURE_DEPENDS globs before building.
-GLOB_CHECK = "Re-checking globbed directories..."
 # Sources whose compile command must show the variant's flags: the MLAS kernels and the session.
 READBACK_SOURCES = {
     "mlas": "onnxruntime/core/mlas/lib/sgemm.cpp",
@@ -160,8 +158,8 @@ def read_incremental(report: Path, lines: list[str]) -> IncrementalBuild:
     configure = _CONFIGURE_STEPS.get(marker.read_text().strip()) if marker.is_file() else None
     steps = 0
     for line in reversed(lines):
-        match = NINJA_PROGRESS.match(line)
-        if match and not line.endswith(GLOB_CHECK):
+        match = ninja_step(line)
+        if match:
             steps = int(match.group(2))
             break
     return IncrementalBuild(configure=configure, ninja_steps=steps)

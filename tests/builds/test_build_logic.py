@@ -3,12 +3,13 @@ read-back, and the CLI's plan/refusal paths."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 
-from orchestrator.builds.build_log import first_error
+from orchestrator.builds.build_log import LogSink, first_error
 from orchestrator.builds.build_report import parse_ccache_stats, readback_flags
 from orchestrator.console import PlainProgress
 from orchestrator.targets import known_target_names, resolve_target
@@ -127,6 +128,20 @@ def test_cli_bad_input_is_a_clear_error(
     result = orch_cli(orch_env, "build", *args)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_ninjas_glob_check_is_no_build_step_on_the_progress_bar() -> None:
+    """An unchanged rebuild of ORT's tree prints only the glob check and "no work to do": no
+    progress of 0/2 steps, and every line still in the log."""
+    steps: list[tuple[int, int]] = []
+    log = io.StringIO()
+    sink = LogSink(log, lambda done, total: steps.append((done, total)), None)
+    for line in ("[0/2] Re-checking globbed directories...", "ninja: no work to do."):
+        sink(line)
+    assert steps == []
+    sink("[1/3] Building CXX object a.o")
+    assert steps == [(1, 3)]
+    assert log.getvalue().count("\n") == 3
 
 
 def test_build_progress_in_a_plain_log_is_a_line_a_minute_and_one_at_the_end() -> None:
