@@ -19,6 +19,8 @@ def ninja_step(line: str) -> re.Match[str] | None:
     """ninja's ``[n/N]`` of a build step, None for any other line (the glob check included)."""
     match = NINJA_PROGRESS.match(line)
     return None if match is None or line.endswith(GLOB_CHECK) else match
+
+
 # The first line that names the failure, in the order a human would look for it.
 _ERROR_PATTERNS = (
     re.compile(r"(?:^|\s)(?:fatal )?error:", re.IGNORECASE),
