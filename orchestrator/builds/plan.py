@@ -57,7 +57,7 @@ from orchestrator.builds.toolchain import (
     toolchain_file,
     toolchain_for,
 )
-from orchestrator.builds.variants import Variant, release_tuple
+from orchestrator.builds.variants import Variant, artifact_variant, release_tuple
 from orchestrator.endpoints import RemoteCache, check_docker_host
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import TargetProfile
@@ -125,13 +125,7 @@ class BuildPlan:
 
     @property
     def artifact_variant(self) -> str:
-        """The variant name the artifact is stored and deployed under: another execution provider
-        is another build (``default-xnnpack``), never a silent replacement of the cpu one."""
-        return (
-            self.variant.name
-            if self.execution_provider == "cpu"
-            else f"{self.variant.name}-{self.execution_provider}"
-        )
+        return artifact_variant(self.variant, self.execution_provider)
 
     @property
     def operator_config_path(self) -> str | None:

@@ -288,3 +288,9 @@ def resolve_variant(name: str) -> Variant:
         f"unknown variant '{name}'.{suggestion} Known variants: {', '.join(sorted(variants))}{unusable}",
         hint=f"add your own in {orch_home() / 'variants.yaml'}",
     )
+
+
+def artifact_variant(variant: Variant, provider: str) -> str:
+    """The name a build is stored and deployed under: another execution provider is another build
+    (``default-xnnpack``), never a silent replacement of the cpu one."""
+    return variant.name if provider == "cpu" else f"{variant.name}-{provider}"

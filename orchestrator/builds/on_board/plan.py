@@ -35,7 +35,7 @@ from orchestrator.builds.on_board.requirements import BoardBuildFacts
 from orchestrator.builds.plan import choose_parallel, common_defines, flag_defines, kleidiai_setting
 from orchestrator.builds.routes import source_route_defines
 from orchestrator.builds.sources.dependencies import DEPS, DependencyTable
-from orchestrator.builds.variants import Variant
+from orchestrator.builds.variants import Variant, artifact_variant
 from orchestrator.errors import UsageError
 from orchestrator.targets import TargetProfile
 
@@ -105,8 +105,7 @@ class OnBoardPlan:
 
     @property
     def artifact_variant(self) -> str:
-        provider = self.execution_provider
-        return self.variant.name if provider == "cpu" else f"{self.variant.name}-{provider}"
+        return artifact_variant(self.variant, self.execution_provider)
 
     @property
     def config_dir(self) -> str:
@@ -173,7 +172,7 @@ def make_on_board_plan(
     board, profile, variant, version = request.board, request.profile, request.variant, request.version
     scope, provider = request.scope, request.provider
     paths = BoardPaths(
-        root=root, version=version, build_name=f"{_artifact(variant, provider)}-{version}-{scope}"
+        root=root, version=version, build_name=f"{artifact_variant(variant, provider)}-{version}-{scope}"
     )
     flags = variant.compiler_flags(mcpu=profile.mcpu, march=profile.march)
     kleidiai = kleidiai_setting(profile, variant, version)
@@ -227,10 +226,6 @@ def make_on_board_plan(
         parallel=parallel,
         notes=tuple(notes),
     )
-
-
-def _artifact(variant: Variant, provider: str) -> str:
-    return variant.name if provider == "cpu" else f"{variant.name}-{provider}"
 
 
 def _without_image_protoc(args: list[str]) -> list[str]:
