@@ -79,23 +79,15 @@ def variant_args(variant: Variant, flags: tuple[str, ...], *, newer_compiler: bo
 def provider_args(provider: str, profile: TargetProfile, args: list[str]) -> ProviderArgs:
     """The execution provider's arguments, given the ``args`` the build has so far; CUDA and
     TensorRT builds are planned but refused here (the stock build image has no toolkit)."""
+    cuda: tuple[str, ...] = ("--use_cuda", "--cuda_home", CUDA_HOME, "--cudnn_home", CUDNN_HOME)
+    if profile.cuda_version:
+        cuda += ("--cuda_version", profile.cuda_version)
     if provider == "cuda":
-        cuda = ["--use_cuda", "--cuda_home", CUDA_HOME, "--cudnn_home", CUDNN_HOME]
-        if profile.cuda_version:
-            cuda += ["--cuda_version", profile.cuda_version]
-        return ProviderArgs(args=tuple(cuda), refused=CUDA_TOOLKIT_NOTE, notes=(CUDA_TOOLKIT_NOTE,))
+        return ProviderArgs(args=cuda, refused=CUDA_TOOLKIT_NOTE, notes=(CUDA_TOOLKIT_NOTE,))
     if provider == "tensorrt":
+        # TensorRT's provider is built with CUDA's, from JetPack's libraries.
         refused = CUDA_TOOLKIT_NOTE + " (and TensorRT)"
-        tensorrt = (
-            "--use_tensorrt",
-            "--tensorrt_home",
-            "/usr/lib/aarch64-linux-gnu",
-            "--use_cuda",
-            "--cuda_home",
-            CUDA_HOME,
-            "--cudnn_home",
-            CUDNN_HOME,
-        )
+        tensorrt = ("--use_tensorrt", "--tensorrt_home", "/usr/lib/aarch64-linux-gnu", *cuda)
         return ProviderArgs(args=tensorrt, refused=refused, notes=(refused,))
     if provider == "xnnpack" and "--use_xnnpack" not in args:
         return ProviderArgs(args=("--use_xnnpack",))

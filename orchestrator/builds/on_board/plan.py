@@ -23,13 +23,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.builds.build_args import (
-    CUDA_HOME,
-    CUDNN_HOME,
-    BuildScope,
-    build_args,
-    variant_args,
-)
+from orchestrator.builds.build_args import BuildScope, build_args, provider_args, variant_args
 from orchestrator.builds.container_paths import BUILD, PROTOC, SHIMS, SRC
 from orchestrator.builds.on_board.requirements import BoardBuildFacts
 from orchestrator.builds.plan import choose_parallel, common_defines, flag_defines, kleidiai_setting
@@ -197,7 +191,8 @@ def make_on_board_plan(
     if variant.lto and not cuda:
         args.append("--enable_lto")
     args += variant_args(variant, flags)
-    args += _provider_args(profile, provider)
+    # The container route refuses CUDA (no toolkit in its image); on the board JetPack has it.
+    args += provider_args(provider, profile, args).args
     args += ["--cmake_extra_defines", *(f"{k}={v}" for k, v in defines)]
     notes = [
         (
@@ -234,20 +229,6 @@ def _without_image_protoc(args: list[str]) -> list[str]:
         at = args.index("--path_to_protoc_exe")
         if args[at + 1] == PROTOC:
             return args[:at] + args[at + 2 :]
-    return args
-
-
-def _provider_args(profile: TargetProfile, provider: str) -> list[str]:
-    """JetPack's CUDA (toolkit under /usr/local/cuda, cuDNN from its -dev package)."""
-    if provider == "xnnpack":
-        return ["--use_xnnpack"]
-    if provider not in ("cuda", "tensorrt"):
-        return []
-    args = ["--use_cuda", "--cuda_home", CUDA_HOME, "--cudnn_home", CUDNN_HOME]
-    if profile.cuda_version:
-        args += ["--cuda_version", profile.cuda_version]
-    if provider == "tensorrt":
-        args += ["--use_tensorrt", "--tensorrt_home", CUDNN_HOME]
     return args
 
 
