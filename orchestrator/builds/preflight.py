@@ -87,7 +87,8 @@ def compare(board: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
     }
 
 
-def _preflight_report(lines: list[str]) -> dict[str, Any] | None:
+def preflight_report(lines: list[str]) -> dict[str, Any] | None:
+    """The first ``ORCH-PREFLIGHT {json}`` line's document (None: no such line, or not a JSON object)."""
     for line in lines:
         if line.startswith("ORCH-PREFLIGHT "):
             try:
@@ -174,7 +175,7 @@ def run_preflight(
         if sigill is not None or code == 132:
             result["sigill"] = sigill or {}
             return Preflight(ok=False, error=describe_sigill(sigill or {}, profile), details=result)
-        report = _preflight_report(lines)
+        report = preflight_report(lines)
         if code != 0 or report is None:
             tail = [x for x in lines if x.strip()][-5:]
             reason = f"{exit_reason(code)} on an emulated {profile.qemu_cpu}" + (

@@ -26,7 +26,7 @@ from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, insp
 from orchestrator.builds.build_log import Log
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.preflight import run_preflight
-from orchestrator.builds.sources.ort import SourceTree
+from orchestrator.builds.sources.ort import SourceSpec, SourceTree
 from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.digests import file_sha256
@@ -70,18 +70,23 @@ def built_for(profile: TargetProfile) -> BuiltFor:
     )
 
 
+def source_record(spec: SourceSpec, tree: SourceTree | None) -> Source:
+    """Where ORT's tree came from, as a record keeps it (its sha256 once it is fetched)."""
+    return Source(
+        kind=spec.kind,
+        location=spec.location,
+        ref=spec.ref,
+        description=spec.describe(),
+        sha256=tree.source_sha256 if tree else None,
+    )
+
+
 def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
     """What the plan says about how the wheel is made (the build adds what it measured)."""
     return BuildRecord(
         variant_description=plan.variant.description,
         execution_provider=plan.execution_provider,
-        source=Source(
-            kind=plan.source.kind,
-            location=plan.source.location,
-            ref=plan.source.ref,
-            description=plan.source.describe(),
-            sha256=tree.source_sha256 if tree else None,
-        ),
+        source=source_record(plan.source, tree),
         patches=tuple(tree.patches) if tree else (),
         dependencies=plan.dependencies,
         toolchain=plan.toolchain,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.adapters.session import BoardSession
-from orchestrator.artifacts.store import Artifact, BuildRecord, Source
+from orchestrator.artifacts.store import Artifact, BuildRecord
 from orchestrator.board_side import read_text
 from orchestrator.builds.build_log import Log, LogSink, Progress, first_error
 from orchestrator.builds.build_report import (
@@ -41,7 +41,7 @@ from orchestrator.builds.build_report import (
 from orchestrator.builds.on_board.plan import OnBoardPlan
 from orchestrator.builds.on_board.preflight import preflight_on_board
 from orchestrator.builds.on_board.requirements import BoardBuildFacts, read_facts
-from orchestrator.builds.record import BoardCheck, MadeWheel, built_for, finish_artifact
+from orchestrator.builds.record import BoardCheck, MadeWheel, built_for, finish_artifact, source_record
 from orchestrator.builds.sources.dependencies import PreparedDependencies
 from orchestrator.builds.sources.ort import SourceTree
 from orchestrator.digests import file_sha256
@@ -178,13 +178,7 @@ def _publish_wheel(result: OnBoardResult, session: BoardSession, inputs: Inputs,
     record = BuildRecord(
         variant_description=plan.variant.description,
         execution_provider=plan.execution_provider,
-        source=Source(
-            kind=inputs.tree.spec.kind,
-            location=inputs.tree.spec.location,
-            ref=inputs.tree.spec.ref,
-            description=inputs.tree.spec.describe(),
-            sha256=inputs.tree.source_sha256,
-        ),
+        source=source_record(inputs.tree.spec, inputs.tree),
         patches=tuple(inputs.tree.patches),
         dependencies="source",
         toolchain="on-board",

@@ -11,7 +11,6 @@ removed afterwards, whatever happened.
 
 from __future__ import annotations
 
-import json
 import secrets
 import tempfile
 import time
@@ -23,7 +22,7 @@ import numpy as np
 from orchestrator.adapters.session import BoardSession
 from orchestrator.artifacts.store import Preflight
 from orchestrator.board_side import read_text
-from orchestrator.builds.preflight import compare, reference_run, stage_model, verdict
+from orchestrator.builds.preflight import compare, preflight_report, reference_run, stage_model, verdict
 
 PROVIDERS = {
     "cpu": "CPUExecutionProvider",
@@ -64,7 +63,7 @@ def preflight_on_board(session: BoardSession, root: str, wheel: str, provider: s
                 check=False,
             )  # fmt: skip
             details.update(exit_code=ran.exit_code, duration_s=round(time.monotonic() - started, 1))
-            report = _report(ran.stdout)
+            report = preflight_report(ran.stdout.splitlines())
             if report is not None:
                 details.update(report)
             if ran.exit_code == NOT_LOADED and report is not None:
@@ -79,14 +78,3 @@ def preflight_on_board(session: BoardSession, root: str, wheel: str, provider: s
             return verdict(comparison, details)
     finally:
         session.run(["rm", "-rf", "--", scratch], check=False)
-
-
-def _report(stdout: str) -> dict[str, Any] | None:
-    line = next((x for x in stdout.splitlines() if x.startswith("ORCH-PREFLIGHT ")), None)
-    if line is None:
-        return None
-    try:
-        report = json.loads(line.removeprefix("ORCH-PREFLIGHT "))
-    except json.JSONDecodeError:
-        return None
-    return report if isinstance(report, dict) else None

@@ -48,9 +48,6 @@ class BoardBuildFacts:
     nvcc: str
     cudnn: str
 
-    def as_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
-
 
 @dataclass(frozen=True, kw_only=True)
 class Unmet:
