@@ -178,8 +178,12 @@ def volumes_to_clean(engine: Engine, *, target: str | None, ccache: bool, source
 
 def local_build_dir(plan: BuildPlan) -> Path:
     """Where the build's log and the files copied out of its volume land on the workstation."""
-    path = (
-        orch_home() / "builds" / plan.target.name / plan.artifact_variant / f"{plan.ort_version}-{plan.scope}"
-    )
+    return build_record_dir(plan.target.name, plan.artifact_variant, f"{plan.ort_version}-{plan.scope}")
+
+
+def build_record_dir(target: str, variant: str, name: str) -> Path:
+    """``$ORCH_HOME/builds/<target>/<variant>/<name>``, made when missing: a build's log, manifest
+    and what it brought back, whichever route built it."""
+    path = orch_home() / "builds" / target / variant / name
     path.mkdir(parents=True, exist_ok=True)
     return path

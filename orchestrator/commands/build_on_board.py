@@ -49,7 +49,6 @@ def run_on_board(request: BuildRequest, profile: TargetProfile, variant: Variant
     _refuse_combinations(request)
     board = _the_board(request, profile)
     source = parse_source(request.ort_source, version=request.ort_version, suite=profile.bootstrap_suite)
-    table = load_table(source.version)
     with connect(board) as session:
         plan = _plan(request, profile, variant, session, source.version)
         if request.dry_run:
@@ -59,8 +58,9 @@ def run_on_board(request: BuildRequest, profile: TargetProfile, variant: Variant
         local = Engine()
         fetch_image = ensure_base_image(local, "trixie", platform.machine(), on_log=_log)
         tree = prepare_source(source, engine=local, base_image=fetch_image, log=_log)
-        assert table is not None  # the plan refuses a release without one
-        deps = prepare_dependencies(table, engine=local, base_image=fetch_image, ort_tree=tree.path, log=_log)
+        deps = prepare_dependencies(
+            plan.dependencies, engine=local, base_image=fetch_image, ort_tree=tree.path, log=_log
+        )
         with compile_progress() as on_progress:
             result = execute_on_board(
                 plan, session, Inputs(tree=tree, deps=deps), log=_log, progress=on_progress

@@ -44,9 +44,10 @@ from orchestrator.builds.on_board.requirements import BoardBuildFacts, read_fact
 from orchestrator.builds.record import BoardCheck, MadeWheel, built_for, finish_artifact, source_record
 from orchestrator.builds.sources.dependencies import PreparedDependencies
 from orchestrator.builds.sources.ort import SourceTree
+from orchestrator.builds.workspace import build_record_dir
 from orchestrator.digests import file_sha256
 from orchestrator.errors import BuildError
-from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR, orch_home
+from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
 
 IDENTITY = ".orch-input"
 STATUS_PREFIX = "orch-on-board: status "
@@ -67,6 +68,10 @@ def read_board_facts(session: BoardSession, root: str) -> BoardBuildFacts:
     return read_facts(result.stdout)
 
 
+# (local directory, board directory, identity) of one input.
+InputPart = tuple[Path, str, str]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Inputs:
     """What the board compiles, prepared on the workstation."""
@@ -74,7 +79,7 @@ class Inputs:
     tree: SourceTree
     deps: PreparedDependencies
 
-    def parts(self, plan: OnBoardPlan) -> list[tuple[Path, str, str]]:
+    def parts(self, plan: OnBoardPlan) -> list[InputPart]:
         """(local directory, board directory, identity) of each input."""
         shims = TOOLCHAINS_DIR / "cmake-shims"
         return [
@@ -100,15 +105,9 @@ class OnBoardResult:
 
 
 def local_build_dir(plan: OnBoardPlan) -> Path:
-    path = (
-        orch_home()
-        / "builds"
-        / plan.target.name
-        / plan.artifact_variant
-        / f"{plan.ort_version}-{plan.scope}-on-{plan.board}"
+    return build_record_dir(
+        plan.target.name, plan.artifact_variant, f"{plan.ort_version}-{plan.scope}-on-{plan.board}"
     )
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def execute_on_board(
@@ -123,9 +122,10 @@ def execute_on_board(
     build_dir = local_build_dir(plan)
     for stale in ("out", REPORT_NAME):
         shutil.rmtree(build_dir / stale, ignore_errors=True)
-    sent = _send_inputs(plan, session, inputs, log)
+    parts = inputs.parts(plan)  # each identity computed once (the shims are hashed file by file)
+    sent = _send_inputs(plan, session, parts, log)
     _send_scripts(plan, session)
-    stamp = _configure_stamp(plan, inputs)
+    stamp = _configure_stamp(plan, parts)
     log_path = build_dir / "build.log"
     with log_path.open("w") as handle:
         handle.write(
@@ -218,10 +218,12 @@ def _directory_digest(directory: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def _send_inputs(plan: OnBoardPlan, session: BoardSession, inputs: Inputs, log: Log) -> dict[str, bool]:
+def _send_inputs(
+    plan: OnBoardPlan, session: BoardSession, parts: list[InputPart], log: Log
+) -> dict[str, bool]:
     """Each input sent unless the board has the same one; which were sent (True) or kept."""
     sent = {}
-    for local, remote, identity in inputs.parts(plan):
+    for local, remote, identity in parts:
         name = remote.rsplit("/", 1)[-1]
         there = session.run(["cat", "--", f"{remote}/{IDENTITY}"], check=False)
         if there.ok and there.stdout.strip() == identity:
@@ -265,10 +267,10 @@ def _send_scripts(plan: OnBoardPlan, session: BoardSession) -> None:
         session.put(own, f"{plan.paths.scripts}/build_on_board.sh")
 
 
-def _configure_stamp(plan: OnBoardPlan, inputs: Inputs) -> str:
+def _configure_stamp(plan: OnBoardPlan, parts: list[InputPart]) -> str:
     """Everything CMake's configure step depends on that ninja does not watch: the argv, the inputs'
     identities (run_build.sh skips the configure when the build tree has this exact stamp)."""
-    identities = [identity for _, _, identity in inputs.parts(plan)]
+    identities = [identity for _, _, identity in parts]
     document = json.dumps({"argv": plan.build_argv, "inputs": identities}, sort_keys=True)
     return hashlib.sha256(document.encode()).hexdigest()
 

@@ -91,6 +91,7 @@ class OnBoardPlan:
     scope: BuildScope
     execution_provider: str
     paths: BoardPaths
+    dependencies: DependencyTable  # the sources sent and compiled with ORT
     defines: tuple[tuple[str, str], ...]
     build_args: tuple[str, ...]
     compiler_flags: tuple[str, ...]
@@ -215,6 +216,7 @@ def make_on_board_plan(
         scope=scope,
         execution_provider=provider,
         paths=paths,
+        dependencies=table,
         defines=tuple(defines),
         build_args=tuple(args),
         compiler_flags=flags,
