@@ -22,8 +22,6 @@ SCRIPT, ``{"event": "then", "exit": N, "stdout": "...", "stderr": "..."}``; or
 holder orch found dead (its board-side process, by pid) and ``release`` (or EOF) releases the lock.
 """
 
-from __future__ import annotations
-
 import contextlib
 import errno
 import fcntl
@@ -44,7 +42,7 @@ def say(event: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-def read_holder(path: str) -> dict[str, Any] | None:
+def read_holder(path: str) -> "dict[str, Any] | None":
     try:
         with open(path, encoding="utf-8") as handle:
             holder = json.load(handle)
@@ -53,14 +51,14 @@ def read_holder(path: str) -> dict[str, Any] | None:
     return holder if isinstance(holder, dict) else None
 
 
-def write_holder(path: str, holder: dict[str, Any]) -> None:
+def write_holder(path: str, holder: "dict[str, Any]") -> None:
     tmp = f"{path}.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(holder, handle)
     os.replace(tmp, path)
 
 
-def read_stdin(timeout: float) -> str | None:
+def read_stdin(timeout: float) -> "str | None":
     """One chunk of stdin ('' at EOF), or None when nothing came within ``timeout``."""
     ready, _, _ = select.select([0], [], [], timeout)
     if not ready:
@@ -78,7 +76,7 @@ def try_lock(fd: int) -> bool:
     return True
 
 
-def end_holder(holder: dict[str, Any] | None) -> None:
+def end_holder(holder: "dict[str, Any] | None") -> None:
     """Orch found this holder's workstation process gone: end its board-side process (the lock
     is released with it)."""
     pid = holder.get("board_pid") if holder else None
@@ -87,7 +85,7 @@ def end_holder(holder: dict[str, Any] | None) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def wait_for_lock(fd: int, holder_path: str, wait: float) -> bool | None:
+def wait_for_lock(fd: int, holder_path: str, wait: float) -> "bool | None":
     """True once the lock is held, False when ``wait`` ran out, None when orch went away."""
     deadline = time.monotonic() + wait
     told: object = object()
@@ -107,11 +105,13 @@ def wait_for_lock(fd: int, holder_path: str, wait: float) -> bool | None:
     return True
 
 
-def run_then(argv: list[str]) -> None:
-    result = subprocess.run(
+def run_then(argv: "list[str]") -> None:
+    # Not capture_output: it came in Python 3.7, and JetPack 4's python3 is 3.6.
+    result = subprocess.run(  # noqa: UP022
         ["sh", "-c", argv[0], "sh", *argv[1:]],
         stdin=subprocess.DEVNULL,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         check=False,
     )
     say(
