@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.adapters import process
+from orchestrator.bench.tune import fmt_duration
 from orchestrator.builds.stock import default_version
 from orchestrator.commands import options
 from orchestrator.console import console
@@ -110,14 +112,30 @@ def run(args: argparse.Namespace) -> int:
     if request.dry_run:
         return 0
     _ensure_demo_model(Path(MODEL))
+    took: list[float] = []
     for number, argv in enumerate(plan, 1):
         console.rule(f"step {number}/{len(plan)}: orch {' '.join(argv)}")
+        started = time.monotonic()
         # Each step is the real command in a process of its own, exactly as a user would type it.
         code = process.run_attached([sys.executable, "-m", "orchestrator", *argv])
+        took.append(time.monotonic() - started)
+        console.print(
+            f"step {number}/{len(plan)} {'done' if code == 0 else 'failed'} after {fmt_duration(took[-1])}"
+        )
         if code != 0:
+            _print_times(plan, took)
             raise OrchError(f"demo step {number} failed (exit code {code}): orch {' '.join(argv)}")
+    _print_times(plan, took)
     console.print(f"[bold green]done.[/] report: {request.report.resolve()}")
     return 0
+
+
+def _print_times(plan: list[list[str]], took: list[float]) -> None:
+    """Where the demo's time went, step by step (wall clock of each step's process)."""
+    console.print("time per step (wall clock):")
+    for number, (argv, seconds) in enumerate(zip(plan, took, strict=False), 1):
+        console.print(f"  {number:>2}. {fmt_duration(seconds):>9}  orch {' '.join(argv)}")
+    console.print(f"  total {fmt_duration(sum(took))} for {len(took)} of {len(plan)} steps")
 
 
 def _ensure_demo_model(path: Path) -> None:

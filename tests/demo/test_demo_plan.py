@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -9,6 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from orchestrator.commands import demo
+from orchestrator.errors import OrchError
 
 pytestmark = pytest.mark.unit
 
@@ -61,3 +65,45 @@ def test_the_pgo_demo_trains_on_the_first_board_after_tuned_is_there_and_benches
     ]
     without = _orch(orch_env, "demo", "--dry-run")
     assert "pgo" not in without.stdout + without.stderr
+
+
+def _cheap_steps(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, env: dict[str, str], plan: list[list[str]]
+) -> None:
+    for key, value in env.items():  # the steps' processes get the test's own ORCH_HOME
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)  # the demo model is written under the working directory
+    monkeypatch.setattr(demo, "steps", lambda request: plan)
+
+
+def test_the_demo_says_how_long_each_step_took_and_the_total(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    orch_env: dict[str, str],
+) -> None:
+    # Real orch processes, each quick: the timing around them is what is checked.
+    plan = [["doctor", "--help"], ["build", "--help"]]
+    _cheap_steps(monkeypatch, tmp_path, orch_env, plan)
+    assert demo.run(argparse.Namespace(boards=2, report=tmp_path / "r.html", pgo=False, dry_run=False)) == 0
+    shown = capsys.readouterr().err
+    assert "step 1/2 done after" in shown and "step 2/2 done after" in shown
+    assert re.search(r"^\s+1\.\s+\d+ s  orch doctor --help$", shown, flags=re.MULTILINE), shown
+    assert re.search(r"^\s+2\.\s+\d+ s  orch build --help$", shown, flags=re.MULTILINE), shown
+    assert re.search(r"total \d+ s for 2 of 2 steps", shown), shown
+
+
+def test_a_failed_step_stops_the_demo_with_the_times_so_far(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    orch_env: dict[str, str],
+) -> None:
+    plan = [["doctor", "--help"], ["build", "--target", "no-such-board", "--dry-run"], ["build", "--help"]]
+    _cheap_steps(monkeypatch, tmp_path, orch_env, plan)
+    with pytest.raises(OrchError, match="demo step 2 failed"):
+        demo.run(argparse.Namespace(boards=2, report=tmp_path / "r.html", pgo=False, dry_run=False))
+    shown = capsys.readouterr().err
+    assert "step 2/3 failed after" in shown
+    assert re.search(r"total \d+ s for 2 of 3 steps", shown), shown
+    assert "orch build --help" not in shown.split("time per step")[-1]  # step 3 never ran
