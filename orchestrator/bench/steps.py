@@ -97,6 +97,10 @@ def _release_of_variant(
             f" {_listed(mine)}; which one to measure is not guessed",
             hint=f"choose one with --ort-version ({' or '.join(versions)})",
         )
+    # The Python agent needs a wheel's release: beside one, a newer C library build of the same
+    # variant is not the one measured (with none, check_runners refuses the library build by name).
+    if "python" in plan.runners and any(release.has_python for release in mine):
+        mine = [release for release in mine if release.has_python]
     # Newest by creation time; among equals the list order (least recently used first) decides.
     return max(enumerate(mine), key=lambda item: (item[1].created, item[0]))[1]
 

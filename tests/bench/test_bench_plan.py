@@ -16,7 +16,7 @@ from orchestrator.bench.plan_options import (
     parse_pin_cores,
     parse_threads,
 )
-from orchestrator.bench.steps import agent_argv, board_steps, pick_models, pick_releases
+from orchestrator.bench.steps import agent_argv, board_steps, check_runners, pick_models, pick_releases
 from orchestrator.board import Board
 from orchestrator.errors import BenchError, UsageError
 
@@ -268,3 +268,17 @@ def test_bench_pin_cores_defaults_threads_to_the_core_count_in_the_dry_run(orch_
     assert (
         refused.returncode == 2 and "give --threads 2" in refused.stderr and "Traceback" not in refused.stderr
     )
+
+
+def test_the_python_agent_measures_the_wheels_release_even_beside_a_newer_c_library_build():
+    library = ReleaseRef(
+        **{**vars(release("tuned", "tuned-1.32.0-ffff0000", "2026-11-30T00:00:00Z")), "kind": "library"}
+    )
+    python = make_plan([BOARD], variants=["tuned"])
+    assert pick_releases(python, [TUNED, library], BOARD.name) == (TUNED,)
+    # The native runner runs on either: the newest, as for any variant.
+    native = make_plan([BOARD], variants=["tuned"], runner="native")
+    assert pick_releases(native, [TUNED, library], BOARD.name) == (library,)
+    # A library build alone is still refused for the agent, naming the way to measure it.
+    with pytest.raises(BenchError, match="--runner native"):
+        check_runners(python, pick_releases(python, [library], BOARD.name), BOARD.name)
