@@ -1,5 +1,6 @@
 """Checks several tests run on boards: one inference on a deployed release (and a deploy that
-matches x86 onnxruntime), a shard of MLAS's tests."""
+matches x86 onnxruntime), a shard of MLAS's tests; and on what a build brought back: MLAS's compile
+commands, an unchanged rebuild."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import re
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 from unittest import mock
 
@@ -94,3 +96,32 @@ def built_mlas_test(build_stdout: str, *, max_glibc: tuple[int, int]) -> tuple[P
     assert info is not None and info.machine == "aarch64"
     assert info.glibc is not None and tuple(map(int, info.glibc.split("."))) <= max_glibc, info.glibc
     return build_dir, exe
+
+
+def compile_commands(build_dir: Path) -> list[dict[str, Any]]:
+    """The build's compile_commands.json, as orch brought it back (``orch-report/``)."""
+    commands: list[dict[str, Any]] = json.loads(
+        (build_dir / "orch-report" / "compile_commands.json").read_text()
+    )
+    return commands
+
+
+def mlas_commands(
+    commands: list[dict[str, Any]], *, suffixes: tuple[str, ...] = (".c", ".cpp", ".cc")
+) -> list[str]:
+    """The compile commands of MLAS's C and C++ sources (its hand-written .S kernels name their own
+    architecture); at least one, or the check fails."""
+    mlas = [c["command"] for c in commands if "/core/mlas/lib/" in c["file"] and c["file"].endswith(suffixes)]
+    assert mlas, "no MLAS source in compile_commands.json"
+    return mlas
+
+
+def unchanged_rebuild(result: CompletedProcess[str]) -> dict[str, Any]:
+    """The document of an `orch build --json` run again on unchanged inputs, checked: the kept build
+    directory is configured with these very inputs, so CMake does not run and not one call reaches
+    the compiler cache."""
+    assert result.returncode == 0, result.stderr[-3000:]
+    rebuilt: dict[str, Any] = json.loads(result.stdout)
+    assert rebuilt["incremental"]["configure"] == "reused", rebuilt
+    assert (rebuilt["ccache"]["hits"], rebuilt["ccache"]["misses"]) == (0, 0), rebuilt["ccache"]
+    return rebuilt

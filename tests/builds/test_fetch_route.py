@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from board_checks import mlas_shard
+from board_checks import compile_commands, mlas_commands, mlas_shard, unchanged_rebuild
 from test_release_sources import make_tarball
 
 from orchestrator.base_images import ensure_base_image
@@ -452,15 +452,12 @@ def test_a_git_tag_with_fetchcontent_downloads_from_loopback_builds_and_runs_on_
     assert recorded["abseil_cpp"] == f"{upstream.mirror.url}{upstream.archives['abseil_cpp']}"
 
     # abseil was compiled from FetchContent's download, in the build directory.
-    commands = json.loads((build_dir / "orch-report" / "compile_commands.json").read_text())
+    commands = compile_commands(build_dir)
     assert any(
         c["file"].startswith("/build/") and "/_deps/abseil_cpp-src/absl/" in c["file"] for c in commands
     )
-    # C and C++ sources get the tuned flags; MLAS's hand-written .S kernels name their own architecture.
-    mlas = [
-        c for c in commands if "/core/mlas/lib/" in c["file"] and c["file"].endswith((".c", ".cpp", ".cc"))
-    ]
-    assert mlas and all("-mcpu=cortex-a72" in c["command"] for c in mlas)
+    # C and C++ sources get the tuned flags.
+    assert all("-mcpu=cortex-a72" in c for c in mlas_commands(commands))
     # Each served archive was downloaded from the mirror, nothing else was asked of it.
     requests = upstream.mirror.requests[before:]
     answered = dict(requests)
@@ -476,13 +473,8 @@ def test_a_git_tag_with_fetchcontent_downloads_from_loopback_builds_and_runs_on_
     assert code == 0 and passed > 100 and "[  FAILED  ]" not in text, text[-3000:]
     print(f"fetch route MLAS build {document['duration_s']} s; shard: {passed} passed")
 
-    # The same command again: the clone is the same commit and the kept build directory is configured
-    # with these very inputs, so CMake does not run and not one call reaches the compiler cache.
-    again = _fetch_build(orch_cli, orch_env, source)
-    assert again.returncode == 0, again.stderr[-3000:]
-    rebuilt = json.loads(again.stdout)
-    assert rebuilt["incremental"]["configure"] == "reused", rebuilt
-    assert (rebuilt["ccache"]["hits"], rebuilt["ccache"]["misses"]) == (0, 0), rebuilt["ccache"]
+    # The same command again (the clone is the same commit) compiles nothing.
+    rebuilt = unchanged_rebuild(_fetch_build(orch_cli, orch_env, source))
     assert exe.is_file() and rebuilt["build_dir"] == document["build_dir"]
     print(f"unchanged rebuild: {rebuilt['duration_s']} s")
 

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from board_checks import mlas_shard
+from board_checks import compile_commands, mlas_commands, mlas_shard
 
 pytestmark = pytest.mark.integration
 
@@ -52,10 +52,9 @@ def test_a_profile_trained_on_two_lab_boards_optimises_mlas_and_is_refused_for_a
     # GCC found counters for most of what it compiled (the ones it did not, it named).
     assert use["sources_compiled"] > 100 and use["sources_with_counters"] > use["sources_compiled"] // 2
     build_dir = Path(document["build_dir"])
-    commands = json.loads((build_dir / "orch-report" / "compile_commands.json").read_text())
-    mlas = [c for c in commands if "/core/mlas/lib/" in c["file"] and c["file"].endswith(".cpp")]
+    mlas = mlas_commands(compile_commands(build_dir), suffixes=(".cpp",))
     use_flag = f"-fprofile-use=/orch-profile/{profile['counters_digest'][:16]}"
-    assert mlas and all(use_flag in c["command"] and "-mcpu=cortex-a72" in c["command"] for c in mlas)
+    assert all(use_flag in c and "-mcpu=cortex-a72" in c for c in mlas)
     print(
         f"pgo at MLAS scope: {document['duration_s']} s; trainings {trainings}; coverage {coverage}; use {use}"
     )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from board_checks import compile_commands, mlas_commands
 
 from orchestrator.adapters.engine import Engine
 from orchestrator.builds.preflight import board_image
@@ -273,9 +274,9 @@ def test_build_on_another_engine_over_ssh_ships_everything_and_brings_the_result
     bundle = build_dir / "out"
     exe = bundle / "onnxruntime_mlas_test"
     assert exe.read_bytes()[18:20] == (183).to_bytes(2, "little"), "EM_AARCH64 executable expected"
-    commands = json.loads((build_dir / "orch-report" / "compile_commands.json").read_text())
-    mlas = [c for c in commands if "/core/mlas/lib/" in c["file"] and c["file"].endswith(".cpp")]
-    assert mlas and all("-mcpu=cortex-a72" in c["command"] for c in mlas)
+    assert all(
+        "-mcpu=cortex-a72" in c for c in mlas_commands(compile_commands(build_dir), suffixes=(".cpp",))
+    )
     listed: list[str] = []
     code = local.run(
         board_image(local, resolve_target("lab")),

@@ -11,15 +11,14 @@ import pytest
 import vermin
 
 from orchestrator.board_side import BOARD_PYTHON_FILES, read_text
+from orchestrator.builds.variants import release_tuple
 from orchestrator.targets import load_profiles
 
 pytestmark = pytest.mark.unit
 
 
-def _oldest_board_python() -> tuple[int, int]:
-    return min(
-        (int(p.os.python.split(".")[0]), int(p.os.python.split(".")[1])) for p in load_profiles().values()
-    )
+def _oldest_board_python() -> tuple[int, ...]:
+    return min(release_tuple(profile.os.python) for profile in load_profiles().values())
 
 
 def _needs(source: str) -> tuple[int, int]:
