@@ -133,9 +133,15 @@ end_group() {
 # The watcher: until the input ends, USR1 (the command has ended) stops it; from then on it ends the
 # group, and USR1 no longer stops it, so the guard exits only once the whole group is gone: the
 # members that outlive the command's own process too (a TERM they ignore is followed by the KILL).
+# A USR1 that comes before the watcher has set its trap must not kill it (its shell would print
+# "User defined signal 1" into the command's stderr): it starts with USR1 ignored (a subshell keeps
+# an ignored signal) and, once its trap is set, looks whether the command's process is already gone
+# (the guard sends USR1 only after it has reaped it).
+trap '' USR1
 if [ "$mode" = stream ]; then
     {
         trap 'exit 0' USR1
+        kill -s 0 "$pid" 2>/dev/null || exit 0
         cat <&3 >"$scratch/input" &
         wait "$!"
         trap '' USR1
@@ -144,6 +150,7 @@ if [ "$mode" = stream ]; then
 else
     {
         trap 'exit 0' USR1
+        kill -s 0 "$pid" 2>/dev/null || exit 0
         while read -r _ <&3; do :; done
         trap '' USR1
         end_group 0

@@ -94,6 +94,31 @@ def test_output_input_and_exit_status_are_the_commands_own() -> None:
     guard.stdin.close()
 
 
+def test_a_command_that_ends_at_once_on_a_busy_board_leaves_its_stderr_as_it_was() -> None:
+    # The guard tells its watcher that the command ended with USR1; on a busy CPU that can come
+    # before the watcher has set its trap, and its shell then printed "User defined signal 1" into
+    # the command's stderr. Two busy processes on the one CPU the guards run on make that moment
+    # likely (about 8 runs in 100 before the fix); the loop runs in sh, as sshd's shell runs a guard.
+    each_run = 'err=$(sh -c "$0" orch-guard run - sh -c "echo oops >&2; exit 7" 2>&1); echo "$?:$err" | tr "\\n" /; echo'
+    busy = [subprocess.Popen(["taskset", "-c", "0", "yes"], stdout=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        runs = subprocess.Popen(
+            ["taskset", "-c", "0", "sh", "-c", f"for _ in $(seq 300); do {each_run}; done", GUARD],
+            stdin=subprocess.PIPE,  # kept open, as orch keeps the channel open while a command runs
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        outcomes = runs.stdout.read().splitlines()  # type: ignore[union-attr]
+        runs.wait(60)
+        runs.stdin.close()  # type: ignore[union-attr]
+    finally:
+        for each in busy:
+            each.kill()
+            each.wait()
+    assert len(outcomes) == 300
+    assert set(outcomes) == {"7:oops/"}
+
+
 def test_a_command_killed_by_a_signal_ends_the_guard_by_that_signal() -> None:
     guard = _start("run", "-", "sh", "-c", "kill -9 $$")
     assert guard.wait(10) == -signal.SIGKILL
