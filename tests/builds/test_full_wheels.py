@@ -12,6 +12,7 @@ import subprocess
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime
@@ -192,29 +193,23 @@ def test_jetson_wheel_built_against_its_stand_ins_sysroot_runs_and_verifies_ther
     print(f"jetson via sysroot: {manifest.get('duration_s')} s; verify {checked['counts']}")
 
 
-@pytest.mark.timeout(3 * FULL_TIMEOUT)
-def test_pgo_wheel_trained_on_an_emulated_pi5_against_tuned_of_the_same_release(
-    pi5_lab: Lab, tmp_path: Path, seed_ort_source
-) -> None:
-    """`--variant pgo --train-on rpi5-1 --model m.onnx`: the tuned wheel with counters, trained on the
-    board with its release's interpreter, built again with the profile, pre-flighted, deployed and
-    benched against tuned (emulated: relative figures only)."""
-    seed_ort_source(pi5_lab.home)
+def _pgo_against_tuned(lab: Lab, board: str, target: list[str], tmp_path: Path) -> dict[str, Any]:
+    """`--variant pgo --train-on BOARD --model m.onnx` for ``target``: the tuned wheel with counters,
+    trained on the board with its release's interpreter, built again with the profile, pre-flighted,
+    deployed and benched against tuned of the same release built the same way; the pgo manifest."""
     model = write_model(tiny_convnet(), tmp_path / "tiny.onnx")
     # The training runs with a release's interpreter, so the board gets one first: the official wheel
     # (minutes), so that the instrumented build, the one never built whole before, runs first.
-    stock = pi5_lab.orch("build", "--target", "rpi5", "--variant", "stock", "--json", timeout=1800)
+    stock = lab.orch("build", *target, "--variant", "stock", "--json", timeout=1800)
     assert stock.returncode == 0, stock.stderr[-3000:]
-    deploy = pi5_lab.orch(
-        "deploy", "--host", "rpi5-1", "--variant", "stock", "--model", str(model), timeout=1800
-    )
+    deploy = lab.orch("deploy", "--host", board, "--variant", "stock", "--model", str(model), timeout=1800)
     assert deploy.returncode == 0, deploy.stderr[-3000:]
-    pgo = pi5_lab.orch(
-        "build", "--target", "rpi5", "--variant", "pgo", "--train-on", "rpi5-1", "--model", str(model),
+    pgo = lab.orch(
+        "build", *target, "--variant", "pgo", "--train-on", board, "--model", str(model),
         "--train-runs", "2", "--json", timeout=2 * FULL_TIMEOUT,
     )  # fmt: skip
     assert pgo.returncode == 0, pgo.stderr[-3000:]
-    manifest = json.loads(pgo.stdout)["manifest"]
+    manifest: dict[str, Any] = json.loads(pgo.stdout)["manifest"]
     profile = manifest["profile"]
     assert manifest["preflight"]["ok"] and profile["trainings"][0]["models"][0]["name"] == "tiny.onnx"
     assert profile["coverage"]["runs"] == 2 and profile["use"]["sources_with_counters"] > 0
@@ -222,16 +217,44 @@ def test_pgo_wheel_trained_on_an_emulated_pi5_against_tuned_of_the_same_release(
         f"pgo wheel: trainings {profile['trainings']}; coverage {profile['coverage']}; use {profile['use']}"
     )
 
-    tuned = pi5_lab.orch("build", "--target", "rpi5", "--variant", "tuned", "--json", timeout=FULL_TIMEOUT)
+    tuned = lab.orch("build", *target, "--variant", "tuned", "--json", timeout=FULL_TIMEOUT)
     assert tuned.returncode == 0, tuned.stderr[-3000:]
+    assert json.loads(tuned.stdout)["manifest"].get("toolchain") == manifest.get("toolchain")
     for variant in ("tuned", "pgo"):
-        deploy = pi5_lab.orch(
-            "deploy", "--host", "rpi5-1", "--variant", variant, "--model", str(model), timeout=1800
+        deploy = lab.orch(
+            "deploy", "--host", board, "--variant", variant, "--model", str(model), timeout=1800
         )
         assert deploy.returncode == 0, deploy.stderr[-3000:]
-    bench = pi5_lab.orch(
-        "bench", "--host", "rpi5-1", "--variant", "tuned,pgo", "--model", "tiny.onnx", "--quick", "--json",
+    bench = lab.orch(
+        "bench", "--host", board, "--variant", "tuned,pgo", "--model", "tiny.onnx", "--quick", "--json",
         timeout=3600,
     )  # fmt: skip
     assert bench.returncode == 0, bench.stderr[-3000:]
-    print(f"tuned -> pgo on an emulated Pi 5: {bench.stdout[-2000:]}")
+    print(f"tuned -> pgo on {board} ({manifest.get('toolchain')}): {bench.stdout[-2000:]}")
+    return manifest
+
+
+@pytest.mark.timeout(3 * FULL_TIMEOUT)
+def test_pgo_wheel_trained_on_an_emulated_pi5_against_tuned_of_the_same_release(
+    pi5_lab: Lab, tmp_path: Path, seed_ort_source
+) -> None:
+    """GCC's loop: the rpi5 wheel trained on an emulated Pi 5 and benched against tuned (emulated:
+    relative figures only)."""
+    seed_ort_source(pi5_lab.home)
+    _pgo_against_tuned(pi5_lab, "rpi5-1", ["--target", "rpi5"], tmp_path)
+
+
+@pytest.mark.timeout(3 * FULL_TIMEOUT)
+def test_clang_pgo_wheel_trained_on_the_orin_stand_in_against_clang_tuned_of_the_same_release(
+    orin_lab: Lab, tmp_path: Path, seed_ort_source
+) -> None:
+    """clang's loop on the sysroot route: the Jetson Orin wheel, built against the sysroot pulled from
+    its stand-in (Debian 12, Cortex-A76), trained there and benched against a clang tuned wheel of the
+    same release and sysroot, never against a GCC build (emulated: relative figures only)."""
+    seed_ort_source(orin_lab.home)
+    board = "jetson-orin-1"
+    pulled = orin_lab.orch("sysroot", "pull", "--host", board, "--no-compress", timeout=1800)
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    manifest = _pgo_against_tuned(orin_lab, board, ["--target", "jetson", "--sysroot-from", board], tmp_path)
+    assert manifest["toolchain"] == "clang-sysroot"
+    assert manifest["profile"]["merged"]["tool"] == "llvm-profdata-19"
