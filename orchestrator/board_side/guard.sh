@@ -163,6 +163,7 @@ wait "$pid"
 status=$?
 kill -s USR1 "$watcher" 2>/dev/null
 wait "$watcher"
+trap - USR1 # a command killed by USR1 ends the guard by USR1 too (below)
 if [ -n "$scratch" ]; then
     rm -rf "$scratch"
 fi

@@ -119,9 +119,10 @@ def test_a_command_that_ends_at_once_on_a_busy_board_leaves_its_stderr_as_it_was
     assert set(outcomes) == {"7:oops/"}
 
 
-def test_a_command_killed_by_a_signal_ends_the_guard_by_that_signal() -> None:
-    guard = _start("run", "-", "sh", "-c", "kill -9 $$")
-    assert guard.wait(10) == -signal.SIGKILL
+@pytest.mark.parametrize("sent", [signal.SIGKILL, signal.SIGUSR1, signal.SIGTERM])
+def test_a_command_killed_by_a_signal_ends_the_guard_by_that_signal(sent: signal.Signals) -> None:
+    guard = _start("run", "-", "sh", "-c", f"kill -{sent.name.removeprefix('SIG')} $$")
+    assert guard.wait(10) == -sent
     guard.stdin.close()  # type: ignore[union-attr]
 
 
