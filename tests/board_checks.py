@@ -16,7 +16,7 @@ import numpy as np
 import onnxruntime
 
 from orchestrator.adapters import ssh
-from orchestrator.artifacts.wheel import _inspect_elf
+from orchestrator.artifacts.wheel import SharedObjectInfo, _inspect_elf
 from orchestrator.board import Board
 from orchestrator.builds.preflight import board_image
 from orchestrator.lab.sample_models import tiny_convnet, write_model
@@ -87,13 +87,20 @@ def mlas_shard(engine: object, target: str, bundle: Path, *, shards: int, shard:
     return code, text, int(passed.group(1)) if passed else 0
 
 
+def aarch64_elf(path: Path) -> SharedObjectInfo:
+    """What orch reads of the ELF file at ``path`` (as the wheel check does), checked to be aarch64."""
+    info = _inspect_elf(path.name, path.read_bytes())
+    assert info is not None and info.machine == "aarch64", f"{path}: an aarch64 ELF file expected, got {info}"
+    return info
+
+
 def built_mlas_test(build_stdout: str, *, max_glibc: tuple[int, int]) -> tuple[Path, bytes]:
     """The build directory of an `orch build --scope mlas-test --json` and its test executable's
     bytes, checked to be an aarch64 ELF needing no glibc newer than ``max_glibc``."""
     build_dir = Path(json.loads(build_stdout)["build_dir"])
-    exe = (build_dir / "out" / "onnxruntime_mlas_test").read_bytes()
-    info = _inspect_elf("onnxruntime_mlas_test", exe)
-    assert info is not None and info.machine == "aarch64"
+    path = build_dir / "out" / "onnxruntime_mlas_test"
+    info = aarch64_elf(path)
+    exe = path.read_bytes()
     assert info.glibc is not None and tuple(map(int, info.glibc.split("."))) <= max_glibc, info.glibc
     return build_dir, exe
 

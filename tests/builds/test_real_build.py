@@ -14,7 +14,14 @@ import json
 from pathlib import Path
 
 import pytest
-from board_checks import compile_commands, deploy_and_match_x86, mlas_commands, mlas_shard, unchanged_rebuild
+from board_checks import (
+    aarch64_elf,
+    compile_commands,
+    deploy_and_match_x86,
+    mlas_commands,
+    mlas_shard,
+    unchanged_rebuild,
+)
 
 MLAS_TIMEOUT = 3600
 FULL_TIMEOUT = 5400
@@ -39,7 +46,7 @@ def test_mlas_cross_build_and_its_tests_pass_on_an_emulated_cortex_a72(
     bundle = build_dir / "out"
     exe = bundle / "onnxruntime_mlas_test"
     assert exe.is_file()
-    assert exe.read_bytes()[18:20] == (183).to_bytes(2, "little"), "EM_AARCH64 executable expected"
+    aarch64_elf(exe)
     # C and C++ sources get the tuned flags.
     assert all("-mcpu=cortex-a72" in c for c in mlas_commands(compile_commands(build_dir)))
     print(f"MLAS build: {document['duration_s']} s, ccache {document['ccache']}")
