@@ -9,6 +9,7 @@ versions are their package versions (``cmake``, ``g++-aarch64-linux-gnu``, ``pyt
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -106,8 +107,10 @@ class ReleaseCheck:
     unmet: tuple[str, ...]
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".") if part.isdigit())
+def version_numbers(text: str) -> tuple[int, ...]:
+    """The first three numbers of a tool's version text (``"3.31.6"``, ``"gcc (Debian 14.2.0-19) 14.2.0"``,
+    ``"3.4.26"``), for comparing it with a minimum; ORT releases themselves are ``variants.release_tuple``."""
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
 
 
 def build_tools(
@@ -168,7 +171,7 @@ def check_release(
         have = tools.get(minimum.tool)
         if have is None:
             met.append(f"{minimum.tool} >= {wanted}: {profile.os.codename}'s is not known, not checked")
-        elif _version(have[0])[: len(minimum.version)] < minimum.version:
+        elif version_numbers(have[0])[: len(minimum.version)] < minimum.version:
             unmet.append(f"{have[1]} is {have[0]}, below ORT {version}'s minimum {wanted} ({minimum.source})")
         else:
             met.append(f"{minimum.tool} {have[0]} >= {wanted}")
@@ -181,7 +184,7 @@ def refuse_unmet(profile: TargetProfile, version: str, check: ReleaseCheck) -> N
     if not check.unmet:
         return
     board = f"{profile.os.distro} {profile.os.release}"
-    python_too_old = _version(profile.os.python) < (3, 10)
+    python_too_old = version_numbers(profile.os.python) < (3, 10)
     raise UsageError(
         f"ORT {version} cannot be built for {profile.name} ({board}) here: " + "; ".join(check.unmet),
         hint=_unmet_hint(profile, python_too_old),
@@ -205,7 +208,7 @@ def _unmet_hint(profile: TargetProfile, python_too_old: bool) -> str:
 
 def check_stock_python(profile: TargetProfile, version: str) -> None:
     """No official wheel of a release after 1.10 exists for Python 3.6: refused before pip runs."""
-    if _version(profile.os.python) < (3, 7) and release_tuple(version) > LAST_CP36_RELEASE:
+    if version_numbers(profile.os.python) < (3, 7) and release_tuple(version) > LAST_CP36_RELEASE:
         last = ".".join(map(str, LAST_CP36_RELEASE))
         raise UsageError(
             f"no official ONNX Runtime {version} wheel exists for {profile.name}'s Python {profile.os.python}:"
@@ -225,7 +228,7 @@ def refuse_old_libstdcxx(ref: SysrootRef, version: str) -> None:
     if newest is None:
         return  # no libstdc++ at all: the sysroot's own check names what is missing
     wanted = "GLIBCXX_" + ".".join(map(str, LIBSTDCXX_MINIMUM))
-    if _version(newest.removeprefix("GLIBCXX_")) < LIBSTDCXX_MINIMUM:
+    if version_numbers(newest.removeprefix("GLIBCXX_")) < LIBSTDCXX_MINIMUM:
         raise UsageError(
             f"ORT {version} cannot be built against sysroot {ref.name!r}: its libstdc++ ends at {newest},"
             f" below the {wanted} ORT {version}'s sources need ({LIBSTDCXX_SOURCE})",

@@ -9,11 +9,10 @@ what installs it. ``refuse_unmet`` turns them into one message with the install 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from orchestrator.builds.build_args import BuildScope
-from orchestrator.builds.release_checks import MINIMUMS, Tool
+from orchestrator.builds.release_checks import MINIMUMS, Tool, version_numbers
 from orchestrator.builds.variants import release_tuple
 from orchestrator.errors import BuildError
 
@@ -89,10 +88,6 @@ def read_facts(text: str) -> BoardBuildFacts:
     )
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
-
-
 def _tool_version(facts: BoardBuildFacts, tool: Tool) -> str:
     return {"CMake": facts.cmake, "GCC": facts.gcc, "Python": facts.python}[tool]
 
@@ -112,7 +107,7 @@ def _release_minimums(facts: BoardBuildFacts, version: str, scope: BuildScope) -
             continue
         wanted = ".".join(map(str, minimum.version))
         have = _tool_version(facts, minimum.tool)
-        if have and _version(have)[: len(minimum.version)] >= minimum.version:
+        if have and version_numbers(have)[: len(minimum.version)] >= minimum.version:
             continue
         apt, other = _TOOL_INSTALL[minimum.tool]
         state = f"is {have}" if have else "is missing"
