@@ -125,6 +125,14 @@ def emit_json(document: Any) -> None:
         raise
 
 
+def duration_text(seconds: float) -> str:
+    """``90 s``, ``3 min``, ``2.5 min``, ``1.5 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    value, unit = (seconds / 60, "min") if seconds < 7200 else (seconds / 3600, "h")
+    return f"{value:.1f}".removesuffix(".0") + f" {unit}"
+
+
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """A plain-text table (cells are text, never markup), drawn as rich draws a ``Table`` with
     ``title_justify="left"`` and ``overflow="fold"`` columns.

@@ -32,6 +32,7 @@ import numpy as np
 from orchestrator.bench import stats
 from orchestrator.bench.plan import BenchPlan, Combination
 from orchestrator.bench.tune_space import default_of
+from orchestrator.console import duration_text
 from orchestrator.errors import BenchError, UsageError
 
 FIRST_RUNS = stats.MIN_RUNS_CI
@@ -64,14 +65,6 @@ def parse_budget(text: str) -> float:
     return total
 
 
-def fmt_duration(seconds: float) -> str:
-    """``90 s``, ``3 min``, ``2.5 min``, ``1.5 h``."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    value, unit = (seconds / 60, "min") if seconds < 7200 else (seconds / 3600, "h")
-    return f"{value:.1f}".removesuffix(".0") + f" {unit}"
-
-
 def run_guess(plan: BenchPlan, *, quick: bool) -> float:
     """A run's cost before any is measured (see START_UP_S)."""
     return (START_UP_QUICK_S if quick else START_UP_S) + plan.agent.min_duration + plan.cooldown_s
@@ -92,8 +85,8 @@ def check_budget(budget_s: float, candidates: int, per_run_s: float) -> None:
     if needed > budget_s:
         suggestion = f"{math.ceil(needed * 1.25 / 60)}m"
         raise UsageError(
-            f"--budget {fmt_duration(budget_s)}: the first rung alone runs each of the {candidates} candidates"
-            f" {FIRST_RUNS} times, about {fmt_duration(needed)} at ~{per_run_s:.0f} s a run (a guess until"
+            f"--budget {duration_text(budget_s)}: the first rung alone runs each of the {candidates} candidates"
+            f" {FIRST_RUNS} times, about {duration_text(needed)} at ~{per_run_s:.0f} s a run (a guess until"
             " runs are measured)",
             hint=f"give --budget {suggestion} or more, or fewer candidates"
             " (--threads, --opt-level, --ep, --variant)",

@@ -28,6 +28,7 @@ from orchestrator.bench.plan import BenchPlan, Combination, ReleaseRef
 from orchestrator.bench.results import ResultStore
 from orchestrator.bench.steps import pick_models
 from orchestrator.board import Board
+from orchestrator.console import duration_text
 from orchestrator.deploy import releases
 
 
@@ -114,13 +115,13 @@ class _BoardTune:
         """What is searched, and a warning when the first rung alone is estimated over the budget."""
         budget_s = self.plan.budget_s
         self.say(
-            f"tuning {escape(model)}: {len(search.candidates)} candidates, budget {tune.fmt_duration(budget_s)}"
+            f"tuning {escape(model)}: {len(search.candidates)} candidates, budget {duration_text(budget_s)}"
         )
         first = tune.FIRST_RUNS * len(search.candidates) * self.plan.run_guess_s
         if first > budget_s:
             self.say(
                 f"[yellow]warning:[/] the first rung ({tune.FIRST_RUNS} runs of each candidate) is estimated"
-                f" at {tune.fmt_duration(first)}, over the budget: it runs in full"
+                f" at {duration_text(first)}, over the budget: it runs in full"
             )
 
     def _measure(

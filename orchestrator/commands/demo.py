@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.adapters import process
-from orchestrator.bench.tune import fmt_duration
 from orchestrator.builds.stock import default_version
 from orchestrator.commands import options
-from orchestrator.console import console
+from orchestrator.console import console, duration_text
 from orchestrator.errors import OrchError
 from orchestrator.lab.boards import parse_board_option
 from orchestrator.lab.sample_models import write_tiny_convnet
@@ -120,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         code = process.run_attached([sys.executable, "-m", "orchestrator", *argv])
         took.append(time.monotonic() - started)
         console.print(
-            f"step {number}/{len(plan)} {'done' if code == 0 else 'failed'} after {fmt_duration(took[-1])}"
+            f"step {number}/{len(plan)} {'done' if code == 0 else 'failed'} after {duration_text(took[-1])}"
         )
         if code != 0:
             _print_times(plan, took)
@@ -134,8 +133,8 @@ def _print_times(plan: list[list[str]], took: list[float]) -> None:
     """Where the demo's time went, step by step (wall clock of each step's process)."""
     console.print("time per step (wall clock):")
     for number, (argv, seconds) in enumerate(zip(plan, took, strict=False), 1):
-        console.print(f"  {number:>2}. {fmt_duration(seconds):>9}  orch {' '.join(argv)}")
-    console.print(f"  total {fmt_duration(sum(took))} for {len(took)} of {len(plan)} steps")
+        console.print(f"  {number:>2}. {duration_text(seconds):>9}  orch {' '.join(argv)}")
+    console.print(f"  total {duration_text(sum(took))} for {len(took)} of {len(plan)} steps")
 
 
 def _ensure_demo_model(path: Path) -> None:

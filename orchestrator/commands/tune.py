@@ -17,7 +17,7 @@ from orchestrator.bench.report.tuning import commands, tuning_tables
 from orchestrator.bench.tune_execute import TunePlan, run_tune
 from orchestrator.bench.tune_space import space_from_options
 from orchestrator.commands import bench, options
-from orchestrator.console import console, emit_json, print_whole
+from orchestrator.console import console, duration_text, emit_json, print_whole
 from orchestrator.errors import UsageError
 
 NAME = "tune"
@@ -154,7 +154,7 @@ def dry_run(plan: TunePlan, *, as_json: bool) -> None:
         return
     console.print(
         f"orch tune {escape(base.models[0])} on {escape(', '.join(b.name for b in base.boards))}:"
-        f" budget {tune.fmt_duration(plan.budget_s)} per board"
+        f" budget {duration_text(plan.budget_s)} per board"
     )
     console.print(f"variants: {escape(', '.join(variants))} (+ stock's default settings when deployed)")
     more = "" if plan.space.eps else " (+ the same with xnnpack where a release offers it)"
@@ -168,7 +168,7 @@ def dry_run(plan: TunePlan, *, as_json: bool) -> None:
     for rung in schedule:
         console.print(
             f"  rung {rung['rung']}: {rung['candidates']} candidates x {rung['runs_each']} runs"
-            f" (~{tune.fmt_duration(rung['estimated_s'])})"
+            f" (~{duration_text(rung['estimated_s'])})"
         )
     console.print(escape(confirm))
 
