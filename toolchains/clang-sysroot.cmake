@@ -32,6 +32,13 @@ endforeach()
 set(CMAKE_AR "/usr/bin/llvm-ar" CACHE FILEPATH "" FORCE)
 set(CMAKE_RANLIB "/usr/bin/llvm-ranlib" CACHE FILEPATH "" FORCE)
 set(CMAKE_NM "/usr/bin/llvm-nm" CACHE FILEPATH "" FORCE)
+# The archiver of an IPO (LTO) target is CMAKE_<LANG>_COMPILER_AR, which CMake looks for beside the
+# compiler: beside the symlinks below it finds none, CMake's check_ipo_supported fails, and ORT then
+# builds an `--enable_lto` variant without LTO (a warning in its configure output, nothing more).
+foreach(lang C CXX)
+  set(CMAKE_${lang}_COMPILER_AR "/usr/bin/llvm-ar" CACHE FILEPATH "" FORCE)
+  set(CMAKE_${lang}_COMPILER_RANLIB "/usr/bin/llvm-ranlib" CACHE FILEPATH "" FORCE)
+endforeach()
 # lld: links for any target and honours the sysroot (also inside glibc's linker scripts).
 set(CMAKE_LINKER_TYPE LLD)
 
