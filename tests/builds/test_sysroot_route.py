@@ -113,29 +113,39 @@ def _build_args(board: StandIn, scope: str) -> tuple[str, ...]:
     return ("--target", board.target, "--sysroot-from", board.board, "--variant", "default", "--scope", scope)
 
 
-def _dumpmachine(image: str, scratch: Path) -> str:
-    """What the toolchain file's C compiler prints for -dumpmachine, in the build image, as ORT's
-    cmake/onnxruntime_common.cmake runs it."""
-    (scratch / "probe.cmake").write_text(
-        "include(/toolchains/clang-sysroot.cmake)\n"
-        "execute_process(COMMAND ${CMAKE_C_COMPILER} -dumpmachine OUTPUT_VARIABLE machine)\n"
-        'message("${machine}")\n'
-    )
+# A CMake project that asks, as ORT's configure does, what the toolchain file's compiler targets
+# (cmake/onnxruntime_common.cmake runs `${CMAKE_C_COMPILER} -dumpmachine`) and whether it can build
+# with IPO (cmake/adjust_global_compile_flags.cmake: without it, `--enable_lto` is dropped).
+_TOOLCHAIN_PROBE = """cmake_minimum_required(VERSION 3.28)
+project(probe C CXX)
+execute_process(COMMAND ${CMAKE_C_COMPILER} -dumpmachine OUTPUT_VARIABLE machine OUTPUT_STRIP_TRAILING_WHITESPACE)
+include(CheckIPOSupported)
+check_ipo_supported(RESULT ipo OUTPUT why LANGUAGES C CXX)
+message("machine=${machine}")
+message("ipo=${ipo}")
+message("why=${why}")
+"""
+
+
+def _probe_toolchain(image: str, sysroot: Path, scratch: Path) -> dict[str, str]:
+    """What ORT's configure would learn from the toolchain file, in the build image, against the
+    sysroot: ``machine`` (-dumpmachine), ``ipo`` (YES or NO) and ``why`` (CMake's output when NO)."""
+    (scratch / "CMakeLists.txt").write_text(_TOOLCHAIN_PROBE)
     toolchains = Path(__file__).resolve().parents[2] / "toolchains"
-    volumes = ["-v", f"{toolchains}:/toolchains:ro", "-v", f"{scratch}:/probe:ro"]
-    probe = [
-        "docker",
-        "run",
-        "--rm",
-        "--network",
-        "none",
-        *volumes,
-        image,
-        "cmake",
-        "-P",
-        "/probe/probe.cmake",
+    volumes = [
+        "-v",
+        f"{toolchains}:/toolchains:ro",
+        "-v",
+        f"{scratch}:/probe:ro",
+        "-v",
+        f"{sysroot}:/sysroot:ro",
     ]
-    return subprocess.run(probe, capture_output=True, text=True, check=True).stderr.strip()
+    configure = ["cmake", "-S", "/probe", "-B", "/tmp/probe", "-G", "Ninja"]
+    configure.append("-DCMAKE_TOOLCHAIN_FILE=/toolchains/clang-sysroot.cmake")
+    probe = ["docker", "run", "--rm", "--network", "none", *volumes, image, *configure]
+    printed = subprocess.run(probe, capture_output=True, text=True, check=True).stderr
+    found = dict(re.findall(r"^(machine|ipo)=(.*)$", printed, re.MULTILINE))
+    return {**found, "why": printed.split("why=", 1)[-1]}
 
 
 @pytest.mark.timeout(BUILD_TIMEOUT + 2400)
@@ -170,9 +180,10 @@ def test_a_jetson_build_against_the_sysroot_pulled_from_its_stand_in_runs_there(
 
     # ORT tells the CPU of its common library (and so whether cpuinfo is linked into libonnxruntime)
     # from `${CMAKE_C_COMPILER} -dumpmachine` alone: the toolchain file's compiler names the board's.
-    assert _dumpmachine(plan["image"]["tag"], tmp_path).startswith("aarch64-"), (
-        "ORT would take it for another CPU"
-    )
+    # And it keeps `--enable_lto` (tuned, upstream, pgo) only where CMake's IPO check passes.
+    probe = _probe_toolchain(plan["image"]["tag"], sysroot.root, tmp_path)
+    assert probe["machine"].startswith("aarch64-"), "ORT would take it for another CPU"
+    assert probe["ipo"] == "YES", f"ORT would build LTO variants without LTO: {probe['why'][-2000:]}"
 
     code, text = _run_on_board(lab, board.board, build_dir / "out")
     passed = re.search(r"\[  PASSED  \] (\d+) test", text)
