@@ -77,9 +77,20 @@ def bundle(capi: Path, readelf: str, libdirs: list[Path]) -> list[str]:
     # corrupted their embedded protobuf descriptors (abort at import). DT_RPATH (not RUNPATH)
     # also serves the bundled libraries' own dependencies (abseil of re2, ...), which the
     # loader then finds next to the extension as well.
-    for path in own:
+    for path in needing_origin(own, capi, readelf):
         subprocess.run(["patchelf", "--force-rpath", "--set-rpath", "$ORIGIN", str(path)], check=True)
     return bundled
+
+
+def needing_origin(own: list[Path], capi: Path, readelf: str) -> list[Path]:
+    """ORT's objects that need a library lying beside them: only they get ``RPATH=$ORIGIN``. The
+    others are left as the linker wrote them: patchelf growing an object moves its program headers
+    and notes into a new segment, whose file offset then differs from its address, and clang 19's
+    profile runtime reads the notes by file offset at exit (LLVM issue 114605): an instrumented
+    wheel's libonnxruntime_providers_shared.so, which needs nothing beside it, died of SIGSEGV at
+    every interpreter exit."""
+    beside = {path.name for path in capi.iterdir()}
+    return [path for path in own if beside.intersection(needed(readelf, path))]
 
 
 def bundle_executable(exe: Path, out: Path, readelf: str, libdirs: list[Path]) -> list[str]:

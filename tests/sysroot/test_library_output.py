@@ -50,6 +50,25 @@ def test_the_library_is_packaged_with_its_soname_link_and_what_it_needs(elves: E
     assert not (lib / "libc.so.6").exists()
 
 
+def test_only_objects_needing_a_library_beside_them_are_given_an_rpath(elves: Elves, tmp_path: Path) -> None:
+    """The wheel's objects that need nothing beside them are left as the linker wrote them (patchelf
+    would move their notes, and clang's profile runtime then crashes at exit reading them)."""
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.fail("readelf is needed: apt-get install binutils", pytrace=False)
+    capi = tmp_path / "capi"
+    capi.mkdir()
+    libc = elves.library("libc.so.6", ("GLIBC_2.17",), into=tmp_path / "board-libs")
+    helper = elves.library("libhelper.so.2", ("HELPER_1",), into=capi)  # bundled beside the extension
+    extension = elves.consumer(
+        "onnxruntime_pybind11_state.so", {helper: ("HELPER_1",), libc: ("GLIBC_2.17",)}
+    )
+    shared = elves.consumer("libonnxruntime_providers_shared.so", {libc: ("GLIBC_2.17",)})
+    own = [shutil.copy(path, capi / path.name) for path in (extension, shared)]
+    chosen = _package_script().needing_origin(sorted(map(Path, own)), capi, readelf)
+    assert [path.name for path in chosen] == ["onnxruntime_pybind11_state.so"]
+
+
 def test_every_elf_file_of_the_output_is_proved_against_the_sysroot(elves: Elves, tmp_path: Path) -> None:
     new_libc = elves.library("libc.so.6", ("GLIBC_2.17", "GLIBC_2.34"))
     out = tmp_path / "out"
