@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from orchestrator.artifacts.store import Artifact, BuildRecord
-from orchestrator.builds.build_log import Log, LogSink, Progress, first_error
+from orchestrator.builds.build_log import Log, LogSink, Progress, first_error, lto_dropped
 from orchestrator.builds.build_report import (
     REPORT_NAME,
     CompilerCacheUse,
@@ -288,7 +288,8 @@ class _BuildRun:
             handle.write(
                 f"# image {plan.image.tag} ({container.image_id})\n# {shlex.join(plan.build_argv)}\n"
             )
-            sink = LogSink(handle, self.options.progress, self.options.echo)
+            stop_at = lto_dropped if "--enable_lto" in plan.build_args else None
+            sink = LogSink(handle, self.options.progress, self.options.echo, stop_at)
             relay_up = self._compile(container, sink)
             ccache = CompilerCacheUse(
                 stats=read_ccache_stats(container.report),

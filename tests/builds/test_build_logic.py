@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.builds.build_log import LogSink, first_error
+from orchestrator.builds.build_log import LogSink, first_error, lto_dropped
 from orchestrator.builds.build_report import parse_ccache_stats, readback_flags
 from orchestrator.console import PlainProgress
+from orchestrator.errors import BuildError
 from orchestrator.targets import known_target_names, resolve_target
 
 FAILED_LOG = """\
@@ -142,6 +143,21 @@ def test_ninjas_glob_check_is_no_build_step_on_the_progress_bar() -> None:
     sink("[1/3] Building CXX object a.o")
     assert steps == [(1, 3)]
     assert log.getvalue().count("\n") == 3
+
+
+def test_a_build_of_an_lto_variant_stops_where_orts_configure_drops_lto() -> None:
+    """CMake's IPO check failing is only a warning in ORT's configure, which then compiles without
+    LTO: an LTO variant's build stops at that line (the container route passes ``lto_dropped``
+    when the plan has ``--enable_lto``), with the line kept in the log."""
+    log = io.StringIO()
+    sink = LogSink(log, None, None, lto_dropped)
+    sink("-- Detecting CXX compile features - done")
+    with pytest.raises(BuildError, match="without the LTO it asks for"):
+        sink("  IPO is not supported by this compiler")
+    assert log.getvalue().endswith("IPO is not supported by this compiler\n")
+    other = LogSink(io.StringIO(), None, None)  # a variant without LTO: the warning is no reason to stop
+    other("  IPO is not supported by this compiler")
+    assert other.lines == ["  IPO is not supported by this compiler"]
 
 
 def test_build_progress_in_a_plain_log_is_a_line_a_minute_and_one_at_the_end() -> None:

@@ -9,7 +9,8 @@ import pytest
 
 from orchestrator.adapters.engine import Engine
 from orchestrator.base_images import ensure_base_image
-from orchestrator.errors import ContainerError
+from orchestrator.builds.build_log import LogSink, lto_dropped
+from orchestrator.errors import BuildError, ContainerError
 from orchestrator.lab.boards import LAB_PACKAGES
 
 
@@ -37,6 +38,29 @@ def test_run_streams_lines_returns_the_exit_code_and_leaves_nothing(image: str, 
     assert lines == ["aarch64", "from the host", "hello"]
     assert (tmp_path / "out.txt").read_text() == "out\n"
     assert engine.status(name) is None, "a foreground container is removed after it ends"
+
+
+def test_a_build_stopped_by_its_log_leaves_no_container_running(image: str, tmp_path: Path) -> None:
+    """A line that makes the rest of a build pointless (here ORT's configure dropping LTO) ends the
+    run there: the error reaches orch at once, and the container is killed and removed."""
+    engine = Engine()
+    name = f"orch-test-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "build.log"
+    with log.open("w") as handle, pytest.raises(BuildError, match="without the LTO it asks for"):
+        engine.run(
+            image,
+            [
+                "sh",
+                "-c",
+                "echo '-- Configuring'; echo '  IPO is not supported by this compiler'; exec sleep 600",
+            ],
+            name=name,
+            labels={"orch.test": "adapter"},
+            on_log=LogSink(handle, None, None, lto_dropped),
+            timeout=300,
+        )
+    assert engine.status(name) is None, "the stopped build's container is removed"
+    assert log.read_text().splitlines() == ["-- Configuring", "  IPO is not supported by this compiler"]
 
 
 def test_start_exec_copy_kill_remove(image: str, tmp_path: Path) -> None:
