@@ -32,7 +32,7 @@ from orchestrator.artifacts.dependencies import cache_dir
 from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.artifacts.store import Manifest, Preflight, artifact_dir, write_manifest
 from orchestrator.board import Board
-from orchestrator.digests import file_sha256
+from orchestrator.common.digests import file_sha256
 from orchestrator.lab.sample_models import write_tiny_convnet
 from orchestrator.paths import known_hosts_path
 

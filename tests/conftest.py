@@ -24,11 +24,11 @@ from stock_baseline import StockBuild, build_stock, download_stock
 
 from orchestrator import lab_state
 from orchestrator.adapters.engine import Engine
-from orchestrator.base_images import ensure_base_image
 from orchestrator.board import Board
 from orchestrator.builds.sources.ort import fetch_debian_tarball
 from orchestrator.builds.workspace import build_volumes_under
 from orchestrator.errors import OrchError
+from orchestrator.lab.base_images import ensure_base_image
 
 # Tests come in two kinds. `integration` tests use real outside parts: a Docker engine, lab
 # boards, an sshd, the package index (pip download), or a headless browser (chromium). `unit`

@@ -20,10 +20,10 @@ from pathlib import Path
 import paramiko
 from rich.markup import escape
 
+from orchestrator.common.textfiles import TEXT_FILE_LIMIT, read_capped
 from orchestrator.console import console
 from orchestrator.errors import HostKeyError, RemoteError
 from orchestrator.paths import known_hosts_path
-from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
 
 USER_KNOWN_HOSTS = Path("~/.ssh/known_hosts").expanduser()
 

@@ -30,8 +30,8 @@ from paramiko.ssh_exception import ConfigParseError
 
 from orchestrator.adapters.ssh_addresses import hostname_problem, parse_proxy_jump, port_problem
 from orchestrator.board import Board, SSHConfigOnConnect
+from orchestrator.common.textfiles import TEXT_FILE_LIMIT, read_capped
 from orchestrator.errors import InventoryError
-from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
 
 # ssh_config option (lower case, as the parser reports it) -> Board field.
 OPTIONS = {

@@ -25,9 +25,9 @@ from orchestrator.bench.plan import (
     one_of,
 )
 from orchestrator.board import Board
+from orchestrator.common.ort_versions import check_ort_version
 from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT
 from orchestrator.errors import UsageError
-from orchestrator.ort_versions import check_ort_version
 
 
 def split_list(text: str | None) -> list[str]:

@@ -10,7 +10,7 @@ instruction word (``word``), the file it was loaded from (``object``) and its of
 core of a multi-threaded guest, which stalls.
 
 ``orchestrator.builds.preflight`` reads the line and names the instruction class
-(``orchestrator.aarch64_isa``). Where ``sigaction`` is unavailable the guard does nothing.
+(``orchestrator.common.aarch64_isa``). Where ``sigaction`` is unavailable the guard does nothing.
 """
 
 from __future__ import annotations

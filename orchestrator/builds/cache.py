@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from orchestrator.endpoints import RELAY_DIR, RELAY_SOCKET, RemoteCache
+from orchestrator.builds.endpoints import RELAY_DIR, RELAY_SOCKET, RemoteCache
 from orchestrator.paths import DOCKER_DIR
 
 if TYPE_CHECKING:

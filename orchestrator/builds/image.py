@@ -12,9 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.base_images import base_image_tag, base_image_variable, ensure_base_image, registry_override
 from orchestrator.builds.toolchain import CLANG_SUITE, SYSROOT_WAYS, Toolchain
 from orchestrator.errors import BuildError
+from orchestrator.lab.base_images import (
+    base_image_tag,
+    base_image_variable,
+    ensure_base_image,
+    registry_override,
+)
 from orchestrator.paths import DOCKER_DIR
 from orchestrator.targets import TargetProfile
 

@@ -27,7 +27,7 @@ from orchestrator.builds.native_runner.library import LibraryOutput
 from orchestrator.builds.native_runner.plan import HEADER_NAME, RUNNER_NAME, SONAME
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.record import publish
-from orchestrator.digests import file_sha256
+from orchestrator.common.digests import file_sha256
 
 
 def library_files(out: Path) -> dict[str, str]:

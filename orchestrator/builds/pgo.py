@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from orchestrator.aarch64_isa import features_for_flags
 from orchestrator.builds.container_paths import BUILD
+from orchestrator.common.aarch64_isa import features_for_flags
 from orchestrator.errors import UsageError
 
 # Where the counters are named in the instrumented build, and where a profile is copied for the

@@ -25,6 +25,7 @@ from orchestrator.builds.build_args import (
     variant_args,
 )
 from orchestrator.builds.container_paths import BUILD, OUT, SCRIPTS, SRC
+from orchestrator.builds.endpoints import RemoteCache, check_docker_host
 from orchestrator.builds.flags import check_without_tree
 from orchestrator.builds.image import ImagePlan, plan_image
 from orchestrator.builds.native_runner.plan import library_name
@@ -58,7 +59,6 @@ from orchestrator.builds.toolchain import (
     toolchain_for,
 )
 from orchestrator.builds.variants import Variant, artifact_variant, release_tuple
-from orchestrator.endpoints import RemoteCache, check_docker_host
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import TargetProfile
 

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from orchestrator import aarch64_isa
 from orchestrator.artifacts.dependencies import resolve_dependencies
 from orchestrator.artifacts.store import Preflight
-from orchestrator.base_images import base_image_variable, ensure_base_image
 from orchestrator.board_side import read_text
-from orchestrator.digests import file_sha256
+from orchestrator.common import aarch64_isa
+from orchestrator.common.digests import file_sha256
 from orchestrator.errors import BuildError, ContainerTimeout, DeployError
+from orchestrator.lab.base_images import base_image_variable, ensure_base_image
 from orchestrator.lab.boards import LAB_PACKAGES  # the lab board's package set: one offline image serves both
 from orchestrator.lab.sample_models import preflight_model, write_model
 from orchestrator.targets import TargetProfile

@@ -29,7 +29,7 @@ from orchestrator.builds.preflight import run_preflight
 from orchestrator.builds.sources.ort import SourceSpec, SourceTree
 from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against
 from orchestrator.builds.sysroots.target import SysrootRef
-from orchestrator.digests import file_sha256
+from orchestrator.common.digests import file_sha256
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile
 

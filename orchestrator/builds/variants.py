@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
+from orchestrator.common.textfiles import TEXT_FILE_LIMIT, read_capped
 from orchestrator.errors import TargetError
 from orchestrator.paths import TOOLCHAINS_DIR, orch_home
-from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
 
 _KEYS = {
     "description": str,

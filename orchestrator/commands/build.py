@@ -18,6 +18,7 @@ from rich.table import Table
 from orchestrator.adapters.engine import Engine
 from orchestrator.artifacts.store import list_artifacts
 from orchestrator.builds.build_report import CompilerCacheUse, IncrementalBuild
+from orchestrator.builds.endpoints import check_docker_host
 from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
 from orchestrator.builds.image import base_image_refusal, made_offline
 from orchestrator.builds.plan import SCOPES, BuildPlan, refused_error
@@ -43,7 +44,6 @@ from orchestrator.commands.build_request import (
 from orchestrator.commands.build_show import show_footprint, show_plan, show_stock_plan
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.console import compile_progress, console, emit_json, print_whole
-from orchestrator.endpoints import check_docker_host
 from orchestrator.errors import UsageError
 from orchestrator.targets import TargetProfile, resolve_target
 

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from orchestrator.adapters.engine import Engine
 from orchestrator.builds.build_log import Log
+from orchestrator.builds.endpoints import RemoteCache
 from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
 from orchestrator.builds.image import base_image_refusal, made_offline
 from orchestrator.builds.plan import BuildPlan
@@ -31,7 +32,6 @@ from orchestrator.builds.queue import (
 from orchestrator.builds.variants import Variant, resolve_variant
 from orchestrator.commands.build_request import BuildRequest, PlanContext, plan_build
 from orchestrator.console import PlainProgress, console, emit_json, print_whole
-from orchestrator.endpoints import RemoteCache
 from orchestrator.errors import BuildError, PartialFailure, UsageError
 from orchestrator.targets import TargetProfile, resolve_target
 

@@ -15,7 +15,6 @@ from rich.markup import escape
 from orchestrator.adapters.engine import Engine
 from orchestrator.adapters.session import BoardSession
 from orchestrator.adapters.ssh import connect
-from orchestrator.base_images import ensure_base_image
 from orchestrator.board import Board
 from orchestrator.builds.on_board.execute import (
     Inputs,
@@ -34,6 +33,7 @@ from orchestrator.commands.build_request import BuildRequest
 from orchestrator.commands.options import Selection, selected_boards
 from orchestrator.console import compile_progress, console, emit_json
 from orchestrator.errors import UsageError
+from orchestrator.lab.base_images import ensure_base_image
 from orchestrator.targets import TargetProfile, resolve_target
 
 # What the on-board route does not combine with (it has no container, no engine, no sysroot).

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.builds.build_args import BuildScope
+from orchestrator.builds.config import BuildSettings, load_config
+from orchestrator.builds.endpoints import RemoteCache, check_docker_host, parse_cache_url
 from orchestrator.builds.pgo_training import MlasWorkload, ModelWorkload
 from orchestrator.builds.plan import BuildOptions, BuildPlan, machine_resources, make_plan, parse_define
 from orchestrator.builds.queue import LOCAL
@@ -20,10 +22,8 @@ from orchestrator.builds.routes import DependencyChoice
 from orchestrator.builds.sources.ort import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import Variant
-from orchestrator.config import BuildSettings, load_config
-from orchestrator.endpoints import RemoteCache, check_docker_host, parse_cache_url
+from orchestrator.common.ort_versions import check_ort_version
 from orchestrator.errors import UsageError
-from orchestrator.ort_versions import check_ort_version
 from orchestrator.targets import TargetProfile
 
 if TYPE_CHECKING:

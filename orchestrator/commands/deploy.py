@@ -26,6 +26,7 @@ from orchestrator.commands.options import (
     path_arg,
     selected_boards,
 )
+from orchestrator.common.ort_versions import check_ort_version
 from orchestrator.console import compact_table, console, emit_json, print_whole
 from orchestrator.deploy.artifact_choice import (
     SKIP_PREFLIGHT_OPTION,
@@ -42,7 +43,6 @@ from orchestrator.deploy.report import BoardReport
 from orchestrator.deploy.switch_gate import KnownCurrent
 from orchestrator.errors import UsageError
 from orchestrator.fleet.parallel import Outcome, print_failures
-from orchestrator.ort_versions import check_ort_version
 from orchestrator.paths import artifacts_dir
 
 NAME = "deploy"

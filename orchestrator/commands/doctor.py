@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.console import console, emit_json
-from orchestrator.doctor import run_checks
+from orchestrator.lab.doctor import run_checks
 
 NAME = "doctor"
 HELP = "check Docker, aarch64 emulation, SSH keys and disk space"

@@ -26,8 +26,8 @@ from orchestrator.artifacts.store import (
 )
 from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, inspect_wheel
 from orchestrator.board import Board
+from orchestrator.common.digests import file_sha256
 from orchestrator.deploy.library_choice import ChosenLibrary, checked_library
-from orchestrator.digests import file_sha256
 from orchestrator.errors import DeployError, UsageError
 from orchestrator.fleet.board_facts import BoardFacts, cpu_problems
 from orchestrator.paths import artifacts_dir

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from orchestrator.artifacts.model_file import onnx_file_problem
 from orchestrator.artifacts.store import Artifact
-from orchestrator.digests import file_sha256
+from orchestrator.common.digests import file_sha256
 from orchestrator.errors import UsageError
 
 AGENT_DIR = Path(__file__).resolve().parent.parent / "board_side"

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.aarch64_isa import features_for_flags
 from orchestrator.adapters.session import BoardSession
 from orchestrator.board_side import read_text
+from orchestrator.common.aarch64_isa import features_for_flags
 from orchestrator.errors import RemoteError
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from orchestrator.common.textfiles import TEXT_FILE_LIMIT, read_capped, read_pipe_capped
 from orchestrator.errors import InventoryError
-from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped, read_pipe_capped
 
 NULL_TAG = "tag:yaml.org,2002:null"
 _STR_TAG = "tag:yaml.org,2002:str"

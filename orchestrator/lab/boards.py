@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from orchestrator import base_images, lab_state
+from orchestrator import lab_state
 from orchestrator.adapters.engine_containers import ContainerState, ContainerSummary
 from orchestrator.errors import ContainerError, UsageError
+from orchestrator.lab import base_images
 from orchestrator.lab.keys import KeyPair, ensure_keypair, known_hosts_line, replace_known_hosts_lines
 from orchestrator.paths import DOCKER_DIR, known_hosts_path, orch_home
 from orchestrator.targets import TargetProfile, resolve_target

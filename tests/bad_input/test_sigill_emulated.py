@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import aarch64_isa
-from orchestrator.base_images import ensure_base_image
 from orchestrator.board_side import read_text
 from orchestrator.builds.preflight import describe_sigill, sigill_report
+from orchestrator.common import aarch64_isa
 from orchestrator.errors import ContainerTimeout
+from orchestrator.lab.base_images import ensure_base_image
 from orchestrator.lab.boards import LAB_PACKAGES
 from orchestrator.targets import resolve_target
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import load_config
-from orchestrator.endpoints import parse_cache_url
+from orchestrator.builds.config import load_config
+from orchestrator.builds.endpoints import parse_cache_url
 from orchestrator.errors import UsageError
 
 SCOPE = ("build", "--target", "lab", "--variant", "tuned", "--scope", "mlas-test", "--dry-run")

@@ -18,13 +18,13 @@ import subprocess
 import pytest
 
 from orchestrator.adapters.engine import Engine
-from orchestrator.base_images import base_image_variable, ensure_base_image
 from orchestrator.builds.image import made_offline
 from orchestrator.builds.plan import BuildOptions, make_plan
 from orchestrator.builds.preflight import board_image
 from orchestrator.builds.sources.ort import parse_source
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import BuildError
+from orchestrator.lab.base_images import base_image_variable, ensure_base_image
 from orchestrator.lab.boards import LAB_PACKAGES
 from orchestrator.targets import known_target_names, resolve_target
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.aarch64_isa import features_for_flags
 from orchestrator.builds.plan import (
     BuildOptions,
     choose_parallel,
@@ -16,6 +15,7 @@ from orchestrator.builds.plan import (
 )
 from orchestrator.builds.sources.ort import SourceSpec, parse_source
 from orchestrator.builds.variants import load_variants, resolve_variant
+from orchestrator.common.aarch64_isa import features_for_flags
 from orchestrator.errors import TargetError, UsageError
 from orchestrator.targets import known_target_names, resolve_target
 

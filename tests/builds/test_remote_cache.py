@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.builds.cache import CacheRelay
-from orchestrator.endpoints import parse_cache_url
+from orchestrator.builds.endpoints import parse_cache_url
 
 BUILD_TIMEOUT = 3600
 SCOPE = ("--target", "lab", "--variant", "tuned", "--scope", "mlas-test")

@@ -18,7 +18,7 @@ from orchestrator.builds.record import build_record
 from orchestrator.builds.sources.ort import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import resolve_variant
-from orchestrator.digests import file_sha256
+from orchestrator.common.digests import file_sha256
 from orchestrator.targets import BoardOS, resolve_target
 
 TARGET = "jetson-nano"

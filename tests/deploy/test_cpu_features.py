@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.aarch64_isa import features_for_flags
+from orchestrator.common.aarch64_isa import features_for_flags
 from orchestrator.fleet.board_facts import BoardFacts, cpu_problems, parse_facts
 
 FACTS = Path(__file__).parent / "facts"

@@ -27,8 +27,8 @@ from orchestrator import lab_state
 from orchestrator.adapters import ssh
 from orchestrator.adapters.engine import Engine
 from orchestrator.board import Board
+from orchestrator.common.digests import file_sha256
 from orchestrator.deploy.releases import Layout, list_releases, read_listing
-from orchestrator.digests import file_sha256
 from orchestrator.fleet.inventory import load_inventory
 from orchestrator.lab.sample_models import wide_matmul, write_model, write_tiny_convnet
 

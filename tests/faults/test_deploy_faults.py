@@ -30,7 +30,7 @@ import pytest
 from deploy_world import LOCK_MARK, PIP_MARK, VENV_MARK, VERIFY_MARK, Faults, make_faults
 
 from orchestrator.artifacts.store import Manifest, write_manifest
-from orchestrator.digests import file_sha256
+from orchestrator.common.digests import file_sha256
 from orchestrator.lab.sample_models import wide_matmul, write_model, write_tiny_convnet
 
 

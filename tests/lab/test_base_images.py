@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import base_images
 from orchestrator.adapters.engine import Engine
 from orchestrator.errors import ContainerError
+from orchestrator.lab import base_images
 from orchestrator.lab.boards import LAB_PACKAGES
 
 ARCHIVE = "http://archive.example.invalid/debian"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.adapters.engine import Engine
-from orchestrator.base_images import ensure_base_image
 from orchestrator.builds.build_log import LogSink, lto_dropped
 from orchestrator.errors import BuildError, ContainerError
+from orchestrator.lab.base_images import ensure_base_image
 from orchestrator.lab.boards import LAB_PACKAGES
 
 

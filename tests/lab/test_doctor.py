@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.doctor import parse_binfmt_entry, parse_qemu_version
+from orchestrator.lab.doctor import parse_binfmt_entry, parse_qemu_version
 
 EXPECTED = [
     "docker engine",

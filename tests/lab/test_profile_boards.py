@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator import lab_state
-from orchestrator.base_images import base_image_tag
 from orchestrator.cli import build_parser
 from orchestrator.commands.lab import LabRequest
 from orchestrator.errors import TargetError, UsageError
+from orchestrator.lab.base_images import base_image_tag
 from orchestrator.lab.boards import (
     LAB_PACKAGES,
     MAX_BOARDS,

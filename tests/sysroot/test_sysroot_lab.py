@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from orchestrator.adapters.engine import Engine
-from orchestrator.base_images import ensure_base_image
 from orchestrator.builds.sysroots.contents import Sysroot
+from orchestrator.lab.base_images import ensure_base_image
 
 # What orch's other lab tests give a bookworm board: the same package list makes the same image.
 BOOKWORM_PACKAGES = ("ca-certificates", "openssh-server", "python3", "python3-venv")

@@ -37,7 +37,7 @@ from orchestrator.builds.native_runner.plan import (
     wheel_library,
 )
 from orchestrator.builds.sources.ort import DEBIAN_ORT_VERSIONS, fetch_debian_tarball
-from orchestrator.digests import file_sha256
+from orchestrator.common.digests import file_sha256
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile
 

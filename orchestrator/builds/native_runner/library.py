@@ -42,7 +42,7 @@ from orchestrator.builds.preflight import (
     verdict,
 )
 from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against, needs_of
-from orchestrator.digests import file_sha256
+from orchestrator.common.digests import file_sha256
 from orchestrator.errors import BuildError, ContainerTimeout
 
 if TYPE_CHECKING:

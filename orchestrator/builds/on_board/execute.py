@@ -45,7 +45,7 @@ from orchestrator.builds.record import BoardCheck, MadeWheel, built_for, finish_
 from orchestrator.builds.sources.dependencies import PreparedDependencies
 from orchestrator.builds.sources.ort import SourceTree
 from orchestrator.builds.workspace import build_record_dir
-from orchestrator.digests import file_sha256
+from orchestrator.common.digests import file_sha256
 from orchestrator.errors import BuildError
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
 

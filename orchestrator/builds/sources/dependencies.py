@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from orchestrator.adapters import process
-from orchestrator.digests import file_sha256
+from orchestrator.common.digests import file_sha256
 from orchestrator.errors import BuildError
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR, orch_home
 

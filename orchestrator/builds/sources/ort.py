@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Literal
 
 from orchestrator.adapters import process
 from orchestrator.builds.sources.release_files import DEPS_FILE, read_tarball, read_tree
-from orchestrator.digests import file_sha256
+from orchestrator.common.digests import file_sha256
+from orchestrator.common.ort_versions import check_ort_version
 from orchestrator.errors import BuildError, UsageError
-from orchestrator.ort_versions import check_ort_version
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR, orch_home
 
 if TYPE_CHECKING:

@@ -25,10 +25,10 @@ from typing import Any
 
 import yaml
 
-from orchestrator.endpoints import check_docker_host, parse_cache_url
+from orchestrator.builds.endpoints import check_docker_host, parse_cache_url
+from orchestrator.common.textfiles import TEXT_FILE_LIMIT, read_capped
 from orchestrator.errors import UsageError
 from orchestrator.paths import orch_home
-from orchestrator.textfiles import TEXT_FILE_LIMIT, read_capped
 
 FILE_NAME = "orch.yaml"
 HOME_FILE_NAME = "config.yaml"
