@@ -24,6 +24,13 @@ from orchestrator.builds.image import base_image_refusal, made_offline
 from orchestrator.builds.plan import SCOPES, BuildPlan, refused_error
 from orchestrator.builds.queue import LOCAL
 from orchestrator.builds.release_checks import check_stock_python
+from orchestrator.builds.request import (
+    BuildRequest,
+    PlanContext,
+    plan_build,
+    read_build_request,
+    remote_cache,
+)
 from orchestrator.builds.routes import DEPENDENCY_CHOICES
 from orchestrator.builds.stock import default_version, fetch_stock
 from orchestrator.builds.sysroots.store import find_sysroot
@@ -34,13 +41,6 @@ from orchestrator.commands import options
 from orchestrator.commands.build_batch import run_batch_command
 from orchestrator.commands.build_on_board import run_on_board
 from orchestrator.commands.build_pgo import refuse_what_cannot_train, run_profile_guided
-from orchestrator.commands.build_request import (
-    BuildRequest,
-    PlanContext,
-    plan_build,
-    read_build_request,
-    remote_cache,
-)
 from orchestrator.commands.build_show import show_footprint, show_plan, show_stock_plan
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.console import compile_progress, console, emit_json, print_whole

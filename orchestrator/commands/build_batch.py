@@ -29,8 +29,8 @@ from orchestrator.builds.queue import (
     prepare_shared,
     run_batch,
 )
+from orchestrator.builds.request import BuildRequest, PlanContext, plan_build
 from orchestrator.builds.variants import Variant, resolve_variant
-from orchestrator.commands.build_request import BuildRequest, PlanContext, plan_build
 from orchestrator.console import PlainProgress, console, emit_json, print_whole
 from orchestrator.errors import BuildError, PartialFailure, UsageError
 from orchestrator.targets import TargetProfile, resolve_target

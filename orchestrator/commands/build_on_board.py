@@ -26,10 +26,10 @@ from orchestrator.builds.on_board.execute import (
 from orchestrator.builds.on_board.plan import OnBoardPlan, OnBoardRequest, make_on_board_plan
 from orchestrator.builds.on_board.requirements import refuse_unmet, unmet_requirements
 from orchestrator.builds.plan import parse_define
+from orchestrator.builds.request import BuildRequest
 from orchestrator.builds.sources.dependencies import load_table, prepare_dependencies
 from orchestrator.builds.sources.ort import parse_source, prepare_source
 from orchestrator.builds.variants import Variant
-from orchestrator.commands.build_request import BuildRequest
 from orchestrator.commands.options import Selection, selected_boards
 from orchestrator.console import compile_progress, console, emit_json
 from orchestrator.errors import UsageError

@@ -50,8 +50,8 @@ from orchestrator.builds.pgo_flavour import Flavour, flavour_of
 from orchestrator.builds.pgo_merge import gcov_tool, merge_counters, merge_raw_profiles
 from orchestrator.builds.pgo_training import CountersInto, train_mlas_test, train_wheel
 from orchestrator.builds.plan import BuildPlan, refused_error
+from orchestrator.builds.request import BuildRequest, PlanContext, TrainRequest, plan_build
 from orchestrator.builds.variants import Variant
-from orchestrator.commands.build_request import BuildRequest, PlanContext, TrainRequest, plan_build
 from orchestrator.commands.options import Selection, selected_boards
 from orchestrator.console import console, emit_json
 from orchestrator.errors import BuildError, UsageError

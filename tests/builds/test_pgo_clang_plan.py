@@ -34,12 +34,12 @@ from orchestrator.builds.pgo_clang import (
 from orchestrator.builds.pgo_flavour import CLANG, GCC, flavour_of
 from orchestrator.builds.pgo_merge import CLANG_SCRIPT, merge_raw_profiles
 from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan
+from orchestrator.builds.request import PlanContext, read_build_request
 from orchestrator.builds.sources.ort import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.cli import build_parser
 from orchestrator.commands.build_pgo import _with_flags, profile_key, run_profile_guided
-from orchestrator.commands.build_request import PlanContext, read_build_request
 from orchestrator.errors import UsageError
 from orchestrator.targets import BoardOS, resolve_target
 

@@ -25,10 +25,10 @@ from orchestrator.builds.pgo import (
     refuse_unless_fits,
 )
 from orchestrator.builds.plan import BuildOptions, make_plan
+from orchestrator.builds.request import read_train_request
 from orchestrator.builds.sources.ort import SourceSpec
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.commands.build_pgo import _with_flags, profile_key
-from orchestrator.commands.build_request import read_train_request
 from orchestrator.errors import UsageError
 from orchestrator.lab.sample_models import tiny_convnet, write_model
 from orchestrator.targets import resolve_target
