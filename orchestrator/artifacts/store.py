@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from orchestrator.common.json_fields import JsonFields, JsonSource
 from orchestrator.errors import UsageError
 from orchestrator.paths import artifacts_dir
 
@@ -50,126 +51,19 @@ ARTIFACT_KINDS: tuple[ArtifactKind, ...] = ("wheel", "library")
 LIBRARY_SUFFIX = "-library"  # of a C library build's directory: <ort-version>-library
 
 
-class _Fields:
-    """Typed reads from one JSON object of a manifest; an error names the file and the key."""
-
-    def __init__(self, document: object, where: str, prefix: str = "") -> None:
-        if not isinstance(document, dict):
-            what = f"key '{prefix.rstrip('.')}'" if prefix else "the manifest"
-            raise ManifestError(
-                f"{where}: {what} must be a JSON object, not {_kind(document)}",
-                hint="rebuild the artifact (orch build) or remove its directory",
-            )
-        self.document: dict[str, Any] = document
-        self.where = where
-        self.prefix = prefix
-        self.used: set[str] = set()
-
-    def _bad(self, key: str, wanted: str, value: object) -> ManifestError:
-        return ManifestError(
-            f"{self.where}: key '{self.prefix}{key}' must be {wanted}, not {_kind(value)}",
-            hint="rebuild the artifact (orch build) or fix the manifest",
-        )
-
-    def _get(self, key: str) -> object:
-        self.used.add(key)
-        return self.document.get(key)
-
-    def _require(self, key: str) -> object:
-        if key not in self.document:
-            raise ManifestError(
-                f"{self.where}: missing key '{self.prefix}{key}'",
-                hint="rebuild the artifact (orch build) or fix the manifest",
-            )
-        return self._get(key)
-
-    def required_text(self, key: str) -> str:
-        value = self._require(key)
-        if not isinstance(value, str) or not value:
-            raise self._bad(key, "a non-empty string", value)
-        return value
-
-    def required_flag(self, key: str) -> bool:
-        value = self._require(key)
-        if not isinstance(value, bool):
-            raise self._bad(key, "true or false", value)
-        return value
-
-    def text(self, key: str) -> str | None:
-        value = self._get(key)
-        if value is not None and not isinstance(value, str):
-            raise self._bad(key, "a string", value)
-        return value
-
-    def integer(self, key: str) -> int | None:
-        value = self._get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise self._bad(key, "an integer", value)
-        return value
-
-    def number(self, key: str) -> float | None:
-        value = self._get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self._bad(key, "a number", value)
-        return float(value)
-
-    def texts(self, key: str) -> tuple[str, ...] | None:
-        value = self._get(key)
-        if value is None:
-            return None
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise self._bad(key, "a list of strings", value)
-        return tuple(value)
-
-    def text_maps(self, key: str) -> tuple[dict[str, str], ...] | None:
-        value = self._get(key)
-        if value is None:
-            return None
-        if not isinstance(value, list) or not all(
-            isinstance(item, dict) and all(isinstance(v, str) for v in item.values()) for item in value
-        ):
-            raise self._bad(key, "a list of objects of strings", value)
-        return tuple(value)
-
-    def kind(self, key: str) -> ArtifactKind | None:
-        value = self._get(key)
-        if value is None:
-            return None
-        found = next((kind for kind in ARTIFACT_KINDS if kind == value), None)
-        if found is None:
-            raise self._bad(key, " or ".join(ARTIFACT_KINDS), value)
-        return found
-
-    def text_map(self, key: str) -> dict[str, str] | None:
-        """A JSON object of strings (``{"lib/libx.so": "<sha256>"}``)."""
-        value = self._get(key)
-        if value is None:
-            return None
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise self._bad(key, "an object of strings", value)
-        return dict(value)
-
-    def document_value(self, key: str) -> dict[str, Any] | None:
-        """A JSON object kept as a document (a tool's report orch only stores and prints)."""
-        value = self._get(key)
-        if value is not None and not isinstance(value, dict):
-            raise self._bad(key, "a JSON object", value)
-        return value
-
-    def child(self, key: str) -> _Fields | None:
-        value = self._get(key)
-        return None if value is None else _Fields(value, self.where, f"{self.prefix}{key}.")
-
-    def rest(self) -> dict[str, Any]:
-        """The keys no read asked for: kept as they are."""
-        return {k: v for k, v in self.document.items() if k not in self.used}
+_HINT = "rebuild the artifact (orch build) or fix the manifest"
 
 
-def _kind(value: object) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}
-    return names.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+def _fields(document: object, where: str) -> JsonFields:
+    """Typed reads from a manifest's JSON; an error is a ManifestError naming the file and the key."""
+    source = JsonSource(
+        where=where,
+        error=ManifestError,
+        hint=_HINT,
+        not_object_hint="rebuild the artifact (orch build) or remove its directory",
+        whole="the manifest",
+    )
+    return JsonFields(document, source)
 
 
 def _plain(value: object) -> object:
@@ -183,7 +77,7 @@ def _plain(value: object) -> object:
     return value
 
 
-def _recorded(obj: DataclassInstance, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+def _recorded(obj: DataclassInstance, skip: tuple[str, ...] = ()) -> dict[str, object]:
     """The dataclass's fields that hold a value (None = not recorded, not written), as JSON."""
     return {
         f.name: _plain(getattr(obj, f.name))
@@ -203,11 +97,11 @@ class Preflight:
     # the board's ORT version and providers, the comparison with x86 onnxruntime.
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**self.details, **_recorded(self, skip=("details",))}
 
     @classmethod
-    def read(cls, f: _Fields) -> Preflight:
+    def read(cls, f: JsonFields) -> Preflight:
         return cls(
             ok=f.required_flag("ok"), error=f.text("error"), skipped=f.text("skipped"), details=f.rest()
         )
@@ -222,11 +116,11 @@ class WheelCheck:
     # What inspect_wheel found (WheelInfo.as_dict()): tags, machines, glibc_required, shared objects.
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**self.details, **_recorded(self, skip=("details",))}
 
     @classmethod
-    def read(cls, f: _Fields) -> WheelCheck:
+    def read(cls, f: JsonFields) -> WheelCheck:
         return cls(ok=f.required_flag("ok"), problems=f.texts("problems") or (), details=f.rest())
 
 
@@ -242,11 +136,11 @@ class Source:
     download_argv: tuple[str, ...] | None = None  # stock: how the official wheel was fetched
     details: Mapping[str, Any] = field(default_factory=dict)  # keys this orch does not know
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**self.details, **_recorded(self, skip=("details",))}
 
     @classmethod
-    def read(cls, f: _Fields) -> Source:
+    def read(cls, f: JsonFields) -> Source:
         return cls(
             kind=f.required_text("kind"),
             description=f.text("description"),
@@ -268,11 +162,11 @@ class BuiltFor:
     python: str | None = None
     distro: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return _recorded(self)
 
     @classmethod
-    def read(cls, f: _Fields) -> BuiltFor:
+    def read(cls, f: JsonFields) -> BuiltFor:
         return cls(
             cpu=f.text("cpu"),
             mcpu=f.text("mcpu"),
@@ -296,7 +190,7 @@ class BuildRecord:
     # The self-contained route: each dependency's Debian package, version, sha256 and ORT patch.
     dependency_sources: tuple[dict[str, str], ...] | None = None
     # --sysroot-from: the stored sysroot the wheel was built and checked for (name, digest, OS, check).
-    sysroot: dict[str, Any] | None = None
+    sysroot: dict[str, object] | None = None
     image: str | None = None  # the build image's tag
     image_id: str | None = None
     engine: str | None = None  # the Docker engine that built it
@@ -307,25 +201,25 @@ class BuildRecord:
     parallel: int | None = None
     target_profile: BuiltFor | None = None
     compiler: str | None = None  # "aarch64-linux-gnu-g++ 14.2.0"
-    compile_commands_readback: dict[str, Any] | None = None  # per key source: the flags it really got
+    compile_commands_readback: Mapping[str, object] | None = None  # per key source: the flags it really got
     bundled_libraries: tuple[str, ...] | None = None
-    ccache: dict[str, Any] | None = None  # hits, misses, hit rate of the build
+    ccache: dict[str, object] | None = None  # hits, misses, hit rate of the build
     # In the kept build directory: did CMake configure again ("ran"/"reused"), how many ninja steps.
-    incremental: dict[str, Any] | None = None
+    incremental: dict[str, object] | None = None
     build_duration_s: float | None = None
     flag_warnings: tuple[str, ...] | None = None
     kleidiai: str | None = None  # "on" | "off" | "not in this release"
     # A reduced build: the models it was made for, the operator count, ORT's config text.
-    operator_config: dict[str, Any] | None = None
+    operator_config: dict[str, object] | None = None
     # A profile-guided build: the profile's key and digest, where it was trained (board, CPU, what
     # ran, runs), what its counters covered and how many compiled sources had counters.
-    profile: dict[str, Any] | None = None
+    profile: dict[str, object] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return _recorded(self)
 
     @classmethod
-    def read(cls, f: _Fields) -> BuildRecord:
+    def read(cls, f: JsonFields) -> BuildRecord:
         source = f.child("source")
         target_profile = f.child("target_profile")
         return cls(
@@ -376,11 +270,11 @@ class NativeRunner:
     skipped: str | None = None  # why there is no runner (no C library in the wheel, no header offline)
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**self.details, **_recorded(self, skip=("details",))}
 
     @classmethod
-    def read(cls, f: _Fields) -> NativeRunner:
+    def read(cls, f: JsonFields) -> NativeRunner:
         return cls(
             file=f.text("file"),
             sha256=f.text("sha256"),
@@ -409,15 +303,15 @@ class LibraryFiles:
     # What the build found and proved: each library's checked symbol versions, the sysroot.
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**self.details, **_recorded(self, skip=("details",))}
 
     @classmethod
-    def read(cls, f: _Fields) -> LibraryFiles:
+    def read(cls, f: JsonFields) -> LibraryFiles:
         files = f.text_map("files")
         if not files:
-            raise ManifestError(
-                f"{f.where}: key '{f.prefix}files' must list the build's files",
+            raise f.problem(
+                f"key '{f.prefix}files' must list the build's files",
                 hint="rebuild the artifact (orch build --scope library)",
             )
         return cls(files=files, soname=f.text("soname"), header=f.text("header"), details=f.rest())
@@ -460,17 +354,17 @@ class Manifest:
         """What the artifact holds; a manifest that does not say is a wheel's (older orch)."""
         return self.kind or "wheel"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**self.extra, **_recorded(self, skip=("build", "extra")), **self.build.to_json()}
 
     @classmethod
     def from_json(cls, document: object, *, source: str | Path) -> Manifest:
         """A manifest from its JSON document; ``source`` (its file) is named in every error."""
-        f = _Fields(document, str(source))
+        f = _fields(document, str(source))
         wheel_check = f.child("wheel_check")
         preflight = f.child("preflight")
         runner = f.child("native_runner")
-        kind = f.kind("kind")
+        kind = f.choice("kind", ARTIFACT_KINDS)
         library = f.child("library") if kind == "library" else None
         if kind == "library" and library is None:
             raise ManifestError(
