@@ -1,6 +1,6 @@
 #!/bin/sh
 # Add up several boards' GCC counter trees (.gcda files) into /merge/out, with the cross GCC's own
-# gcov-tool, in the build image of the instrumented build. Run by orchestrator.builds.pgo_merge, which
+# gcov-tool, in the build image of the instrumented build. Run by orchestrator.builds.pgo.merge, which
 # copies the trees in (/merge/in/0, /merge/in/1, ...) and /merge/out back out.
 #
 # $1 = the gcov-tool, then the input directories (at least two). gcov-tool merges two directories at

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Add up clang's raw profiles (.profraw files, one tree per training board) into one indexed profile,
 # /merge/out/merged.profdata, with the llvm-profdata of the compiler's own LLVM release, in the build
-# image of the instrumented build; then say what it holds. Run by orchestrator.builds.pgo_merge, which
+# image of the instrumented build; then say what it holds. Run by orchestrator.builds.pgo.merge, which
 # copies the trees in (/merge/in/0, /merge/in/1, ...) and /merge/out back out.
 #
 # $1 = the llvm-profdata (versioned: llvm-profdata-19), then the input directories (one or more).

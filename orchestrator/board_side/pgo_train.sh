@@ -1,7 +1,7 @@
 # shellcheck shell=sh
 # Runs a profile-instrumented program on this board, RUNS times, with its counters written into a
 # scratch directory instead of the build paths compiled into it, then packs the counters.
-# Sent to `sh -s -- ARGS` on stdin by orchestrator.builds.pgo_training, which fetches the pack.
+# Sent to `sh -s -- ARGS` on stdin by orchestrator.builds.pgo.training, which fetches the pack.
 #
 # $1 = the scratch directory (relative paths are relative to the login home), $2 = RUNS,
 # $3 = the compiler whose counters these are: gcc (.gcda files) or clang (.profraw files),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from orchestrator.builds.build_args import BuildScope
 from orchestrator.builds.config import BuildSettings, load_config
 from orchestrator.builds.endpoints import RemoteCache, check_docker_host, parse_cache_url
-from orchestrator.builds.pgo_training import MlasWorkload, ModelWorkload
+from orchestrator.builds.pgo.training import MlasWorkload, ModelWorkload
 from orchestrator.builds.plan import BuildOptions, BuildPlan, machine_resources, make_plan, parse_define
 from orchestrator.builds.queue import LOCAL
 from orchestrator.builds.reduced_ops import OperatorConfig, operator_config

@@ -21,6 +21,7 @@ from orchestrator.builds.build_report import CompilerCacheUse, IncrementalBuild
 from orchestrator.builds.endpoints import check_docker_host
 from orchestrator.builds.execute import BuildResult, ExecuteOptions, execute
 from orchestrator.builds.image import base_image_refusal, made_offline
+from orchestrator.builds.pgo.loop import refuse_what_cannot_train
 from orchestrator.builds.plan import SCOPES, BuildPlan, refused_error
 from orchestrator.builds.queue import LOCAL
 from orchestrator.builds.release_checks import check_stock_python
@@ -40,7 +41,7 @@ from orchestrator.builds.workspace import volumes_to_clean
 from orchestrator.commands import options
 from orchestrator.commands.build_batch import run_batch_command
 from orchestrator.commands.build_on_board import run_on_board
-from orchestrator.commands.build_pgo import refuse_what_cannot_train, run_profile_guided
+from orchestrator.commands.build_pgo import build_profile_guided
 from orchestrator.commands.build_show import show_footprint, show_plan, show_stock_plan
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.console import compile_progress, console, emit_json, print_whole
@@ -267,7 +268,7 @@ def _build_one(request: BuildRequest) -> int:
     # cores and memory so the job count fits the machine that does the work.
     engine = Engine(docker_host) if docker_host and not request.dry_run else None
     if variant.profile_guided:
-        return run_profile_guided(request, profile, variant, context, execute_build=_execute_with_progress)
+        return build_profile_guided(request, profile, variant, context, execute_build=_execute_with_progress)
     plan = plan_build(request, profile, variant, context, engine)
     if request.dry_run:
         show_plan(plan, force_flags=request.force_flags, as_json=request.json)

@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 from orchestrator.board_side import read_text
-from orchestrator.builds.pgo import ProfileUse, refuse_unless_fits
-from orchestrator.builds.pgo_clang import (
+from orchestrator.builds.pgo.clang import (
     ProfileShowError,
     coverage_of,
     functions_run,
@@ -31,15 +30,18 @@ from orchestrator.builds.pgo_clang import (
     raw_runs,
     tool_version,
 )
-from orchestrator.builds.pgo_flavour import CLANG, GCC, flavour_of
-from orchestrator.builds.pgo_merge import CLANG_SCRIPT, merge_raw_profiles
+from orchestrator.builds.pgo.flavour import CLANG, GCC, flavour_of
+from orchestrator.builds.pgo.loop import with_flags
+from orchestrator.builds.pgo.merge import CLANG_SCRIPT, merge_raw_profiles
+from orchestrator.builds.pgo.profile import ProfileUse, refuse_unless_fits
+from orchestrator.builds.pgo.stored import profile_key
 from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan
 from orchestrator.builds.request import PlanContext, read_build_request
-from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.cli import build_parser
-from orchestrator.commands.build_pgo import _with_flags, profile_key, run_profile_guided
+from orchestrator.commands.build_pgo import build_profile_guided
 from orchestrator.errors import UsageError
 from orchestrator.targets import BoardOS, resolve_target
 
@@ -64,7 +66,7 @@ def _plan(ref: SysrootRef | None, flags: tuple[str, ...] = (), *, target: str = 
         profile = replace(profile, os=ref.os, bootstrap_suite=ref.os.codename)
     variant = resolve_variant("pgo")
     if flags:
-        variant = _with_flags(variant, flags)
+        variant = with_flags(variant, flags)
     options = BuildOptions(
         source=parse_source(None, version=None, suite="trixie"),
         scope="mlas-test",
@@ -318,7 +320,7 @@ def test_the_dry_run_on_the_sysroot_route_shows_clangs_flags_and_the_llvm_profda
     def never(*_: object) -> Any:
         raise AssertionError("a dry run builds nothing")
 
-    assert run_profile_guided(request, profile, resolve_variant("pgo"), context, execute_build=never) == 0
+    assert build_profile_guided(request, profile, resolve_variant("pgo"), context, execute_build=never) == 0
     document = json.loads(capsys.readouterr().out)
     steps = document["profile_guided"]
     assert document["toolchain"] == "clang-sysroot"

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.builds.pgo import (
+from orchestrator.builds.pgo.loop import with_flags
+from orchestrator.builds.pgo.profile import (
     CounterFileError,
     coverage_of,
     instrument_flags,
@@ -24,11 +25,11 @@ from orchestrator.builds.pgo import (
     read_counters,
     refuse_unless_fits,
 )
+from orchestrator.builds.pgo.stored import profile_key
 from orchestrator.builds.plan import BuildOptions, make_plan
 from orchestrator.builds.request import read_train_request
-from orchestrator.builds.sources.ort import SourceSpec
+from orchestrator.builds.sources.ort_spec import SourceSpec
 from orchestrator.builds.variants import resolve_variant
-from orchestrator.commands.build_pgo import _with_flags, profile_key
 from orchestrator.errors import UsageError
 from orchestrator.lab.sample_models import tiny_convnet, write_model
 from orchestrator.targets import resolve_target
@@ -41,7 +42,7 @@ SOURCE = SourceSpec(kind="debian", location="trixie", ref=None, version="1.21.0"
 def _plan(flags: tuple[str, ...] = (), *, suffix: str = "", target: str = "lab", defines=()):
     variant = resolve_variant("pgo")
     if flags:
-        variant = _with_flags(variant, flags, suffix=suffix)
+        variant = with_flags(variant, flags, suffix=suffix)
     options = BuildOptions(
         source=SOURCE, scope="mlas-test", cpus=2, memory_bytes=24 << 30, extra_defines=defines
     )

@@ -1,7 +1,7 @@
 """clang's flavour of the profile-guided loop (the sysroot route, ``clang-sysroot``). Pure: flags,
 and what llvm-profdata and the compiler print, read from text.
 
-The loop is GCC's (``builds.pgo``) with LLVM's tools, as clang 19 of the build image showed them
+The loop is GCC's (``builds.pgo.profile``) with LLVM's tools, as clang 19 of the build image showed them
 (a small program against a Debian 11 sysroot, run under qemu-user as a Cortex-A57):
 
 * instrumented: ``-fprofile-generate`` (IR instrumentation), counters atomic on the same CPUs as
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.builds.pgo import (
+from orchestrator.builds.pgo.profile import (
     PROFILE_ROOT,
     Coverage,
     ProfileUse,

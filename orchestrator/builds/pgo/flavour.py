@@ -1,5 +1,5 @@
-"""Which compiler's profile-guided loop a build runs: GCC's counters (``builds.pgo``) for the
-board's own distribution, clang's raw and indexed profiles (``builds.pgo_clang``) on the sysroot
+"""Which compiler's profile-guided loop a build runs: GCC's counters (``builds.pgo.profile``) for the
+board's own distribution, clang's raw and indexed profiles (``builds.pgo.clang``) on the sysroot
 route. One value answers every step's question (flags, board-side redirection, merge, use), so
 the command runs one loop for both. Pure."""
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from orchestrator.builds import pgo, pgo_clang
-from orchestrator.builds.pgo import Compiler, ProfileUse
-from orchestrator.builds.pgo_merge import gcov_tool
+from orchestrator.builds.pgo import clang, profile
+from orchestrator.builds.pgo.merge import gcov_tool
+from orchestrator.builds.pgo.profile import Compiler, ProfileUse
 from orchestrator.builds.toolchain import Toolchain
 
 
@@ -22,17 +22,17 @@ class Flavour:
     @property
     def profile_glob(self) -> str:
         """The files the optimised build reads, hashed into its profile digest."""
-        return "*.gcda" if self.compiler == "gcc" else f"*{pgo_clang.PROFDATA_FILE}"
+        return "*.gcda" if self.compiler == "gcc" else f"*{clang.PROFDATA_FILE}"
 
     def instrument_flags(self, mcpu: str) -> tuple[str, ...]:
         if self.compiler == "gcc":
-            return pgo.instrument_flags(mcpu)
-        return pgo_clang.instrument_flags(mcpu)
+            return profile.instrument_flags(mcpu)
+        return clang.instrument_flags(mcpu)
 
     def optimise_flags(self, digest: str) -> tuple[str, ...]:
         if self.compiler == "gcc":
-            return pgo.optimise_flags(digest)
-        return pgo_clang.optimise_flags(digest)
+            return profile.optimise_flags(digest)
+        return clang.optimise_flags(digest)
 
     def merges(self, boards: int) -> bool:
         """GCC's counters add up on the board, one board's are the profile; clang's optimised build
@@ -40,12 +40,12 @@ class Flavour:
         return boards > 1 if self.compiler == "gcc" else boards > 0
 
     def merge_tool(self, cross_prefix: str) -> str:
-        return gcov_tool(cross_prefix) if self.compiler == "gcc" else pgo_clang.PROFDATA
+        return gcov_tool(cross_prefix) if self.compiler == "gcc" else clang.PROFDATA
 
     def profile_use(self, log_lines: Iterable[str], compiled: int) -> ProfileUse:
         if self.compiler == "gcc":
-            return pgo.profile_use(log_lines, compiled)
-        return pgo_clang.profile_use(log_lines, compiled)
+            return profile.profile_use(log_lines, compiled)
+        return clang.profile_use(log_lines, compiled)
 
 
 GCC = Flavour(compiler="gcc", name="GCC")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.builds.pgo_clang import PROFDATA, VERSION_FILE, Merged, tool_version
+from orchestrator.builds.pgo.clang import PROFDATA, VERSION_FILE, Merged, tool_version
 from orchestrator.errors import BuildError
 from orchestrator.paths import DOCKER_DIR
 
@@ -55,7 +55,7 @@ def merge_counters(
 
 def merge_raw_profiles(engine: Engine, image: str, trees: Sequence[Path], into: Path) -> Merged:
     """Every raw profile under ``trees`` (one per board) added up into ``into``: the merged profile
-    and what llvm-profdata says of it (``builds.pgo_clang`` reads them)."""
+    and what llvm-profdata says of it (``builds.pgo.clang`` reads them)."""
     if not trees:
         raise ValueError("merging needs a raw profile tree")
     code, lines = _merge_in_image(engine, image, trees, into, _Merge(CLANG_SCRIPT, PROFDATA, VERSION_FILE))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from orchestrator.adapters.session import BoardSession, CommandResult
 from orchestrator.board_side import read_text
-from orchestrator.builds.pgo import Compiler, Training
+from orchestrator.builds.pgo.profile import Compiler, Training
 from orchestrator.errors import RemoteError
 
 MLAS_TEST = "onnxruntime_mlas_test"

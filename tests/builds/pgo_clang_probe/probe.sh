@@ -9,7 +9,7 @@
 #     -v docker/build/merge_profiles.sh:/work/scripts/merge_profiles.sh:ro -v OUT:/work/out \
 #     -v tests/builds/pgo_clang_probe/probe.sh:/probe.sh:ro orch/build-clang-sysroot:<tag> sh /probe.sh
 #
-# The flags are builds.pgo_clang's (instrument_flags("cortex-a57"), optimise_flags(...)).
+# The flags are builds.pgo.clang's (instrument_flags("cortex-a57"), optimise_flags(...)).
 set -u
 cp -a /sr/. /sysroot/
 # As orch's sysroot volume does: the board's absolute links made to point inside the mount.
