@@ -7,7 +7,7 @@ import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict
 
 from rich.markup import escape
 from rich.table import Table
@@ -19,8 +19,8 @@ from orchestrator.console import console, emit_json, print_whole
 from orchestrator.errors import PartialFailure, VerifyError
 from orchestrator.fleet.parallel import print_failures
 from orchestrator.paths import results_dir
-from orchestrator.verify.execute import VERIFY_PREFIX, BoardVerify, VerifyRun, run_verify
-from orchestrator.verify.plan import VerifyPlan, make_plan
+from orchestrator.verify.execute import VERIFY_PREFIX, BoardVerify, BoardVerifyDocument, VerifyRun, run_verify
+from orchestrator.verify.plan import VerifyPlan, VerifyPlanDocument, make_plan
 
 NAME = "verify"
 HELP = "run ONNX's conformance cases and your deployed models on the boards, against stock onnxruntime"
@@ -30,6 +30,29 @@ SHOWN_DETAIL = 160
 # Builds of different releases differ in hundreds of cases (opsets one release lacks): the first
 # ones are shown, the JSON document and the stored result have them all.
 SHOWN_CASES = 25
+
+
+class VerifiedBoard(BoardVerifyDocument):
+    status: Literal["ok"]
+
+
+class FailedBoard(TypedDict):
+    status: Literal["failed"]
+    error: str
+
+
+class VerifyDocument(TypedDict):
+    """A verify run as ``--json`` prints it and ``results/verify-<run id>.json`` keeps it."""
+
+    schema: str  # orch-verify/1
+    run_id: str
+    created: str
+    plan: VerifyPlanDocument
+    onnx: str  # the onnx release whose node cases ran
+    node_cases: int
+    node_cases_left_out: dict[str, int]  # reason -> cases
+    wall_s: float
+    boards: dict[str, VerifiedBoard | FailedBoard]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,27 +138,32 @@ def _progress(board: str, message: str) -> None:
     console.print(f"[bold]{escape(board)}[/] {escape(message)}", soft_wrap=True)
 
 
-def document(done: VerifyRun, plan: VerifyPlan, run_id: str) -> dict[str, Any]:
-    boards: dict[str, Any] = {}
+def document(done: VerifyRun, plan: VerifyPlan, run_id: str) -> VerifyDocument:
+    boards: dict[str, VerifiedBoard | FailedBoard] = {}
     for name, board_outcome in done.outcome.outcomes.items():
         if board_outcome.ok and isinstance(board_outcome.value, BoardVerify):
-            boards[name] = {"status": "ok", **board_outcome.value.as_dict()}
+            boards[name] = VerifiedBoard(status="ok", **board_outcome.value.as_dict())
         else:
-            boards[name] = {"status": "failed", "error": board_outcome.message}
-    return {
-        "schema": "orch-verify/1",
-        "run_id": run_id,
-        "created": utc_now(),
-        "plan": plan.as_dict(),
-        "onnx": done.onnx_version,
-        "node_cases": done.node_cases,
-        "node_cases_left_out": done.skipped,
-        "wall_s": round(done.wall_s, 2),
-        "boards": boards,
-    }
+            boards[name] = FailedBoard(status="failed", error=board_outcome.message)
+    return VerifyDocument(
+        schema="orch-verify/1",
+        run_id=run_id,
+        created=utc_now(),
+        plan=plan.as_dict(),
+        onnx=done.onnx_version,
+        node_cases=done.node_cases,
+        node_cases_left_out=done.skipped,
+        wall_s=round(done.wall_s, 2),
+        boards=boards,
+    )
 
 
-def _summary_table(doc: dict[str, Any]) -> Table:
+def _verified(doc: VerifyDocument) -> list[tuple[str, VerifiedBoard]]:
+    """The boards that were verified (a failed board has no builds), by name as in the document."""
+    return [(name, board) for name, board in doc["boards"].items() if board["status"] == "ok"]
+
+
+def _summary_table(doc: VerifyDocument) -> Table:
     table = Table(title="conformance per build (reference: x86-64 stock onnxruntime, same release)")
     for column in (
         "board",
@@ -153,8 +181,8 @@ def _summary_table(doc: dict[str, Any]) -> Table:
         table.add_column(
             column, overflow="fold", justify="right" if column in {"cases", "pass", "fail"} else "left"
         )
-    for name, board in doc["boards"].items():
-        for build in board.get("builds", []):
+    for name, board in _verified(doc):
+        for build in board["builds"]:
             counted, ref = build["counts"], build["reference_counts"]
             table.add_row(
                 name,
@@ -172,26 +200,25 @@ def _summary_table(doc: dict[str, Any]) -> Table:
     return table
 
 
-def _print_differences(doc: dict[str, Any]) -> None:
-    for name, board in doc["boards"].items():
-        for build in board.get("builds", []):
+def _print_differences(doc: VerifyDocument) -> None:
+    for name, board in _verified(doc):
+        for build in board["builds"]:
             where = f"{name} {build['release']}"
-            for kind, title in (
-                ("regressions", "FAILS where stock passes"),
-                ("gaps", "not supported, stock passes"),
+            for items, title, colour in (
+                (build["regressions"], "FAILS where stock passes", "red"),
+                (build["gaps"], "not supported, stock passes", "yellow"),
             ):
-                for item in build[kind]:
+                for item in items:
                     detail = item["build"].get("detail", "")
                     shown = detail if len(detail) <= SHOWN_DETAIL else detail[: SHOWN_DETAIL - 3] + "..."
-                    colour = "red" if kind == "regressions" else "yellow"
                     console.print(
                         f"[{colour}]{escape(where)}: {title}:[/] {escape(item['case'])}"
                         f" ({escape(item['build'].get('stage', ''))}: {escape(shown)})",
                         soft_wrap=True,
                     )
-        differing = board.get("pass_set_differences") or {}
-        if len(board.get("builds", [])) > 1:
-            versions = sorted({build["ort_version"] for build in board.get("builds", [])})
+        differing = board["pass_set_differences"]
+        if len(board["builds"]) > 1:
+            versions = sorted({build["ort_version"] for build in board["builds"]})
             if differing:
                 across = (
                     f" (onnxruntime {' vs '.join(versions)}: a release lacks the other's newer opsets)"
@@ -206,11 +233,11 @@ def _print_differences(doc: dict[str, Any]) -> None:
                     console.print(f"  ... and {len(differing) - SHOWN_CASES} more (all of them: --json)")
             else:
                 console.print(f"{escape(name)}: every build has the same pass set")
-        for note in board.get("notes", []):
+        for note in board["notes"]:
             console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
 
 
-def _store(doc: dict[str, Any]) -> Path:
+def _store(doc: VerifyDocument) -> Path:
     # A file beside the bench runs' directories (the bench store reads directories only).
     directory = results_dir()
     directory.mkdir(parents=True, exist_ok=True)
@@ -250,9 +277,7 @@ def run(args: argparse.Namespace) -> int:
         soft_wrap=True,
     )
     print_failures(done.outcome)
-    regressions = sum(
-        len(b["regressions"]) for board in doc["boards"].values() for b in board.get("builds", [])
-    )
+    regressions = sum(len(b["regressions"]) for _, board in _verified(doc) for b in board["builds"])
     if done.outcome.failed:
         names = ", ".join(done.outcome.failed)
         if done.outcome.succeeded:

@@ -25,9 +25,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import numpy as np
+
+from orchestrator.common.json_fields import JsonFields, JsonSource
+from orchestrator.errors import VerifyError
 
 CASES_FILE = "cases.json"
 SCHEMA = "orch-verify-cases/1"
@@ -39,6 +42,25 @@ _PLAIN_KINDS = frozenset("biufcU")
 
 # An ONNX node case, or a deployed model made into one (orchestrator.verify.models).
 CaseKind = Literal["node", "model"]
+CASE_KINDS: tuple[CaseKind, ...] = ("node", "model")
+
+
+class TensorFile(TypedDict):
+    name: str  # the model's input or output
+    file: str  # its .npy, relative to the bundle
+
+
+class CaseDocument(TypedDict):
+    """One case in ``cases.json``, as the board's runner (``board_side/verify_cases.py``) reads it."""
+
+    name: str
+    kind: CaseKind
+    op: str
+    model: str
+    inputs: list[TensorFile]
+    outputs: list[TensorFile]
+    rtol: float
+    atol: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,30 +76,39 @@ class Case:
     atol: float
     op: str = ""  # the operator a node case tests ("" for models)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "op": self.op,
-            "model": self.model,
-            "inputs": [{"name": n, "file": f} for n, f in self.inputs],
-            "outputs": [{"name": n, "file": f} for n, f in self.outputs],
-            "rtol": self.rtol,
-            "atol": self.atol,
-        }
+    def as_dict(self) -> CaseDocument:
+        return CaseDocument(
+            name=self.name,
+            kind=self.kind,
+            op=self.op,
+            model=self.model,
+            inputs=[TensorFile(name=n, file=f) for n, f in self.inputs],
+            outputs=[TensorFile(name=n, file=f) for n, f in self.outputs],
+            rtol=self.rtol,
+            atol=self.atol,
+        )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Case:
+    def read(cls, f: JsonFields) -> Case:
+        """One case of ``cases.json``; a missing key or a value of the wrong kind names the file
+        and the key (``cases[3].rtol``)."""
+        kind = f.choice("kind", CASE_KINDS)
+        if kind is None:
+            raise f.problem(f"missing key '{f.prefix}kind'")
         return cls(
-            name=data["name"],
-            kind=data["kind"],
-            op=data.get("op", ""),
-            model=data["model"],
-            inputs=tuple((item["name"], item["file"]) for item in data["inputs"]),
-            outputs=tuple((item["name"], item["file"]) for item in data["outputs"]),
-            rtol=float(data["rtol"]),
-            atol=float(data["atol"]),
+            name=f.required_text("name"),
+            kind=kind,
+            op=f.text("op") or "",
+            model=f.required_text("model"),
+            inputs=_tensor_files(f, "inputs"),
+            outputs=_tensor_files(f, "outputs"),
+            rtol=f.required_number("rtol"),
+            atol=f.required_number("atol"),
         )
+
+
+def _tensor_files(f: JsonFields, key: str) -> tuple[tuple[str, str], ...]:
+    return tuple((item.required_text("name"), item.required_text("file")) for item in f.children(key))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,7 +213,7 @@ def write_case(directory: Path, test_case: Any) -> Case | str:
     )
 
 
-def write_cases_file(directory: Path, cases: Iterable[Case], **extra: Any) -> None:
+def write_cases_file(directory: Path, cases: Iterable[Case], **extra: str) -> None:
     document = {"schema": SCHEMA, **extra, "cases": [case.as_dict() for case in cases]}
     partial = directory / (CASES_FILE + ".partial")
     partial.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -190,8 +221,15 @@ def write_cases_file(directory: Path, cases: Iterable[Case], **extra: Any) -> No
 
 
 def read_cases_file(directory: Path) -> tuple[Case, ...]:
-    document = json.loads((directory / CASES_FILE).read_text(encoding="utf-8"))
-    return tuple(Case.from_dict(item) for item in document["cases"])
+    """The cases of a generated bundle (orch's cache); a damaged file is named with what to do."""
+    path = directory / CASES_FILE
+    remedy = f"remove {directory}: orch generates the cases again"
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise VerifyError(f"{path}: not valid JSON: {error}", hint=remedy) from error
+    source = JsonSource(where=str(path), error=VerifyError, hint=remedy, not_object_hint=remedy)
+    return tuple(Case.read(item) for item in JsonFields(document, source).children("cases"))
 
 
 def node_cases(cache: Path) -> Generated:

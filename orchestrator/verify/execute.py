@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from orchestrator.adapters import ssh
 from orchestrator.adapters.session import BoardSession
@@ -34,7 +34,7 @@ from orchestrator.paths import orch_home
 from orchestrator.verify import outcome
 from orchestrator.verify.cases import CASES_FILE, node_cases, subset, tree_digest
 from orchestrator.verify.models import ModelBundle, model_bundle
-from orchestrator.verify.outcome import BuildVerdict, CaseResult
+from orchestrator.verify.outcome import BuildVerdict, CaseResult, VerdictDocument
 from orchestrator.verify.plan import VerifyPlan, pick_releases
 from orchestrator.verify.reference import Reference, ensure_reference, run_reference
 
@@ -123,6 +123,17 @@ class References:
             return self._models[key]
 
 
+class BoardVerifyDocument(TypedDict):
+    """One board's verification in verify's JSON (``--json``, the stored result)."""
+
+    board: str
+    sent_bytes: int
+    notes: list[str]
+    builds: list[VerdictDocument]
+    # case -> release id -> status, for the cases whose status is not the same on every build
+    pass_set_differences: dict[str, dict[str, str]]
+
+
 @dataclass(frozen=True, kw_only=True)
 class BoardVerify:
     board: str
@@ -130,14 +141,14 @@ class BoardVerify:
     sent_bytes: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "board": self.board,
-            "sent_bytes": self.sent_bytes,
-            "notes": list(self.notes),
-            "builds": [verdict.as_dict() for verdict in self.verdicts],
-            "pass_set_differences": outcome.pass_set_differences(self.verdicts),
-        }
+    def as_dict(self) -> BoardVerifyDocument:
+        return BoardVerifyDocument(
+            board=self.board,
+            sent_bytes=self.sent_bytes,
+            notes=list(self.notes),
+            builds=[verdict.as_dict() for verdict in self.verdicts],
+            pass_set_differences=outcome.pass_set_differences(self.verdicts),
+        )
 
 
 def push_bundle(session: BoardSession, python: str, workdir_abs: str, bundle: Bundle) -> tuple[str, int]:
@@ -168,12 +179,12 @@ def run_build(
     bundles: Sequence[str],
     names: Sequence[str],
     plan: VerifyPlan,
-) -> tuple[dict[str, CaseResult], dict[str, Any], int, float]:
+) -> tuple[dict[str, CaseResult], dict[str, object], int, float]:
     """Every case on one build: results, the runner's hello, processes used, wall time."""
     started = time.monotonic()
     todo = list(names)
     results: dict[str, CaseResult] = {}
-    hello: dict[str, Any] = {}
+    hello: dict[str, object] = {}
     processes = crashes = 0
     argv = [release.python, posixpath.join(bundles[0], RUNNER)]
     for bundle in bundles:

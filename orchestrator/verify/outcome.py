@@ -15,11 +15,51 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 Status = Literal["pass", "fail", "unsupported"]
 STATUSES: tuple[Status, ...] = ("pass", "fail", "unsupported")
 DifferenceKind = Literal["regression", "gap"]
+
+
+class _CaseResultKeys(TypedDict):
+    case: str
+    status: Status
+
+
+class CaseResultDocument(_CaseResultKeys, total=False):
+    """A case's outcome in verify's JSON (``--json``, the stored result)."""
+
+    stage: str  # absent for a pass
+    detail: str
+
+
+class DifferenceDocument(TypedDict):
+    case: str
+    kind: DifferenceKind
+    build: CaseResultDocument
+    reference: CaseResultDocument
+
+
+class VerdictDocument(TypedDict):
+    """One build on one board in verify's JSON: written by ``BuildVerdict.as_dict``, printed by
+    ``orch verify``."""
+
+    board: str
+    release: str
+    variant: str
+    ort_version: str
+    onnxruntime: dict[str, object]  # the runner's hello: version, file, build_info
+    counts: dict[str, int]  # status -> cases
+    reference_counts: dict[str, int]
+    cases: int
+    wall_s: float
+    case_s: float
+    processes: int
+    regressions: list[DifferenceDocument]
+    gaps: list[DifferenceDocument]
+    improvements: list[str]
+    results: dict[str, CaseResultDocument]
 
 
 def _status(value: object) -> Status | None:
@@ -37,8 +77,8 @@ class CaseResult:
     run_ms: float | None = None
     outputs: tuple[tuple[str, str], ...] = ()  # --write-expected: (output name, .npy file)
 
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"case": self.case, "status": self.status}
+    def as_dict(self) -> CaseResultDocument:
+        out = CaseResultDocument(case=self.case, status=self.status)
         if self.stage:
             out["stage"] = self.stage
         if self.detail:
@@ -51,7 +91,7 @@ class RunOutput:
     """One runner process's output, parsed: who ran (``hello``), the cases it finished, and whether
     it reached the end."""
 
-    hello: dict[str, Any] | None
+    hello: dict[str, object] | None  # the runner's onnxruntime: version, file, build_info
     results: tuple[CaseResult, ...]
     done: bool
     error: str = ""
@@ -60,7 +100,7 @@ class RunOutput:
 def parse_run(stdout: str) -> RunOutput:
     """The runner's JSON lines -> RunOutput. Lines that are not JSON (a library printing on stdout)
     are ignored; a truncated last line (the process died mid-write) too."""
-    hello: dict[str, Any] | None = None
+    hello: dict[str, object] | None = None
     error = ""
     results: list[CaseResult] = []
     done = False
@@ -79,7 +119,7 @@ def parse_run(stdout: str) -> RunOutput:
     return RunOutput(hello=hello, results=tuple(results), done=done, error=error)
 
 
-def _json_object(line: str) -> dict[str, Any] | None:
+def _json_object(line: str) -> dict[str, object] | None:
     """A line's JSON object, or None when the line is not one."""
     if not line.startswith("{"):
         return None
@@ -90,20 +130,26 @@ def _json_object(line: str) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def _case_result(document: dict[str, Any], status: Status) -> CaseResult:
+def _case_result(document: dict[str, object], status: Status) -> CaseResult:
+    outputs = document.get("outputs")
     return CaseResult(
         case=str(document["case"]),
         status=status,
         stage=str(document.get("stage") or ""),
         detail=str(document.get("detail") or ""),
-        load_ms=document.get("load_ms"),
-        run_ms=document.get("run_ms"),
+        load_ms=_milliseconds(document.get("load_ms")),
+        run_ms=_milliseconds(document.get("run_ms")),
         outputs=tuple(
             (str(item["name"]), str(item["file"]))
-            for item in document.get("outputs") or ()
+            for item in (outputs if isinstance(outputs, list) else ())
             if isinstance(item, dict) and "name" in item and "file" in item
         ),
     )
+
+
+def _milliseconds(value: object) -> float | None:
+    """A runner's timing: a number, or None (a runner that did not time the case)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def remaining(wanted: Sequence[str], finished: Iterable[CaseResult]) -> list[str]:
@@ -140,13 +186,10 @@ class Difference:
     def kind(self) -> DifferenceKind:
         return "regression" if self.build.status == "fail" else "gap"
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "case": self.case,
-            "kind": self.kind,
-            "build": self.build.as_dict(),
-            "reference": self.reference.as_dict(),
-        }
+    def as_dict(self) -> DifferenceDocument:
+        return DifferenceDocument(
+            case=self.case, kind=self.kind, build=self.build.as_dict(), reference=self.reference.as_dict()
+        )
 
 
 def differences(
@@ -182,7 +225,7 @@ class BuildVerdict:
     ort_version: str
     results: Mapping[str, CaseResult]
     reference: Mapping[str, CaseResult]
-    hello: Mapping[str, Any] = field(default_factory=dict)
+    hello: Mapping[str, object] = field(default_factory=dict)
     wall_s: float = 0.0
     processes: int = 1
 
@@ -206,28 +249,28 @@ class BuildVerdict:
     def pass_set(self) -> frozenset[str]:
         return frozenset(name for name, result in self.results.items() if result.status == "pass")
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "board": self.board,
-            "release": self.release,
-            "variant": self.variant,
-            "ort_version": self.ort_version,
-            "onnxruntime": dict(self.hello),
-            "counts": self.counts,
-            "reference_counts": counts(self.reference.values()),
-            "cases": len(self.results),
-            "wall_s": round(self.wall_s, 2),
+    def as_dict(self) -> VerdictDocument:
+        return VerdictDocument(
+            board=self.board,
+            release=self.release,
+            variant=self.variant,
+            ort_version=self.ort_version,
+            onnxruntime=dict(self.hello),
+            counts=self.counts,
+            reference_counts=counts(self.reference.values()),
+            cases=len(self.results),
+            wall_s=round(self.wall_s, 2),
             # Inside the cases (session creation + run), so wall_s - case_s is the runner's start-up
             # (the interpreter, import onnxruntime) and the transfer of results.
-            "case_s": round(
+            case_s=round(
                 sum((r.load_ms or 0.0) + (r.run_ms or 0.0) for r in self.results.values()) / 1000, 2
             ),
-            "processes": self.processes,
-            "regressions": [d.as_dict() for d in self.regressions],
-            "gaps": [d.as_dict() for d in self.gaps],
-            "improvements": list(improvements(self.results, self.reference)),
-            "results": {name: r.as_dict() for name, r in sorted(self.results.items())},
-        }
+            processes=self.processes,
+            regressions=[d.as_dict() for d in self.regressions],
+            gaps=[d.as_dict() for d in self.gaps],
+            improvements=list(improvements(self.results, self.reference)),
+            results={name: r.as_dict() for name, r in sorted(self.results.items())},
+        )
 
 
 def pass_set_differences(verdicts: Sequence[BuildVerdict]) -> dict[str, dict[str, str]]:

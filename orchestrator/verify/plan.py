@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from orchestrator.board import Board
 from orchestrator.deploy.releases import ReleaseInfo
@@ -26,6 +26,30 @@ MAX_CRASHES = 20
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([.+-][0-9A-Za-z.+-]+)?$")
 
 
+class _Tolerance(TypedDict):
+    rtol: float
+    atol: float
+
+
+class _Tolerances(TypedDict):
+    node_cases: str  # each case's own, in words
+    models: _Tolerance
+
+
+class VerifyPlanDocument(TypedDict):
+    """The plan as ``--dry-run`` prints it and the stored result keeps it."""
+
+    boards: list[str]
+    variants: list[str]
+    ort_version: str
+    node_cases: str  # "all" or "subset of N"
+    models: bool
+    tolerances: _Tolerances
+    reference: str
+    parallel: int
+    timeout_s: float
+
+
 @dataclass(frozen=True, kw_only=True)
 class VerifyPlan:
     boards: tuple[Board, ...]
@@ -37,21 +61,21 @@ class VerifyPlan:
     timeout_s: float = 3600.0  # one runner process (all cases of one build)
     max_crashes: int = MAX_CRASHES
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "boards": [board.name for board in self.boards],
-            "variants": list(self.variants) or ["<current release>"],
-            "ort_version": self.ort_version or "<any>",
-            "node_cases": f"subset of {self.subset}" if self.subset is not None else "all",
-            "models": self.models,
-            "tolerances": {
+    def as_dict(self) -> VerifyPlanDocument:
+        return VerifyPlanDocument(
+            boards=[board.name for board in self.boards],
+            variants=list(self.variants) or ["<current release>"],
+            ort_version=self.ort_version or "<any>",
+            node_cases=f"subset of {self.subset}" if self.subset is not None else "all",
+            models=self.models,
+            tolerances={
                 "node_cases": "each case's own (ONNX default rtol 1e-3, atol 1e-7)",
                 "models": {"rtol": MODEL_RTOL, "atol": MODEL_ATOL},
             },
-            "reference": "x86-64 stock onnxruntime of each build's release, on the workstation",
-            "parallel": self.parallel,
-            "timeout_s": self.timeout_s,
-        }
+            reference="x86-64 stock onnxruntime of each build's release, on the workstation",
+            parallel=self.parallel,
+            timeout_s=self.timeout_s,
+        )
 
 
 def make_plan(  # noqa: PLR0913 -- one keyword per option of `orch verify`, each checked here

@@ -4,13 +4,17 @@ board-side runner reads back with nothing but numpy (no pickles, no ml_dtypes)."
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from orchestrator.errors import VerifyError
 from orchestrator.verify import cases
 
 
@@ -107,3 +111,42 @@ def test_a_subset_is_deterministic_and_spread_over_the_operators(generated: case
     assert len({case.op for case in generated.cases[:100]}) < 30
     assert cases.subset(generated.cases, None) == generated.cases
     assert cases.subset(generated.cases, 10**6) == generated.cases
+
+
+def _written_case() -> cases.Case:
+    return cases.Case(
+        name="test_add",
+        kind="node",
+        op="Add",
+        model="test_add/model.onnx",
+        inputs=(("x", "test_add/input_0.npy"), ("y", "test_add/input_1.npy")),
+        outputs=(("sum", "test_add/output_0.npy"),),
+        rtol=1e-3,
+        atol=1e-7,
+    )
+
+
+def test_cases_json_round_trips(tmp_path: Path) -> None:
+    cases.write_cases_file(tmp_path, [_written_case()], onnx="1.17.0")
+    assert cases.read_cases_file(tmp_path) == (_written_case(),)
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        (lambda case: case.pop("rtol"), "cases[0].rtol"),
+        (lambda case: case.pop("model"), "cases[0].model"),
+        (lambda case: case["outputs"][0].pop("file"), "cases[0].outputs[0].file"),
+    ],
+)
+def test_a_damaged_cases_json_names_the_file_and_the_key(
+    tmp_path: Path, change: Callable[[dict[str, Any]], object], key: str
+) -> None:
+    cases.write_cases_file(tmp_path, [_written_case()])
+    path = tmp_path / cases.CASES_FILE
+    document = json.loads(path.read_text())
+    change(document["cases"][0])
+    path.write_text(json.dumps(document))
+    with pytest.raises(VerifyError, match=re.escape(f"{path}: missing key '{key}'")) as raised:
+        cases.read_cases_file(tmp_path)
+    assert raised.value.hint == f"remove {tmp_path}: orch generates the cases again"
