@@ -87,6 +87,18 @@ def mlas_shard(engine: object, target: str, bundle: Path, *, shards: int, shard:
     return code, text, int(passed.group(1)) if passed else 0
 
 
+def exec_count(result: CompletedProcess[str], board: str) -> int:
+    """The count a ``... | wc -l`` printed on ``board``, read from `orch exec --json`'s document:
+    the command's own output, checked to be one number (orch's human output names the exit status,
+    ``exit 0``, so a "0" is always somewhere in it)."""
+    assert result.returncode == 0, result.stderr[-3000:]
+    entry = json.loads(result.stdout)[board]
+    assert entry["exit_code"] == 0, entry
+    words = entry["stdout"].split()
+    assert len(words) == 1 and words[0].isdigit(), f"{board}: one count expected, got {entry['stdout']!r}"
+    return int(words[0])
+
+
 def aarch64_elf(path: Path) -> SharedObjectInfo:
     """What orch reads of the ELF file at ``path`` (as the wheel check does), checked to be aarch64."""
     info = _inspect_elf(path.name, path.read_bytes())

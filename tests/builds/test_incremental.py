@@ -187,4 +187,8 @@ def test_build_list_shows_the_compiler_cache(tmp_path: Path, ccache: dict | None
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert "ccache" in result.stderr and shown in result.stderr
+    # The build's own cell under "ccache" (a bare "-" is in any table: other empty cells, the date).
+    lines = result.stderr.splitlines()
+    columns = [cell.strip() for cell in next(line for line in lines if "┃ ccache" in line).split("┃")]
+    row = [cell.strip() for cell in next(line for line in lines if line.startswith("│ lab ")).split("│")]
+    assert dict(zip(columns, row, strict=True))["ccache"] == shown, result.stderr

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from board_checks import compile_commands, mlas_commands, mlas_shard
+from board_checks import compile_commands, exec_count, mlas_commands, mlas_shard
 
 pytestmark = pytest.mark.integration
 
@@ -65,8 +65,10 @@ def test_a_profile_trained_on_two_lab_boards_optimises_mlas_and_is_refused_for_a
 
     # Nothing of the training is left on either board.
     for board in ("lab1", "lab2"):
-        left = lab.orch("exec", "--host", board, "--", "sh", "-c", "ls orch/pgo 2>/dev/null | wc -l")
-        assert left.returncode == 0 and "0" in left.stdout + left.stderr
+        left = lab.orch(
+            "exec", "--host", board, "--json", "--", "sh", "-c", "ls orch/pgo 2>/dev/null | wc -l"
+        )
+        assert exec_count(left, board) == 0
 
     # The stored profile, for a build with one more CMake define: refused before anything runs.
     for dry_run in (["--dry-run"], []):

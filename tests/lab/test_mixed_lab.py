@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from board_checks import exec_count
 
 from orchestrator.artifacts.store import BuildRecord, Manifest, Preflight, write_manifest
 from tests.conftest import Lab, profile_lab
@@ -89,9 +90,9 @@ def test_an_a76_build_is_refused_for_the_a72_board_before_anything_is_sent(
     assert "Traceback" not in refused.stderr
     # Nothing reached the board: no release directory was made.
     listing = mixed_lab.orch(
-        "exec", "--host", "rpi4-1", "--", "sh", "-c", "ls orch/releases 2>/dev/null | wc -l"
+        "exec", "--host", "rpi4-1", "--json", "--", "sh", "-c", "ls orch/releases 2>/dev/null | wc -l"
     )
-    assert listing.returncode == 0 and "0" in listing.stdout + listing.stderr
+    assert exec_count(listing, "rpi4-1") == 0
     fits = mixed_lab.orch("deploy", "--host", "rpi5-1", "--artifact", str(artifact), "--dry-run")
     assert fits.returncode == 0, fits.stderr
     assert "SIGILL" not in fits.stderr
