@@ -55,6 +55,9 @@ EOF_GRACE_S = 2.0
 # How long orch waits for a board to confirm that a stopped command ended: the guard sends SIGTERM
 # at once (a stream's command first gets 3 s to end at its input's end) and SIGKILL 5 s later.
 STOP_WAIT_S = 12.0
+# A fleet with a bad key on every board: the first ones named, the rest counted.
+_MAX_SHOWN_FILE_PROBLEMS = 50
+_KNOWN_HOSTS_HINT = "fix or delete that line (`ssh-keygen -R HOST -f FILE` removes a host)"
 # How the guard runs a command: an exact argv, a user's command line, a protocol on stdin/stdout.
 GuardMode = Literal["run", "line", "stream"]
 
@@ -191,22 +194,34 @@ def cleanup() -> Iterator[None]:
 
 def check_local_files(boards: Sequence[Board]) -> None:
     """Before any connection: orch's and the user's known_hosts parse, and every identity file is a
-    private key file. Bad input here is the user's to fix (UsageError, exit 2), not an unreachable board."""
-    for path in known_hosts_files():
-        problem = known_hosts_problem(path)
-        if problem:
-            raise UsageError(
-                problem, hint="fix or delete that line (`ssh-keygen -R HOST -f FILE` removes a host)"
-            )
+    private key file. Bad input here is the user's to fix (UsageError, exit 2), not an unreachable
+    board; every unusable file is named in one message, with the boards that use it."""
+    known_hosts = [problem for problem in map(known_hosts_problem, known_hosts_files()) if problem]
+    users: dict[Path, list[str]] = {}  # identity file -> the boards that use it, in selection order
     for board in boards:
         if board.identity_file is not None:
-            problem = identity_file_problem(Path(board.identity_file))
-            if problem:
-                raise UsageError(
-                    f"board {board.name}: {problem}",
-                    hint=f"fix identity_file in the inventory (`orch inventory show {board.name}` says where it"
-                    " comes from)",
-                )
+            users.setdefault(Path(board.identity_file), []).append(board.name)
+    identities = []
+    for path, names in users.items():
+        problem = identity_file_problem(path)
+        if problem:
+            which = f"board {names[0]}" if len(names) == 1 else "boards " + ", ".join(names)
+            identities.append((f"{which}: {problem}", names))
+    hints = [_KNOWN_HOSTS_HINT] if known_hosts else []
+    if identities:
+        named = identities[0][1][0] if len(identities) == 1 and len(identities[0][1]) == 1 else "BOARD"
+        hints.append(
+            f"fix identity_file in the inventory (`orch inventory show {named}` says where it comes from)"
+        )
+    problems = [*known_hosts, *(message for message, _ in identities)]
+    if len(problems) == 1:
+        raise UsageError(problems[0], hint=hints[0])
+    if problems:
+        shown = problems[:_MAX_SHOWN_FILE_PROBLEMS]
+        lines = [f"{len(problems)} local SSH files cannot be used:", *(f"  {line}" for line in shown)]
+        if len(problems) > len(shown):
+            lines.append(f"  ... and {len(problems) - len(shown)} more (fix these and run again)")
+        raise UsageError("\n".join(lines), hint="; ".join(hints))
 
 
 def connect(board: Board, *, connect_timeout: float = 15) -> RemoteSession:
