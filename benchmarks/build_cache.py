@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from orchestrator.adapters.engine import Engine
 from orchestrator.builds.execute import ExecuteOptions, execute
 from orchestrator.builds.plan import BuildOptions, machine_resources, make_plan
-from orchestrator.builds.sources.ort import parse_source, prepare_source
+from orchestrator.builds.sources.ort import prepare_source
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.builds.workspace import build_volume_name, source_volume_name
 from orchestrator.lab.base_images import ensure_base_image

@@ -51,12 +51,8 @@ from orchestrator.builds.native_runner.library import LibraryOutput, finish_libr
 from orchestrator.builds.network import container_network, fetch_failure, network_needs
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.record import MadeWheel, build_record, finish_artifact
-from orchestrator.builds.sources.dependencies import (
-    DEPS,
-    PreparedDependencies,
-    load_table,
-    prepare_dependencies,
-)
+from orchestrator.builds.sources.dependencies import PreparedDependencies, prepare_dependencies
+from orchestrator.builds.sources.dependency_table import DEPS, load_table
 from orchestrator.builds.sources.ort import SourceTree, fetch_entries, prepare_source
 from orchestrator.builds.toolchain import toolchain_environment
 from orchestrator.builds.workspace import (

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from orchestrator.builds.routes import DependencyRoute
-from orchestrator.builds.sources.ort import SourceSpec
+from orchestrator.builds.sources.ort_spec import SourceSpec
 
 # How the build container is connected: none, the host's network, or (None) the engine's default.
 ContainerNetwork = Literal["none", "host"] | None

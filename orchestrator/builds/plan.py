@@ -27,7 +27,7 @@ from orchestrator.builds.build_args import (
 from orchestrator.builds.container_paths import BUILD, OUT, SCRIPTS, SRC
 from orchestrator.builds.endpoints import RemoteCache, check_docker_host
 from orchestrator.builds.flags import check_without_tree
-from orchestrator.builds.image import ImagePlan, plan_image
+from orchestrator.builds.image_plan import ImagePlan, plan_image
 from orchestrator.builds.native_runner.plan import library_name
 from orchestrator.builds.network import (
     ContainerNetwork,
@@ -48,7 +48,7 @@ from orchestrator.builds.routes import (
     route_defines,
     route_notes,
 )
-from orchestrator.builds.sources.ort import SourceSpec
+from orchestrator.builds.sources.ort_spec import SourceSpec
 from orchestrator.builds.sysroots.target import SysrootRef, refuse_incomplete
 from orchestrator.builds.toolchain import (
     Toolchain,

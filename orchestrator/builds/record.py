@@ -26,7 +26,8 @@ from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, insp
 from orchestrator.builds.build_log import Log
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.preflight import run_preflight
-from orchestrator.builds.sources.ort import SourceSpec, SourceTree
+from orchestrator.builds.sources.ort import SourceTree
+from orchestrator.builds.sources.ort_spec import SourceSpec
 from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.common.digests import file_sha256

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.builds.build_args import BuildScope
-from orchestrator.builds.image import read_packages
+from orchestrator.builds.image_plan import read_packages
 from orchestrator.builds.routes import DependencyRoute
 from orchestrator.builds.sysroots.contents import Sysroot
 from orchestrator.builds.sysroots.target import SysrootRef

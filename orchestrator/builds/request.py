@@ -19,7 +19,7 @@ from orchestrator.builds.plan import BuildOptions, BuildPlan, machine_resources,
 from orchestrator.builds.queue import LOCAL
 from orchestrator.builds.reduced_ops import OperatorConfig, operator_config
 from orchestrator.builds.routes import DependencyChoice
-from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import Variant
 from orchestrator.common.ort_versions import check_ort_version

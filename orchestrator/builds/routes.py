@@ -11,19 +11,19 @@
   what ``--dependencies fetch`` asks for whatever else would apply.
 
 Each route gives its CMake defines, its build.py arguments, its build image's package list and
-the note the plan shows.
+the note the plan shows. Pure: reads only orch's own files (toolchains/deps, docker/build/packages).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from orchestrator.builds.container_paths import SHIMS
-from orchestrator.builds.image import DEFAULT_PACKAGES, packages_file
-from orchestrator.builds.sources.dependencies import DependencyTable, load_table
+from orchestrator.builds.sources.dependency_table import DependencyTable, load_table
 from orchestrator.builds.toolchain import Toolchain
-from orchestrator.paths import TOOLCHAINS_DIR
+from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR
 from orchestrator.targets import TargetProfile
 
 DependencyRoute = Literal["system", "source", "fetch"]
@@ -32,6 +32,9 @@ DependencyChoice = Literal["auto", "fetch"]
 DEPENDENCY_CHOICES: tuple[DependencyChoice, ...] = ("auto", "fetch")
 # Suites whose packages carry ORT's dependencies (for these ORT versions) at the pinned versions.
 SYSTEM_DEPS = {("trixie", "1.21.0")}
+# The build image's package lists, one per distribution release and route (image_plan reads them).
+PACKAGES_DIR = DOCKER_DIR / "build" / "packages"
+DEFAULT_PACKAGES = PACKAGES_DIR / "default.txt"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +69,13 @@ def choose_route(
         return RouteChoice(route="fetch", table=None)
     table = load_table(version)
     return RouteChoice(route="source" if table else "fetch", table=table)
+
+
+def packages_file(codename: str, route: DependencyRoute) -> Path:
+    """``<codename>.txt`` (system route), ``<codename>-source.txt`` (self-contained), else default.txt."""
+    name = {"system": f"{codename}.txt", "source": f"{codename}-source.txt"}.get(route, "default.txt")
+    path = PACKAGES_DIR / name
+    return path if path.is_file() else DEFAULT_PACKAGES
 
 
 def image_route(route: DependencyRoute, codename: str) -> DependencyRoute:

@@ -21,7 +21,7 @@ from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
 from orchestrator.builds.native_runner.execute import CompileIn, add_runner, stock_header
 from orchestrator.builds.plan import BuildOptions, make_plan
 from orchestrator.builds.record import MadeWheel, finish_artifact
-from orchestrator.builds.sources.ort import DEBIAN_ORT_VERSIONS, DEFAULT_ORT_VERSION, parse_source
+from orchestrator.builds.sources.ort_spec import DEBIAN_ORT_VERSIONS, DEFAULT_ORT_VERSION, parse_source
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import BuildError
 from orchestrator.paths import TOOLCHAINS_DIR

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from orchestrator.builds.container_paths import SRC, SYSROOT
 from orchestrator.builds.plan import BuildPlan
-from orchestrator.builds.sources.dependencies import DEPS, PreparedDependencies
+from orchestrator.builds.sources.dependencies import PreparedDependencies
+from orchestrator.builds.sources.dependency_table import DEPS
 from orchestrator.builds.sources.ort import SourceTree
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.errors import BuildError

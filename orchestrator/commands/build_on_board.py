@@ -27,8 +27,10 @@ from orchestrator.builds.on_board.plan import OnBoardPlan, OnBoardRequest, make_
 from orchestrator.builds.on_board.requirements import refuse_unmet, unmet_requirements
 from orchestrator.builds.plan import parse_define
 from orchestrator.builds.request import BuildRequest
-from orchestrator.builds.sources.dependencies import load_table, prepare_dependencies
-from orchestrator.builds.sources.ort import parse_source, prepare_source
+from orchestrator.builds.sources.dependencies import prepare_dependencies
+from orchestrator.builds.sources.dependency_table import load_table
+from orchestrator.builds.sources.ort import prepare_source
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.variants import Variant
 from orchestrator.commands.options import Selection, selected_boards
 from orchestrator.console import compile_progress, console, emit_json

@@ -10,7 +10,6 @@ Users who do have a registry set ``ORCH_BASE_IMAGE_<SUITE>`` (e.g.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -21,42 +20,31 @@ from typing import TYPE_CHECKING
 
 from orchestrator.adapters import process
 from orchestrator.errors import ContainerError
+from orchestrator.lab.base_image_tags import (
+    base_image_tag,
+    base_image_variable,
+    debian_arch,
+    packages_hash,
+    registry_override,
+)
 
 if TYPE_CHECKING:
     from orchestrator.adapters.engine import Engine
 
-# Debian's names for the architectures orch speaks of in target profiles.
-_DEBIAN_ARCH = {"aarch64": "arm64", "arm64": "arm64", "x86_64": "amd64", "amd64": "amd64", "armhf": "armhf"}
+# The names are pure (a build plan reads them from base_image_tags); they stay importable from here.
+__all__ = [
+    "apt_sources",
+    "base_image_tag",
+    "base_image_variable",
+    "bootstrap_rootfs",
+    "debian_arch",
+    "debian_mirror",
+    "debootstrap_argv",
+    "ensure_base_image",
+    "packages_hash",
+    "registry_override",
+]
 _SETUP_HINT = "sudo scripts/setup (installs debootstrap and registers qemu-user for foreign architectures)"
-
-
-def debian_arch(arch: str) -> str:
-    try:
-        return _DEBIAN_ARCH[arch]
-    except KeyError:
-        raise ContainerError(
-            f"no Debian architecture known for '{arch}' (known: {', '.join(sorted(_DEBIAN_ARCH))})"
-        ) from None
-
-
-def packages_hash(packages: Sequence[str]) -> str:
-    """8 hex digits naming a package selection (order and duplicates do not matter)."""
-    return hashlib.sha256(",".join(sorted(set(packages))).encode()).hexdigest()[:8]
-
-
-def base_image_tag(suite: str, arch: str, packages: Sequence[str] = ()) -> str:
-    return f"orch/debian-{suite}-{debian_arch(arch)}:{packages_hash(packages)}"
-
-
-def base_image_variable(codename: str) -> str:
-    """The environment variable naming a registry base image for a distribution release
-    (``ORCH_BASE_IMAGE_TRIXIE``, ``ORCH_BASE_IMAGE_JAMMY``): every message that names one names this."""
-    return f"ORCH_BASE_IMAGE_{re.sub(r'[^A-Za-z0-9]', '_', codename).upper()}"
-
-
-def registry_override(suite: str) -> str | None:
-    """The registry base image configured for a suite (``ORCH_BASE_IMAGE_TRIXIE``), if any."""
-    return os.environ.get(base_image_variable(suite)) or None
 
 
 # -- mirror, from the machine's own apt configuration ------------------------------------------------

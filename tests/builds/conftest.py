@@ -17,7 +17,7 @@ import pytest
 
 from orchestrator.builds.image import ensure_build_image
 from orchestrator.builds.plan import BuildOptions, make_plan
-from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.targets import resolve_target
 

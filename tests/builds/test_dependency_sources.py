@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.builds.plan import BuildOptions, make_plan
-from orchestrator.builds.sources.dependencies import describe, load_table
-from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.sources.dependency_table import describe, load_table
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import BuildError
 from orchestrator.targets import resolve_target
@@ -80,7 +80,7 @@ def test_a_broken_table_names_the_file_and_the_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
 ) -> None:
     (tmp_path / "9.9.9.yaml").write_text(text)
-    monkeypatch.setattr("orchestrator.builds.sources.dependencies.TABLES_DIR", tmp_path)
+    monkeypatch.setattr("orchestrator.builds.sources.dependency_table.TABLES_DIR", tmp_path)
     with pytest.raises(BuildError, match=message) as caught:
         load_table("9.9.9")
     assert "9.9.9.yaml" in caught.value.message

@@ -21,7 +21,7 @@ from orchestrator.adapters.engine import Engine
 from orchestrator.builds.image import made_offline
 from orchestrator.builds.plan import BuildOptions, make_plan
 from orchestrator.builds.preflight import board_image
-from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import BuildError
 from orchestrator.lab.base_images import base_image_variable, ensure_base_image

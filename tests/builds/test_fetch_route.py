@@ -40,7 +40,8 @@ import pytest
 from board_checks import aarch64_elf, compile_commands, mlas_commands, mlas_shard, unchanged_rebuild
 from test_release_sources import make_tarball
 
-from orchestrator.builds.sources.dependencies import Dependency, download, load_table
+from orchestrator.builds.sources.dependencies import download
+from orchestrator.builds.sources.dependency_table import Dependency, load_table
 from orchestrator.lab.base_images import ensure_base_image
 
 CACHE = Path(os.environ.get("ORCH_TEST_CACHE") or "/var/tmp/orch-test-cache")

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.builds.flags import check_flags, flags_of, known_names, validate_or_raise
 from orchestrator.builds.plan import BuildOptions, make_plan
-from orchestrator.builds.sources.ort import SourceSpec
+from orchestrator.builds.sources.ort_spec import SourceSpec
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import UsageError
 from orchestrator.targets import known_target_names, resolve_target

@@ -15,7 +15,7 @@ from test_manifest import BUILT
 
 from orchestrator.builds.build_report import IncrementalBuild, configure_stamp, read_incremental
 from orchestrator.builds.plan import BuildOptions, make_plan
-from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.paths import DOCKER_DIR
 from orchestrator.targets import resolve_target

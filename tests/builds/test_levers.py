@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 from orchestrator.builds.plan import BuildOptions, make_plan
 from orchestrator.builds.reduced_ops import operator_config
-from orchestrator.builds.sources.ort import SourceSpec
+from orchestrator.builds.sources.ort_spec import SourceSpec
 from orchestrator.builds.variants import load_variants, resolve_variant
 from orchestrator.builds.workspace import build_volume_name
 from orchestrator.errors import TargetError, UsageError

@@ -27,7 +27,7 @@ from orchestrator.builds.on_board.requirements import (
     unmet_requirements,
 )
 from orchestrator.builds.preflight import compare, reference_run, stage_model
-from orchestrator.builds.sources.dependencies import load_table
+from orchestrator.builds.sources.dependency_table import load_table
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import resolve_target

@@ -13,7 +13,7 @@ from orchestrator.builds.plan import (
     make_plan,
     parse_define,
 )
-from orchestrator.builds.sources.ort import SourceSpec, parse_source
+from orchestrator.builds.sources.ort_spec import SourceSpec, parse_source
 from orchestrator.builds.variants import load_variants, resolve_variant
 from orchestrator.common.aarch64_isa import features_for_flags
 from orchestrator.errors import TargetError, UsageError

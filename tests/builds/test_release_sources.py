@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.builds.sources.ort import parse_source, prepare_source
+from orchestrator.builds.sources.ort import prepare_source
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.errors import BuildError
 
 DEPS = (

@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.builds.build_args import BuildScope
 from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan
-from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.commands.build_show import plan_document

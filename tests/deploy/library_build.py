@@ -15,7 +15,7 @@ from orchestrator.builds.library_record import publish_library
 from orchestrator.builds.native_runner.library import LibraryOutput
 from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan
 from orchestrator.builds.record import build_record
-from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.common.digests import file_sha256

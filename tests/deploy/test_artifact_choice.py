@@ -24,7 +24,7 @@ from orchestrator.artifacts.store import (
     write_manifest,
 )
 from orchestrator.board import Board
-from orchestrator.builds.sources import ort
+from orchestrator.builds.sources import ort_spec
 from orchestrator.builds.stock import default_version
 from orchestrator.commands.deploy import _table
 from orchestrator.console import print_whole
@@ -144,7 +144,7 @@ def test_the_stock_baseline_defaults_to_the_release_the_build_plan_builds(
     orch_env: dict[str, str], orch_cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     profile = resolve_target("lab")
-    built = ort.parse_source(None, version=None, suite=profile.bootstrap_suite).version
+    built = ort_spec.parse_source(None, version=None, suite=profile.bootstrap_suite).version
     result = orch_cli(
         orch_env, "build", "--target", "lab", "--variant", "stock", "--dry-run", "--json", check=True
     )
@@ -165,7 +165,7 @@ def test_the_stock_baseline_defaults_to_the_release_the_build_plan_builds(
     )
     assert json.loads(chosen.stdout)["download_argv"][-1] == "onnxruntime==1.32.0"
     # Read from the build plan's default, not a number of its own: when the default moves, so does stock.
-    monkeypatch.setattr(ort, "DEFAULT_ORT_VERSION", "1.23.2")
+    monkeypatch.setattr(ort_spec, "DEFAULT_ORT_VERSION", "1.23.2")
     assert default_version(resolve_target("rpi4")) == "1.23.2"
 
 

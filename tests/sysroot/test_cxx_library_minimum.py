@@ -11,7 +11,7 @@ from sysroot_elves import Elves, make_sysroot
 
 from orchestrator.builds.build_args import BuildScope
 from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan
-from orchestrator.builds.sources.ort import parse_source
+from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import UsageError

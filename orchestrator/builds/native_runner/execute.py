@@ -36,7 +36,8 @@ from orchestrator.builds.native_runner.plan import (
     runner_plan,
     wheel_library,
 )
-from orchestrator.builds.sources.ort import DEBIAN_ORT_VERSIONS, fetch_debian_tarball
+from orchestrator.builds.sources.ort import fetch_debian_tarball
+from orchestrator.builds.sources.ort_spec import DEBIAN_ORT_VERSIONS
 from orchestrator.common.digests import file_sha256
 from orchestrator.errors import BuildError
 from orchestrator.targets import TargetProfile

@@ -28,7 +28,7 @@ from orchestrator.builds.container_paths import BUILD, PROTOC, SHIMS, SRC
 from orchestrator.builds.on_board.requirements import BoardBuildFacts
 from orchestrator.builds.plan import choose_parallel, common_defines, flag_defines, kleidiai_setting
 from orchestrator.builds.routes import source_route_defines
-from orchestrator.builds.sources.dependencies import DEPS, DependencyTable
+from orchestrator.builds.sources.dependency_table import DEPS, DependencyTable
 from orchestrator.builds.variants import Variant, artifact_variant
 from orchestrator.errors import UsageError
 from orchestrator.targets import TargetProfile

@@ -1,8 +1,8 @@
-"""ORT's dependencies built from source (the self-contained route): which, from where, ready to mount.
+"""ORT's dependencies built from source (the self-contained route), made ready to mount.
 
 ``toolchains/deps/<ort-version>.yaml`` names, for each dependency ORT declares with FetchContent,
-the Debian package of the same upstream release (see that file's header). ``load_table`` reads and
-validates it (pure); ``prepare_dependencies`` downloads what is missing with apt in a container of
+the Debian package of the same upstream release; ``dependency_table`` reads and validates it
+(pure). ``prepare_dependencies`` downloads what is missing with apt in a container of
 the suite (``docker/build/fetch_debian_source.sh``: the machine's own Debian mirror), unpacks each
 into ``$ORCH_HOME/sources/deps/``, applies ORT's own patch for it and records every file's sha256.
 The build mounts the result at ``/deps`` and points ``FETCHCONTENT_SOURCE_DIR_<NAME>`` (or the
@@ -16,154 +16,23 @@ import json
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import yaml
+from typing import TYPE_CHECKING
 
 from orchestrator.adapters import process
+from orchestrator.builds.sources.dependency_table import Dependency, DependencyTable, table_path
 from orchestrator.common.digests import file_sha256
 from orchestrator.errors import BuildError
-from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR, orch_home
+from orchestrator.paths import DOCKER_DIR, orch_home
 
 if TYPE_CHECKING:
     from orchestrator.adapters.engine import Engine
 
-DEPS = "/deps"  # where the unpacked dependencies are mounted in the build container
-TABLES_DIR = TOOLCHAINS_DIR / "deps"
-_KINDS = ("source", "headers")
-_KEYS = {"package", "version", "suite", "pins", "patch", "kind", "within", "subdir", "define"}
 _FETCH_SCRIPT = DOCKER_DIR / "build" / "fetch_debian_source.sh"
 _FETCH_IN_CONTAINER = "/opt/orch/fetch_debian_source.sh"
 Log = Callable[[str], None]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Dependency:
-    """One FetchContent dependency of ORT and the Debian package that provides its source."""
-
-    name: str  # ORT's FetchContent name: abseil_cpp, Protobuf, onnx ...
-    pins: str  # what ORT's cmake/deps.txt asks for
-    package: str | None = None
-    version: str | None = None  # the Debian version (upstream + Debian revision)
-    suite: str = "trixie"
-    kind: str = "source"  # "source": orig tarball; "headers": an architecture-independent -dev package
-    patch: str | None = None  # ORT's patch for it, relative to <ORT>/cmake/patches
-    within: str | None = None  # a directory of another dependency's tree ...
-    subdir: str | None = None  # ... at this path
-    define: tuple[str, str] | None = None  # (CMake variable, path inside the unpacked tree)
-
-    @property
-    def upstream_version(self) -> str:
-        """``3.21.12-11+deb13u1`` -> ``3.21.12``; ``23.5.26+dfsg-4`` -> ``23.5.26``."""
-        return (self.version or "").rsplit("-", 1)[0].split("+")[0]
-
-    @property
-    def apt_spec(self) -> str:
-        """What fetch_debian_source.sh takes: ``abseil=20240722.0-4`` or ``deb:pybind11-dev=2.13.6-2``."""
-        spec = f"{self.package}={self.version}"
-        return f"deb:{spec}" if self.kind == "headers" else spec
-
-    def cmake_define(self) -> tuple[str, str]:
-        if self.within:
-            return (f"FETCHCONTENT_SOURCE_DIR_{self.name.upper()}", f"{DEPS}/{self.within}/{self.subdir}")
-        if self.define:
-            variable, relative = self.define
-            return (variable, f"{DEPS}/{self.name}/{relative}")
-        return (f"FETCHCONTENT_SOURCE_DIR_{self.name.upper()}", f"{DEPS}/{self.name}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class DependencyTable:
-    ort_version: str
-    dependencies: tuple[Dependency, ...]
-    path: Path
-
-    @property
-    def digest(self) -> str:
-        """Names the prepared tree: the table's bytes (versions, patches, layout)."""
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()[:12]
-
-    def defines(self) -> list[tuple[str, str]]:
-        return [dependency.cmake_define() for dependency in self.dependencies]
-
-    def fetched(self) -> tuple[Dependency, ...]:
-        return tuple(d for d in self.dependencies if d.within is None)
-
-
-def table_path(ort_version: str) -> Path:
-    return TABLES_DIR / f"{ort_version}.yaml"
-
-
-def known_versions() -> list[str]:
-    return sorted(path.stem for path in TABLES_DIR.glob("*.yaml"))
-
-
-def load_table(ort_version: str) -> DependencyTable | None:
-    """The dependency table of an ORT release, or None when orch has none for it."""
-    path = table_path(ort_version)
-    if not path.is_file():
-        return None
-    try:
-        document = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise BuildError(f"{path}: not valid YAML: {error}") from error
-    if not isinstance(document, dict) or not isinstance(document.get("dependencies"), dict):
-        raise BuildError(f"{path}: needs a mapping 'dependencies: {{NAME: {{package, version, pins}}}}'")
-    suite = str(document.get("suite", "trixie"))
-    entries = document["dependencies"]
-    parsed = tuple(_dependency(path, name, entry, suite) for name, entry in entries.items())
-    for dependency in parsed:
-        if dependency.within and dependency.within not in entries:
-            raise BuildError(f"{path}: {dependency.name}: 'within: {dependency.within}' names no dependency")
-    return DependencyTable(ort_version=ort_version, dependencies=parsed, path=path)
-
-
-def _dependency(path: Path, name: object, entry: object, suite: str) -> Dependency:
-    where = f"{path}: dependency {name!r}"
-    if not isinstance(entry, dict):
-        raise BuildError(f"{where}: must be a mapping")
-    unknown = set(entry) - _KEYS
-    if unknown:
-        raise BuildError(f"{where}: unknown key {min(unknown)!r} (known: {', '.join(sorted(_KEYS))})")
-    values: dict[str, Any] = {key: str(value) for key, value in entry.items()}
-    if "pins" not in values:
-        raise BuildError(f"{where}: missing key 'pins' (what ORT's cmake/deps.txt asks for)")
-    if "within" in values:
-        if "subdir" not in values:
-            raise BuildError(f"{where}: 'within' needs 'subdir'")
-    else:
-        for key in ("package", "version"):
-            if key not in values:
-                raise BuildError(f"{where}: missing key '{key}'")
-    kind = values.get("kind", "source")
-    if kind not in _KINDS:
-        raise BuildError(f"{where}: kind must be one of {', '.join(_KINDS)}, not {kind!r}")
-    define = None
-    if "define" in values:
-        variable, sep, relative = values["define"].partition("=")
-        if not sep or not variable or not relative or relative.startswith("/") or ".." in relative.split("/"):
-            raise BuildError(
-                f"{where}: define must be NAME=relative/path inside the package, not {values['define']!r}"
-            )
-        define = (variable, relative)
-    return Dependency(
-        name=str(name),
-        pins=values["pins"],
-        package=values.get("package"),
-        version=values.get("version"),
-        suite=values.get("suite", suite),
-        kind=kind,
-        patch=values.get("patch"),
-        within=values.get("within"),
-        subdir=values.get("subdir"),
-        define=define,
-    )
-
-
-# -- preparing (downloads, unpacking, patches) ----------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -297,18 +166,3 @@ def prepare_dependencies(
         records.append(record)
     done.write_text(json.dumps(records, indent=2))
     return PreparedDependencies(path=tree, records=tuple(records))
-
-
-def describe(records: tuple[Mapping[str, str], ...]) -> list[str]:
-    """One line per dependency for the plan and the manifest readers."""
-    lines = []
-    for record in records:
-        if "within" in record:
-            lines.append(f"{record['name']}: inside {record['within']} ({record['subdir']})")
-            continue
-        patch = f", ORT patch {record['patch']}" if "patch" in record else ""
-        lines.append(
-            f"{record['name']}: Debian {record['suite']} {record['package']} {record['version']}"
-            f" (ORT pins {record['pins']}; sha256 {record['sha256'][:12]}){patch}"
-        )
-    return lines

@@ -1,14 +1,6 @@
-"""Where the ONNX Runtime source tree of a build comes from, and getting it ready.
-
-``--ort-source`` accepts:
-
-* ``debian`` — the offline route: the distribution's ``onnxruntime`` source package, fetched
-  with ``apt-get source --download-only`` inside a container of the board's Debian suite (the
-  ``deb-src`` entry is derived from that image's own apt sources, so whatever mirror the
-  image uses serves the source too). Debian 13 carries ORT 1.21.0.
-* a git URL, optionally with ``@<ref>`` (default ref ``v<ort-version>``), cloned with submodules;
-* a local directory (an ORT checkout);
-* a source tarball (``.tar.gz``/``.tar.xz``/...).
+"""Getting an ONNX Runtime source tree ready to mount into the build container: fetched (the
+Debian source package with apt in a container of the suite, a git clone), extracted or copied, and
+patched. What ``--ort-source`` names is parsed in ``ort_spec`` (pure).
 
 Preparing a source copies it into ``$ORCH_HOME/sources/`` when patches must be applied (a
 user's checkout is never modified), applies the version's patch series from
@@ -26,61 +18,22 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from orchestrator.adapters import process
-from orchestrator.builds.sources.release_files import DEPS_FILE, read_tarball, read_tree
+from orchestrator.builds.sources.ort_spec import SourceSpec, tree_version
+from orchestrator.builds.sources.release_files import DEPS_FILE
 from orchestrator.common.digests import file_sha256
-from orchestrator.common.ort_versions import check_ort_version
-from orchestrator.errors import BuildError, UsageError
+from orchestrator.errors import BuildError
 from orchestrator.paths import DOCKER_DIR, TOOLCHAINS_DIR, orch_home
 
 if TYPE_CHECKING:
     from orchestrator.adapters.engine import Engine
 
-UPSTREAM_GIT = "https://github.com/microsoft/onnxruntime"
-DEFAULT_ORT_VERSION = "1.21.0"
-# The ORT version each Debian suite's source package carries (what the offline route can build).
-DEBIAN_ORT_VERSIONS = {"trixie": "1.21.0"}
-_TARBALL = re.compile(r"\.(tar|tar\.gz|tgz|tar\.xz|txz|tar\.bz2|tbz2|tar\.zst)$")
-
 # Run inside a container of the suite (see its header): a file of docker/build, copied in where
 # the build's scripts go (orchestrator.builds.container_paths.SCRIPTS) and run with the image's `sh`.
 _FETCH_SCRIPT = DOCKER_DIR / "build" / "fetch_debian_source.sh"
 _FETCH_IN_CONTAINER = "/opt/orch/fetch_debian_source.sh"
-
-
-SourceKind = Literal["debian", "git", "dir", "tarball"]
-# Where the plan's release comes from: the source itself (a Debian package, a tree's or tarball's
-# VERSION_NUMBER), or, for a git URL read only after cloning, the ref, --ort-version or orch's default.
-VersionOrigin = Literal["source", "git ref", "--ort-version", "default"]
-# A git ref that names a release: v1.21.0, 1.21.0, v1.22.0rc1.
-_RELEASE_REF = re.compile(r"v?(\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?)")
-
-
-@dataclass(frozen=True, kw_only=True)
-class SourceSpec:
-    """What the user asked for, parsed (pure)."""
-
-    kind: SourceKind
-    location: str  # suite for debian, URL, path
-    ref: str | None
-    version: str
-    version_origin: VersionOrigin = "source"
-    # ORT's FetchContent URLs (cmake/deps.txt) when the source could be read before fetching it.
-    deps_urls: tuple[str, ...] | None = None
-
-    @property
-    def version_checked_after_fetch(self) -> bool:
-        """The release is only a claim until the source is fetched (a git URL): checked then."""
-        return self.version_origin != "source"
-
-    def describe(self) -> str:
-        if self.kind == "debian":
-            return f"Debian {self.location} source package onnxruntime {self.version} (offline, apt deb-src)"
-        if self.kind == "git":
-            return f"git {self.location} @ {self.ref}"
-        return f"{self.kind} {self.location}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,102 +45,6 @@ class SourceTree:
     spec: SourceSpec
     source_sha256: str
     patches: tuple[dict[str, str], ...]
-
-
-def parse_source(text: str | None, *, version: str | None, suite: str | None) -> SourceSpec:
-    """Interpret ``--ort-source`` (None: the offline Debian route when it has the version, else upstream git)."""
-    check_ort_version(version)
-    wanted = version or DEFAULT_ORT_VERSION
-    if text is None:
-        # The offline route when a Debian suite carries the release: the board's own first (the
-        # ORT tree is the same upstream tarball whichever suite serves it).
-        carriers = sorted(s for s, v in DEBIAN_ORT_VERSIONS.items() if v == wanted)
-        if carriers:
-            chosen = suite if suite in carriers else carriers[0]
-            return SourceSpec(kind="debian", location=chosen, ref=None, version=wanted)
-        text = UPSTREAM_GIT
-    if text == "debian" or text.startswith("debian:"):
-        return _debian_source(text.partition(":")[2] or suite or "trixie", version)
-    if re.match(r"^(https?|ssh|git|file)://", text) or text.startswith("git@") or text.endswith(".git"):
-        return _git_source(text, version)
-    return _local_source(text, version)
-
-
-def _git_source(text: str, version: str | None) -> SourceSpec:
-    """A git URL[@ref]: nothing to read before cloning, so the release is the ref's (or the option's),
-    checked against the clone's VERSION_NUMBER once it is there."""
-    url, _, ref = text.partition("@") if not text.startswith("git@") else (text, "", "")
-    if text.startswith("git@") and text.count("@") > 1:
-        url, _, ref = text.rpartition("@")
-    named = _RELEASE_REF.fullmatch(ref) if ref else None
-    if named and version and named.group(1) != version:
-        raise UsageError(
-            f"--ort-source {text}: the ref {ref} names ORT {named.group(1)}, but --ort-version says {version}",
-            hint="give one release: drop --ort-version (the ref decides), or name the ref of that release",
-        )
-    if ref and not named and not version:
-        raise UsageError(
-            f"--ort-source {text}: the ref {ref!r} does not name a release",
-            hint="add --ort-version X.Y.Z (checked against the clone's VERSION_NUMBER), or use @vX.Y.Z",
-        )
-    origin: VersionOrigin = "--ort-version" if version else "git ref" if named else "default"
-    wanted = version or (named.group(1) if named else DEFAULT_ORT_VERSION)
-    return SourceSpec(
-        kind="git", location=url, ref=ref or f"v{wanted}", version=wanted, version_origin=origin
-    )
-
-
-def _debian_source(debian_suite: str, version: str | None) -> SourceSpec:
-    carried = DEBIAN_ORT_VERSIONS.get(debian_suite)
-    if carried is None:
-        raise UsageError(
-            f"no ORT source package known for Debian '{debian_suite}'",
-            hint=f"known: {', '.join(f'{s} ({v})' for s, v in DEBIAN_ORT_VERSIONS.items())}",
-        )
-    if version and version != carried:
-        raise UsageError(
-            f"Debian {debian_suite} carries ORT {carried}, not {version}",
-            hint="drop --ort-version or use a git URL / tarball for other versions",
-        )
-    return SourceSpec(kind="debian", location=debian_suite, ref=None, version=carried)
-
-
-def _local_source(text: str, version: str | None) -> SourceSpec:
-    """A local checkout or a source tarball: the release is the one its VERSION_NUMBER says."""
-    path = Path(text).expanduser()
-    try:
-        path.stat()
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError) as error:  # a NUL byte, a name too long, a loop of links
-        raise UsageError(
-            f"--ort-source {text[:80]!r}: not a usable path ({getattr(error, 'strerror', None) or error})"
-        ) from None
-    if path.is_dir():
-        if _tree_version(path) is None:
-            raise UsageError(
-                f"{path} is not an ONNX Runtime source tree (no VERSION_NUMBER, tools/ci_build/build.py)"
-            )
-        files = read_tree(path)
-        kind: SourceKind = "dir"
-    elif path.is_file() and _TARBALL.search(path.name):
-        files, kind = read_tarball(path), "tarball"
-    else:
-        raise UsageError(
-            f"--ort-source '{text}' is neither 'debian', a git URL, an existing directory nor a source tarball",
-        )
-    if version and version != files.version:
-        raise UsageError(
-            f"--ort-source {path} holds ORT {files.version} (its VERSION_NUMBER), but --ort-version says {version}",
-            hint="drop --ort-version (the release comes from the source), or give the source of that release",
-        )
-    return SourceSpec(
-        kind=kind,
-        location=str(path.resolve()),
-        ref=None,
-        version=files.version,
-        deps_urls=files.deps_urls,
-    )
 
 
 def fetch_entries(tree: Path) -> tuple[dict[str, str], ...]:
@@ -206,7 +63,7 @@ def fetch_entries(tree: Path) -> tuple[dict[str, str], ...]:
 
 def _check_fetched_release(spec: SourceSpec, tree: Path) -> None:
     """The fetched tree must hold the release the plan was made for (a git ref may name another)."""
-    found = _tree_version(tree)
+    found = tree_version(tree)
     if found != spec.version:
         origin = "" if spec.version_origin == "source" else f" (from {spec.version_origin})"
         raise BuildError(
@@ -214,13 +71,6 @@ def _check_fetched_release(spec: SourceSpec, tree: Path) -> None:
             f" {spec.version}{origin}",
             hint="name the ref of that release, or give --ort-version of the release the ref holds",
         )
-
-
-def _tree_version(path: Path) -> str | None:
-    marker = path / "VERSION_NUMBER"
-    if not marker.is_file() or not (path / "tools" / "ci_build" / "build.py").is_file():
-        return None
-    return marker.read_text().strip()
 
 
 def patch_series(version: str) -> list[Path]:
@@ -294,9 +144,9 @@ def _extract(tarball: Path, dest: Path) -> Path:
     with tarfile.open(tarball) as archive:
         archive.extractall(dest, filter="data")
     roots = [p for p in dest.iterdir() if p.is_dir()]
-    if len(roots) == 1 and _tree_version(roots[0]):
+    if len(roots) == 1 and tree_version(roots[0]):
         return roots[0]
-    if _tree_version(dest):
+    if tree_version(dest):
         return dest
     raise BuildError(f"{tarball} does not contain an ONNX Runtime source tree")
 
