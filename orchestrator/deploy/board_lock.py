@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from orchestrator.adapters.session import BoardSession, CommandResult, Stream
 from orchestrator.board_side import read_text
@@ -138,15 +138,28 @@ class BoardLock:
         self.release()
 
 
-def holder_document(command: str) -> dict[str, Any]:
+class HolderDocument(TypedDict):
+    """The lock holder's description, kept on the board (``.orch.lock.holder``) for whoever waits.
+
+    Read back from the board as it is (a holder of another orch version may say less):
+    ``describe_holder`` and ``holder_is_dead`` check each key they use."""
+
+    command: str
+    host: str
+    pid: int
+    user: str
+    started: str  # UTC, ISO 8601
+
+
+def holder_document(command: str) -> HolderDocument:
     """What a waiting orch is told about this one."""
-    return {
-        "command": command,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "user": os.environ.get("USER") or os.environ.get("LOGNAME") or "",
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    return HolderDocument(
+        command=command,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        user=os.environ.get("USER") or os.environ.get("LOGNAME") or "",
+        started=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
 
 
 def acquire(  # noqa: PLR0913 -- keyword-only options of one board's lock, each with its meaning

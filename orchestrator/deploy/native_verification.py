@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Mapping
-from typing import Any
 
 from orchestrator.adapters.session import CommandResult
 from orchestrator.builds.native_runner.plan import RUNNER_SCHEMA
@@ -37,7 +36,7 @@ def runner_verify_argv(release_dir: str, runner: str, model: str) -> tuple[str, 
     )
 
 
-def _document(result: CommandResult) -> dict[str, Any] | None:
+def _document(result: CommandResult) -> dict[str, object] | None:
     """The last JSON line the runner printed, when it is a runner document."""
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     try:
@@ -49,19 +48,19 @@ def _document(result: CommandResult) -> dict[str, Any] | None:
     return document
 
 
-def _text(document: Mapping[str, Any], section: str, key: str) -> str | None:
+def _text(document: Mapping[str, object], section: str, key: str) -> str | None:
     part = document.get(section)
     value = part.get(key) if isinstance(part, dict) else None
     return value if isinstance(value, str) else None
 
 
-def _number(document: Mapping[str, Any], key: str) -> float | None:
+def _number(document: Mapping[str, object], key: str) -> float | None:
     timing = document.get("timing")
     value = timing.get(key) if isinstance(timing, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _model_check(result: CommandResult, document: dict[str, Any] | None) -> ModelCheck:
+def _model_check(result: CommandResult, document: dict[str, object] | None) -> ModelCheck:
     if document is None:
         tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-3:])
         return ModelCheck(

@@ -14,11 +14,11 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 from orchestrator.artifacts.store import Artifact, ArtifactKind
 from orchestrator.board import Board
-from orchestrator.deploy.release_files import LocalFile, ReleaseFiles
+from orchestrator.deploy.release_files import LocalFile, LocalFileDocument, ReleaseFiles
 from orchestrator.deploy.releases import (
     Listing,
     ReleaseInfo,
@@ -58,7 +58,7 @@ class _ReleaseDocumentFields(TypedDict):
     agent: dict[str, str]  # file name -> sha256
     python_version: str
     created: str
-    manifest: dict[str, Any]  # the artifact's manifest.json, as it is
+    manifest: dict[str, object]  # the artifact's manifest.json, as it is
 
 
 class ReleaseDocument(_ReleaseDocumentFields, total=False):
@@ -80,7 +80,45 @@ class NativeReleaseDocument(TypedDict):
     agent: dict[str, str]  # file name -> sha256 (the README: the agent itself needs Python)
     native: NativeDocument
     created: str
-    manifest: dict[str, Any]  # the artifact's manifest.json, as it is
+    manifest: dict[str, object]  # the artifact's manifest.json, as it is
+
+
+class _BoardPlanKeys(TypedDict):
+    board: str
+    address: str
+    workdir: str
+    release_id: str
+    release_dir: str
+    python: str | None
+    current: str | None
+    release_exists: bool
+    unchanged: bool
+    already_verified: bool
+    verified: dict[str, object] | None  # the board's verified.json of this release
+    reuse_from: str | None
+    files: list[LocalFileDocument]
+    send: list[LocalFileDocument]
+    bytes_to_send: int
+    already_there: list[LocalFileDocument]
+    venv_argv: list[str]
+    install_argv: list[str]
+    prune: list[str]
+    free_bytes: int | None
+    space_needed: int
+    facts: dict[str, object]
+
+
+class BoardPlanDocument(_BoardPlanKeys, total=False):
+    """A board's plan as ``orch deploy --dry-run`` prints it."""
+
+    # Said only of a C library build's release: a wheel's plan reads as it always did.
+    kind: ArtifactKind
+    verify_argv: list[list[str]]
+
+
+class RollbackDocument(TypedDict):
+    rollback_from: str | None
+    rollback_to: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,37 +170,35 @@ class BoardPlan:
         release's content is fixed by its id), unless ``--verify`` asks to verify again."""
         return self.unchanged and self.verified is not None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "board": self.board,
-            "address": self.address,
-            "workdir": self.workdir,
-            "release_id": self.release_id,
-            "release_dir": self.release_dir,
-            "python": self.python,
-            "current": self.current,
-            "release_exists": self.release_exists,
-            "unchanged": self.unchanged,
-            "already_verified": self.already_verified,
-            "verified": self.verified.document if self.verified else None,
-            "reuse_from": self.reuse_from,
-            "files": [f.as_dict() for f in self.files],
-            "send": [f.as_dict() for f in self.to_send],
-            "bytes_to_send": self.bytes_to_send,
-            "already_there": [f.as_dict() for f in self.already_there],
-            "venv_argv": list(self.venv_argv),
-            "install_argv": list(self.install_argv),
-            "prune": list(self.prune),
-            "free_bytes": self.free_bytes,
-            "space_needed": self.space_needed,
-            "facts": self.facts.as_dict(),
-            # Said only of a C library build's release: a wheel's plan reads as it always did.
-            **(
-                {"kind": self.kind, "verify_argv": [list(argv) for argv in self.verify_argv]}
-                if self.kind == "library"
-                else {}
-            ),
-        }
+    def as_dict(self) -> BoardPlanDocument:
+        document = BoardPlanDocument(
+            board=self.board,
+            address=self.address,
+            workdir=self.workdir,
+            release_id=self.release_id,
+            release_dir=self.release_dir,
+            python=self.python,
+            current=self.current,
+            release_exists=self.release_exists,
+            unchanged=self.unchanged,
+            already_verified=self.already_verified,
+            verified=self.verified.document if self.verified else None,
+            reuse_from=self.reuse_from,
+            files=[f.as_dict() for f in self.files],
+            send=[f.as_dict() for f in self.to_send],
+            bytes_to_send=self.bytes_to_send,
+            already_there=[f.as_dict() for f in self.already_there],
+            venv_argv=list(self.venv_argv),
+            install_argv=list(self.install_argv),
+            prune=list(self.prune),
+            free_bytes=self.free_bytes,
+            space_needed=self.space_needed,
+            facts=self.facts.as_dict(),
+        )
+        if self.kind == "library":
+            document["kind"] = self.kind
+            document["verify_argv"] = [list(argv) for argv in self.verify_argv]
+        return document
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,8 +209,8 @@ class RollbackPlan:
     rollback_from: str | None  # the current release (None: the board has none)
     rollback_to: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"rollback_from": self.rollback_from, "rollback_to": self.rollback_to}
+    def as_dict(self) -> RollbackDocument:
+        return RollbackDocument(rollback_from=self.rollback_from, rollback_to=self.rollback_to)
 
 
 def plan_board(board: Board, survey: Survey, files: ReleaseFiles, *, keep: int, created: str) -> BoardPlan:

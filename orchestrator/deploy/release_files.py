@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from orchestrator.artifacts.model_file import onnx_file_problem
 from orchestrator.artifacts.store import Artifact
@@ -32,6 +32,14 @@ NATIVE_AGENT_FILES = ("README.md",)
 FileRole = Literal["wheel", "dependency", "model", "agent", "runner", "library", "header"]
 
 
+class LocalFileDocument(TypedDict):
+    role: FileRole
+    name: str
+    path: str
+    sha256: str
+    size: int
+
+
 @dataclass(frozen=True, kw_only=True)
 class LocalFile:
     """A workstation file that ends up in a release, under ``name`` (relative to the release dir)."""
@@ -42,14 +50,10 @@ class LocalFile:
     sha256: str
     size: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "role": self.role,
-            "name": self.name,
-            "path": str(self.path),
-            "sha256": self.sha256,
-            "size": self.size,
-        }
+    def as_dict(self) -> LocalFileDocument:
+        return LocalFileDocument(
+            role=self.role, name=self.name, path=str(self.path), sha256=self.sha256, size=self.size
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,7 +33,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from orchestrator.adapters.session import BoardSession
 from orchestrator.board_side import read_text
@@ -108,7 +108,24 @@ class VerifiedRecord:
 
     release: str
     verified_at: str | None  # when it ran (UTC, ISO 8601)
-    document: dict[str, Any]  # the record as the board keeps it (its ``verification`` is parsed when used)
+    # The record as the board keeps it: its ``verification`` is parsed when used (a record that does
+    # not parse is no proof, and the release is verified again).
+    document: dict[str, object]
+
+
+class ReleaseSummary(TypedDict):
+    """A release as ``orch deploy --list`` and ``--json`` show it."""
+
+    id: str
+    variant: str
+    target: str
+    ort_version: str
+    path: str
+    python: str
+    models: dict[str, str]
+    created: str
+    current: bool
+    last_used: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,22 +140,23 @@ class ReleaseInfo:
     created: str = ""
     current: bool = False
     last_used: str = ""  # last time `current` was switched to it ("" when never)
-    document: dict[str, Any] = field(default_factory=dict, compare=False)  # its release.json
+    # Its release.json as read (written by an orch of any version: its readers check each key they use).
+    document: dict[str, object] = field(default_factory=dict, compare=False)
     verified: VerifiedRecord | None = field(default=None, compare=False)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "variant": self.variant,
-            "target": self.target,
-            "ort_version": self.ort_version,
-            "path": self.path,
-            "python": self.python,
-            "models": dict(self.models),
-            "created": self.created,
-            "current": self.current,
-            "last_used": self.last_used,
-        }
+    def as_dict(self) -> ReleaseSummary:
+        return ReleaseSummary(
+            id=self.id,
+            variant=self.variant,
+            target=self.target,
+            ort_version=self.ort_version,
+            path=self.path,
+            python=self.python,
+            models=dict(self.models),
+            created=self.created,
+            current=self.current,
+            last_used=self.last_used,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,7 +195,7 @@ class _ListingLines:
         self.workdir_abs = ""
         self.current: str | None = None
         self.last_used: dict[str, str] = {}
-        self.documents: dict[str, dict[str, Any]] = {}
+        self.documents: dict[str, dict[str, object]] = {}
         self.verified: dict[str, VerifiedRecord] = {}
         self.incomplete: list[str] = []
         self.store: set[str] = set()
@@ -202,8 +220,12 @@ class _ListingLines:
 
     def _release(self, release_id: str, document: str) -> None:
         try:
-            self.documents[release_id] = json.loads(document)
+            found = json.loads(document)
         except json.JSONDecodeError:
+            found = None
+        if isinstance(found, dict):
+            self.documents[release_id] = found
+        else:
             self.incomplete.append(release_id)  # a damaged release.json is as good as none
 
     def _verified(self, release_id: str, document: str) -> None:
@@ -217,7 +239,7 @@ class _ListingLines:
                 release=release_id, verified_at=str(when) if when else None, document=record
             )
 
-    def _release_info(self, release_id: str, doc: dict[str, Any]) -> ReleaseInfo:
+    def _release_info(self, release_id: str, doc: dict[str, object]) -> ReleaseInfo:
         path = posixpath.join(self.workdir_abs, "releases", release_id)
         return ReleaseInfo(
             id=release_id,
@@ -226,7 +248,7 @@ class _ListingLines:
             ort_version=str(doc.get("ort_version", "")),
             path=path,
             python=posixpath.join(path, "venv", "bin", "python"),
-            models=dict(doc.get("models", {})),
+            models=_models(doc.get("models")),
             created=str(doc.get("created", "")),
             current=release_id == self.current,
             last_used=self.last_used.get(release_id, ""),
@@ -245,6 +267,13 @@ class _ListingLines:
             incomplete=tuple(self.incomplete),
             store=frozenset(self.store),
         )
+
+
+def _models(value: object) -> dict[str, str]:
+    """release.json's ``models`` ("<name>.onnx" -> sha256); what is not such an entry is left out."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(name): sha256 for name, sha256 in value.items() if isinstance(sha256, str)}
 
 
 def _split_document(rest: str) -> tuple[str, str]:

@@ -3,12 +3,40 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
-from orchestrator.deploy.plan import BoardPlan, RollbackPlan
-from orchestrator.deploy.verification import Verification
+from orchestrator.deploy.plan import BoardPlan, BoardPlanDocument, RollbackDocument, RollbackPlan
+from orchestrator.deploy.verification import Verification, VerificationDocument
 
 DeployAction = Literal["deployed", "unchanged", "rolled back", "planned"]
+
+
+class _BoardReportKeys(TypedDict):
+    board: str
+    action: DeployAction
+    release_id: str
+    previous: str | None
+    python: str | None
+    files_sent: int
+    bytes_sent: int
+    files_skipped: int
+    bytes_skipped: int
+    transfer_seconds: float
+    rate_bytes_per_s: int
+    seconds: float
+    verification: VerificationDocument | dict[str, object]  # {}: not verified (a dry run)
+    verified_at: str | None
+    verification_recorded: bool
+    remote_calls: int
+    pruned: list[str]
+    phases: dict[str, float]
+
+
+class BoardReportDocument(_BoardReportKeys, total=False):
+    """One board's deploy in ``orch deploy --json``."""
+
+    plan: BoardPlanDocument | RollbackDocument  # a dry run's
+    runner: str  # a C library build's release
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,26 +68,29 @@ class BoardReport:
         """Upload rate in bytes/s (0 when nothing was sent)."""
         return self.bytes_sent / self.transfer_seconds if self.transfer_seconds > 0 else 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "board": self.board,
-            "action": self.action,
-            "release_id": self.release_id,
-            "previous": self.previous,
-            "python": self.python,
-            "files_sent": self.files_sent,
-            "bytes_sent": self.bytes_sent,
-            "files_skipped": self.files_skipped,
-            "bytes_skipped": self.bytes_skipped,
-            "transfer_seconds": round(self.transfer_seconds, 3),
-            "rate_bytes_per_s": round(self.rate),
-            "seconds": round(self.seconds, 3),
-            "verification": self.verification.as_dict() if self.verification else {},
-            "verified_at": self.verified_at,
-            "verification_recorded": self.verification_recorded,
-            "remote_calls": self.remote_calls,
-            "pruned": list(self.pruned),
-            "phases": {k: round(v, 3) for k, v in self.phases.items()},
-            **({"plan": self.plan.as_dict()} if self.plan else {}),
-            **({"runner": self.runner} if self.runner else {}),
-        }
+    def as_dict(self) -> BoardReportDocument:
+        document = BoardReportDocument(
+            board=self.board,
+            action=self.action,
+            release_id=self.release_id,
+            previous=self.previous,
+            python=self.python,
+            files_sent=self.files_sent,
+            bytes_sent=self.bytes_sent,
+            files_skipped=self.files_skipped,
+            bytes_skipped=self.bytes_skipped,
+            transfer_seconds=round(self.transfer_seconds, 3),
+            rate_bytes_per_s=round(self.rate),
+            seconds=round(self.seconds, 3),
+            verification=self.verification.as_dict() if self.verification else {},
+            verified_at=self.verified_at,
+            verification_recorded=self.verification_recorded,
+            remote_calls=self.remote_calls,
+            pruned=list(self.pruned),
+            phases={k: round(v, 3) for k, v in self.phases.items()},
+        )
+        if self.plan:
+            document["plan"] = self.plan.as_dict()
+        if self.runner:
+            document["runner"] = self.runner
+        return document

@@ -15,11 +15,41 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypedDict, TypeVar
 
 from orchestrator.errors import DeployError
 
 T = TypeVar("T")
+
+
+class _ModelCheckKeys(TypedDict):
+    ok: bool
+
+
+class ModelCheckDocument(_ModelCheckKeys, total=False):
+    """One model's check as the board prints it and ``--json`` and ``verified.json`` keep it."""
+
+    load_ms: float
+    run_ms: float
+    outputs: list[list[int]]  # the shape of each output (present once it ran)
+    error: str
+
+
+class _VerificationKeys(TypedDict):
+    ok: bool
+
+
+class VerificationDocument(_VerificationKeys, total=False):
+    """The verification's report: printed by ``board_side/verify_release.py``, kept in a release's
+    ``verified.json`` and printed by ``--json``."""
+
+    error: str
+    version: str
+    file: str
+    build_info: str
+    providers: list[str]  # present once onnxruntime imported
+    models: dict[str, ModelCheckDocument]
+    runner: str  # "native": the native runner's report (a C library build's release)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,8 +62,8 @@ class ModelCheck:
     run_ms: float | None = None
     outputs: tuple[tuple[int, ...], ...] = ()  # the shape of each output
 
-    def as_dict(self) -> dict[str, Any]:
-        document: dict[str, Any] = {"ok": self.ok}
+    def as_dict(self) -> ModelCheckDocument:
+        document = ModelCheckDocument(ok=self.ok)
         if self.load_ms is not None:
             document["load_ms"] = self.load_ms
         if self.run_ms is not None:
@@ -97,13 +127,16 @@ class Verification:
             )
         return found
 
-    def as_dict(self) -> dict[str, Any]:
-        document: dict[str, Any] = {"ok": self.ok}
+    def as_dict(self) -> VerificationDocument:
+        document = VerificationDocument(ok=self.ok)
         if self.error is not None:
             document["error"] = self.error
-        for key, value in (("version", self.version), ("file", self.file), ("build_info", self.build_info)):
-            if value is not None:
-                document[key] = value
+        if self.version is not None:
+            document["version"] = self.version
+        if self.file is not None:
+            document["file"] = self.file
+        if self.build_info is not None:
+            document["build_info"] = self.build_info
         if self.version is not None:  # onnxruntime imported: it listed its providers
             document["providers"] = list(self.providers)
         if self.models or self.error is None:
@@ -154,7 +187,7 @@ def _malformed(where: str, key: str, wanted: str) -> DeployError:
     return DeployError(f"{where}: the board's report is malformed: '{key}' must be {wanted}")
 
 
-def _object(value: object, key: str, where: str) -> dict[str, Any]:
+def _object(value: object, key: str, where: str) -> dict[str, object]:
     if not isinstance(value, dict):
         raise _malformed(where, key, "a JSON object")
     return value
@@ -169,14 +202,16 @@ def _strings(value: object, key: str, where: str) -> list[str]:
 _KINDS = {bool: "true or false", str: "a string"}
 
 
-def _optional(document: dict[str, Any], key: str, kind: type[T], where: str, parent: str = "") -> T | None:
+def _optional(
+    document: Mapping[str, object], key: str, kind: type[T], where: str, parent: str = ""
+) -> T | None:
     value = document.get(key)
     if value is not None and not isinstance(value, kind):
         raise _malformed(where, f"{parent}.{key}" if parent else key, _KINDS.get(kind, kind.__name__))
     return value
 
 
-def _required(document: dict[str, Any], key: str, kind: type[T], where: str, parent: str = "") -> T:
+def _required(document: Mapping[str, object], key: str, kind: type[T], where: str, parent: str = "") -> T:
     value = document.get(key)
     name = f"{parent}.{key}" if parent else key
     if value is None:
@@ -186,7 +221,7 @@ def _required(document: dict[str, Any], key: str, kind: type[T], where: str, par
     return value
 
 
-def _number(document: dict[str, Any], key: str, where: str, parent: str) -> float | None:
+def _number(document: Mapping[str, object], key: str, where: str, parent: str) -> float | None:
     value = document.get(key)
     if value is None:
         return None

@@ -65,6 +65,17 @@ def test_listing_marks_current_and_orders_by_last_use() -> None:
     assert set(listing.incomplete) == {"broken-1-dddddddd", "stock-1.32.0-eeeeeeee"}
 
 
+def test_a_release_json_is_read_as_the_board_keeps_it_and_odd_models_are_left_out() -> None:
+    document = {"id": "x-1-00000000", "variant": "x", "models": {"a.onnx": "ab" * 32, "b.onnx": 3}}
+    listing = parse_listing(
+        f"workdir\t/w\nrelease\tx-1-00000000\t{json.dumps(document)}\nrelease\ty-1-00000000\t[]"
+    )
+    (release,) = listing.releases
+    assert release.document == document  # what readers of its other keys (native, manifest) get
+    assert release.models == {"a.onnx": "ab" * 32} and release.ort_version == ""
+    assert listing.incomplete == ("y-1-00000000",)  # JSON, but not a release.json: as good as none
+
+
 def test_rollback_goes_to_the_most_recently_used_other_release() -> None:
     assert choose_rollback(parse_listing(LISTING), board="nano01").id == "stock-1.32.0-aaaaaaaa"
 
