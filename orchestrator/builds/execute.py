@@ -24,7 +24,7 @@ import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from orchestrator.artifacts.store import Artifact, BuildRecord
 from orchestrator.builds.build_log import Log, LogSink, Progress, first_error, lto_dropped
@@ -48,7 +48,7 @@ from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
 from orchestrator.builds.library_record import publish_library
 from orchestrator.builds.native_runner.execute import CompileIn, add_runner, header_from_tree
 from orchestrator.builds.native_runner.library import LibraryOutput, finish_library, prove_files
-from orchestrator.builds.network import container_network, fetch_failure, network_needs
+from orchestrator.builds.network import FetchedNeeds, fetch_failure, needs_after_fetch, planned_needs
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.record import MadeWheel, build_record, finish_artifact
 from orchestrator.builds.sources.dependencies import PreparedDependencies, prepare_dependencies
@@ -88,6 +88,7 @@ class ExecuteOptions:
 @dataclass(frozen=True, kw_only=True)
 class BuildResult:
     plan: BuildPlan
+    network: FetchedNeeds  # what the build container downloaded, on which network (see fetched_needs)
     build_dir: Path
     log_path: Path
     duration_s: float
@@ -128,6 +129,7 @@ class _Container:
     """How the build container runs: image, mounts, files copied in, environment, labels."""
 
     image_id: str
+    network: FetchedNeeds
     volumes: Volumes
     copy_in: tuple[tuple[Path, str], ...]
     environment: dict[str, str]
@@ -150,7 +152,9 @@ class _BuildRun:
     """One build's steps, in the order that lets it fail fast."""
 
     def __init__(self, plan: BuildPlan, engine: Engine, log: Log, options: ExecuteOptions) -> None:
-        self.plan = plan
+        # The plan is what --dry-run showed, from the first step to the result; what the build learns
+        # on the way (the fetch route's downloads) is a value of its own.
+        self.plan: Final = plan
         self.engine = engine
         self.log = log
         self.options = options
@@ -160,8 +164,10 @@ class _BuildRun:
     def run(self) -> BuildResult:
         self.engine.ping()
         inputs = self._prepare_inputs()
-        self.plan = with_fetched_needs(self.plan, inputs.tree, self.log)
-        container = self._container(inputs)
+        network = fetched_needs(self.plan, inputs.tree)
+        for line in network.lines():
+            self.log(line)
+        container = self._container(inputs, network)
         compiled = self._compile_and_package(container)
         if self.plan.scope != "wheel":
             # No wheel: the record of how it was made goes beside the build's output; a C library
@@ -190,6 +196,7 @@ class _BuildRun:
     ) -> BuildResult:
         return BuildResult(
             plan=self.plan,
+            network=container.network,
             build_dir=container.build_dir,
             log_path=artifact.directory / "build.log" if artifact else container.log_path,
             duration_s=time.monotonic() - self.started,
@@ -228,7 +235,7 @@ class _BuildRun:
             ) from error
         return None
 
-    def _container(self, inputs: _Inputs) -> _Container:
+    def _container(self, inputs: _Inputs, network: FetchedNeeds) -> _Container:
         plan = self.plan
         image_id = ensure_build_image(self.engine, plan, self.log, local=self.local)
         source_volume = ensure_source_volume(self.engine, image_id, inputs.tree, self.log)
@@ -238,6 +245,7 @@ class _BuildRun:
             shutil.rmtree(stale, ignore_errors=True)
         return _Container(
             image_id=image_id,
+            network=network,
             volumes=volumes,
             copy_in=_copy_in(plan, build_dir),
             environment=_environment(plan, image_id, source_volume),
@@ -313,7 +321,7 @@ class _BuildRun:
                 ["sh", f"{SCRIPTS}/run_build.sh", *plan.build_argv],
                 environment=environment,
                 volumes=volumes,
-                network=plan.network,
+                network=container.network.network,
                 labels=container.labels,
                 working_dir=BUILD,
                 on_log=sink,
@@ -342,7 +350,7 @@ class _BuildRun:
             container.image_id,
             plan.package_argv,
             volumes=container.volumes,
-            network=plan.network,
+            network=container.network.network,
             labels=container.labels,
             working_dir=plan.config_build_dir,
             on_log=sink,
@@ -471,20 +479,14 @@ def _environment(plan: BuildPlan, image_id: str, source_volume: str) -> dict[str
     }
 
 
-def with_fetched_needs(plan: BuildPlan, tree: SourceTree, log: Log) -> BuildPlan:
-    """The fetch route of a source whose cmake/deps.txt could be read only once it was fetched (a git
-    clone): its downloads listed now, and the build container's network chosen from them."""
+def fetched_needs(plan: BuildPlan, tree: SourceTree) -> FetchedNeeds:
+    """The step after the fetch: what the build container downloads and its network. The plan's own,
+    unless it is the fetch route of a source whose cmake/deps.txt could be read only once fetched (a
+    git clone): then listed from the fetched tree's file, and the network chosen from them."""
     if plan.dependencies != "fetch" or plan.network_needs.pending is None:
-        return plan
+        return planned_needs(plan.network_needs, plan.network)
     urls = tuple(entry["url"] for entry in fetch_entries(tree.path))
-    needs = network_needs(plan.source, plan.dependencies, urls)
-    network = container_network(plan.dependencies, needs)
-    log(f"needs the network: yes (cmake/deps.txt of the fetched source, {len(urls)} archives)")
-    for download in needs.downloads:
-        log(f"    {download.what}: {download.url}")
-    if network == "host":
-        log("every download is a loopback address: the build container runs on the host's network")
-    return replace(plan, network_needs=needs, network=network)
+    return needs_after_fetch(plan.source, plan.dependencies, urls)
 
 
 def _prepare_dependencies(

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from orchestrator.builds.routes import DependencyRoute
 from orchestrator.builds.sources.ort_spec import SourceSpec
 
+_FETCHCONTENT = "ORT FetchContent (cmake/deps.txt)"  # what each of deps.txt's downloads is listed as
 # How the build container is connected: none, the host's network, or (None) the engine's default.
 ContainerNetwork = Literal["none", "host"] | None
 
@@ -111,13 +112,50 @@ def network_needs(
     pending = None
     if route == "fetch":
         if deps_urls is not None:
-            downloads += [Download(what="ORT FetchContent (cmake/deps.txt)", url=u) for u in deps_urls]
+            downloads += [Download(what=_FETCHCONTENT, url=u) for u in deps_urls]
         else:
             pending = (
                 "ORT's FetchContent downloads the archives listed in the source's cmake/deps.txt"
                 " (read once the source is fetched)"
             )
     return NetworkNeeds(downloads=tuple(downloads), pending=pending)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FetchedNeeds:
+    """What the build container downloads and the network it runs on, as the compile gets them once
+    the source is fetched: the plan's own when it could list the downloads before (a tarball, a
+    checkout, every route but fetch), else read from the fetched tree's cmake/deps.txt. A value of
+    its own beside the plan: the plan stays what ``--dry-run`` showed."""
+
+    needs: NetworkNeeds
+    network: ContainerNetwork
+    listed_after_fetch: bool  # the downloads were read from the fetched tree
+
+    def lines(self) -> list[str]:
+        """What the build says once it has read them (nothing when the plan had listed them already)."""
+        if not self.listed_after_fetch:
+            return []
+        fetched = [d for d in self.needs.downloads if d.what == _FETCHCONTENT]
+        said = [f"needs the network: yes (cmake/deps.txt of the fetched source, {len(fetched)} archives)"]
+        said += [f"    {download.what}: {download.url}" for download in self.needs.downloads]
+        if self.network == "host":
+            said.append(
+                "every download is a loopback address: the build container runs on the host's network"
+            )
+        return said
+
+
+def planned_needs(needs: NetworkNeeds, network: ContainerNetwork) -> FetchedNeeds:
+    """The plan's downloads and network, unchanged by the fetch."""
+    return FetchedNeeds(needs=needs, network=network, listed_after_fetch=False)
+
+
+def needs_after_fetch(source: SourceSpec, route: DependencyRoute, deps_urls: tuple[str, ...]) -> FetchedNeeds:
+    """The downloads of a source whose cmake/deps.txt could be read only once it was fetched (a git
+    clone), from that file's URLs, and the build container's network chosen from them."""
+    needs = network_needs(source, route, deps_urls)
+    return FetchedNeeds(needs=needs, network=container_network(route, needs), listed_after_fetch=True)
 
 
 _SUBBUILD = re.compile(r"_deps/([\w.+-]+?)-subbuild/")
