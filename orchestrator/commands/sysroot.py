@@ -12,7 +12,7 @@ import argparse
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict
 
 from rich.markup import escape
 from rich.table import Table
@@ -28,6 +28,8 @@ from orchestrator.builds.sysroots.contents import (
 )
 from orchestrator.builds.sysroots.pull import PullResult, pull
 from orchestrator.builds.sysroots.store import (
+    StoreOutcome,
+    SysrootRecord,
     check_name,
     find_sysroot,
     list_sysroots,
@@ -171,18 +173,17 @@ def _size(count: int) -> str:
     return f"{count / (1 << 20):.1f} MiB"
 
 
-def _describe(record: dict[str, Any]) -> str:
-    os_name = (record.get("os") or {}).get("name") or "unknown OS"
+def _describe(record: SysrootRecord) -> str:
     parts = [
-        os_name,
-        f"glibc {record.get('glibc') or '?'}",
-        f"Python {record.get('python') or 'none'}",
-        record.get("triplet") or "no triplet",
+        record["os"]["name"] or "unknown OS",
+        f"glibc {record['glibc'] or '?'}",
+        f"Python {record['python'] or 'none'}",
+        record["triplet"] or "no triplet",
     ]
-    return ", ".join(parts) + f"; {record.get('files', 0)} files, {_size(int(record.get('size', 0)))}"
+    return ", ".join(parts) + f"; {record['files']} files, {_size(record['size'])}"
 
 
-def _headers_note(name: str, record: dict[str, Any], *, where: str, again: str) -> str | None:
+def _headers_note(name: str, record: SysrootRecord, *, where: str, again: str) -> str | None:
     """Say what a sysroot cannot do yet, ending with the command that installs what it lacks ``where``
     (``on the board``): a minimal board has no -dev packages."""
     missing = [str(package) for package in record.get("missing_dev_packages") or []]
@@ -194,12 +195,12 @@ def _headers_note(name: str, record: dict[str, Any], *, where: str, again: str) 
     )
 
 
-def _stored_text(outcome: Any) -> str:
+def _stored_text(outcome: StoreOutcome) -> str:
     """What a pull or add did to the store, in words: new tree, the same tree again, or a shared one."""
     stored = outcome.stored
     short = stored.digest[:12]
     if outcome.previous_digest == stored.digest:
-        return f"unchanged, same digest {short} as stored {stored.entry.get('stored_at', '')}; nothing new stored"
+        return f"unchanged, same digest {short} as stored {stored.entry.stored_at or ''}; nothing new stored"
     if outcome.new:
         text = f"stored sysroot {short} ({_describe(stored.record)})"
     else:
@@ -212,7 +213,48 @@ def _stored_text(outcome: Any) -> str:
 # -- pull ------------------------------------------------------------------------------------------------
 
 
-def _pull_one(board: Board, compress: bool) -> Any:
+class _PullSeconds(TypedDict):
+    pack: float
+    fetch: float
+    store: float
+
+
+class PulledDocument(TypedDict):
+    """A board's pull in ``orch sysroot pull --json``."""
+
+    ok: Literal[True]
+    new: bool
+    digest: str
+    path: str
+    previous_digest: str | None
+    tarball_bytes: int
+    seconds: _PullSeconds
+    record: SysrootRecord
+
+
+class FailedPullDocument(TypedDict):
+    ok: Literal[False]
+    error: str
+
+
+def _pulled_document(done: PullResult) -> PulledDocument:
+    return PulledDocument(
+        ok=True,
+        new=done.outcome.new,
+        digest=done.outcome.stored.digest,
+        path=str(done.outcome.stored.directory),
+        previous_digest=done.outcome.previous_digest,
+        tarball_bytes=done.tarball_bytes,
+        seconds={
+            "pack": round(done.pack_seconds, 2),
+            "fetch": round(done.fetch_seconds, 2),
+            "store": round(done.store_seconds, 2),
+        },
+        record=done.outcome.stored.record,
+    )
+
+
+def _pull_one(board: Board, compress: bool) -> PullResult:
     with connect(board) as session:
         facts = read_facts(session, board, board.workdir)
         return pull(session, facts, compress=compress)
@@ -231,26 +273,12 @@ def _pull(request: PullRequest) -> int:
     )
     pulled: dict[str, PullResult] = result.values()
     if request.json:
-        document: dict[str, Any] = {}
+        document: dict[str, PulledDocument | FailedPullDocument] = {}
         for name, outcome in result.outcomes.items():
             if outcome.ok and name in pulled:
-                done = pulled[name]
-                document[name] = {
-                    "ok": True,
-                    "new": done.outcome.new,
-                    "digest": done.outcome.stored.digest,
-                    "path": str(done.outcome.stored.directory),
-                    "previous_digest": done.outcome.previous_digest,
-                    "tarball_bytes": done.tarball_bytes,
-                    "seconds": {
-                        "pack": round(done.pack_seconds, 2),
-                        "fetch": round(done.fetch_seconds, 2),
-                        "store": round(done.store_seconds, 2),
-                    },
-                    "record": done.outcome.stored.record,
-                }
+                document[name] = _pulled_document(pulled[name])
             else:
-                document[name] = {"ok": False, "error": outcome.message}
+                document[name] = FailedPullDocument(ok=False, error=outcome.message)
         emit_json(document)
         return result.exit_code
     for name, done in pulled.items():
@@ -334,17 +362,17 @@ def _list(*, as_json: bool) -> int:
         table.add_column(column, justify="right" if column in ("files", "size") else "left")
     for s in stored:
         record = s.record
-        missing = record.get("missing_dev_packages") or []
+        missing = record["missing_dev_packages"]
         table.add_row(
             escape(s.name),
-            escape(str(s.entry.get("kind", ""))),
+            escape(s.entry.kind),
             s.digest[:12],
-            escape((record.get("os") or {}).get("name") or "?"),
-            escape(str(record.get("glibc") or "?")),
-            escape(str(record.get("python") or "none")),
-            escape(str(record.get("triplet") or "?")),
-            str(record.get("files", "")),
-            _size(int(record.get("size", 0))),
+            escape(record["os"]["name"] or "?"),
+            escape(record["glibc"] or "?"),
+            escape(record["python"] or "none"),
+            escape(record["triplet"] or "?"),
+            str(record["files"]),
+            _size(record["size"]),
             "complete" if not missing else escape("lacks " + ", ".join(missing)),
         )
     console.print(table)
@@ -359,7 +387,7 @@ def _remove(name: str) -> int:
     deleted = remove_sysroot(name)
     if deleted:
         console.print(
-            f"removed sysroot {escape(name)} and its files ({stored.digest[:12]}, {_size(int(stored.tree.get('size', 0)))})"
+            f"removed sysroot {escape(name)} and its files ({stored.digest[:12]}, {_size(stored.tree['size'])})"
         )
     else:
         console.print(

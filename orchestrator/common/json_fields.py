@@ -84,6 +84,13 @@ class JsonFields:
             raise self.bad(key, "true or false", value)
         return value
 
+    def required_integer(self, key: str) -> int:
+        self._require(key)
+        value = self.integer(key)
+        if value is None:
+            raise self.bad(key, "an integer", None)
+        return value
+
     def required_number(self, key: str) -> float:
         self._require(key)
         value = self.number(key)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tarfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -21,7 +22,10 @@ from sysroot_elves import TRIPLET, Elves, make_wheel
 
 from orchestrator.builds.sysroots.contents import Sysroot
 from orchestrator.builds.sysroots.staging import wanted
+from orchestrator.builds.sysroots.store import IndexEntry, list_sysroots, record_from_json
 from orchestrator.commands.sysroot import _headers_note
+from orchestrator.common.json_fields import JsonFields, JsonSource
+from orchestrator.errors import UsageError
 
 BANNER = "GNU C Library (Test GLIBC 2.41-1) stable release version 2.41."
 
@@ -309,3 +313,75 @@ def test_the_pull_note_ends_with_the_command_to_run_on_the_board() -> None:
     note = _headers_note("nano02", unknown, where="on the board", again="pull it again")
     assert note is not None and note.endswith("; on the board: sudo apt install g++")
     assert _headers_note("orin01", {"missing_dev_packages": []}, where="on the board", again="") is None
+
+
+# -- the stored records, read back ---------------------------------------------------------------------
+
+DIGEST = "ab" * 32
+RECORD = {
+    "name": "nano01",
+    "kind": "board",
+    "source": "nano01 (10.0.0.7)",
+    "stored_at": "2026-12-01T10:00:00+00:00",
+    "board": "nano01",
+    "pulled_at": "2026-12-01T10:00:00+00:00",
+    "board_facts": {"glibc": "2.27", "python_version": "3.6.9"},
+    "glibc": "2.27",
+    "python": "3.6",
+    "triplet": TRIPLET,
+    "os": {"id": "ubuntu", "version": "18.04", "name": "Ubuntu 18.04.6 LTS"},
+    "headers": {"libc": True, "python": False, "c++": True},
+    "missing_dev_packages": ["python3-dev"],
+    "files": 1200,
+    "size": 300 << 20,
+    "digest": DIGEST,
+}
+
+
+def _stored(root: Path, record: dict[str, object], entries: dict[str, object]) -> None:
+    (root / DIGEST).mkdir(parents=True)
+    (root / DIGEST / "sysroot.json").write_text(json.dumps(record))
+    (root / "index.json").write_text(json.dumps({"sysroots": entries}))
+
+
+def test_a_sysroot_record_and_its_index_entry_round_trip(tmp_path: Path) -> None:
+    assert record_from_json(json.loads(json.dumps(RECORD)), source="sysroot.json") == RECORD
+    entry = {"digest": DIGEST, "kind": "rootfs", "source": "/l4t.tbz2", "added_at": "t1", "stored_at": "t0"}
+    # A key a newer orch writes is kept when this one writes the index back.
+    assert IndexEntry.read(JsonFields({**entry, "newer": 1}, SOURCE)).as_json() == {**entry, "newer": 1}
+    _stored(tmp_path, RECORD, {"l4t": entry})
+    (stored,) = list_sysroots(tmp_path)
+    # Under its own name: the tree's facts with this name's provenance on top.
+    assert stored.record == {**RECORD, "name": "l4t", "kind": "rootfs", "source": "/l4t.tbz2"} | {
+        "added_at": "t1",
+        "stored_at": "t0",
+    }
+
+
+SOURCE = JsonSource(where="index.json", error=UsageError, hint="", not_object_hint="")
+
+
+@pytest.mark.parametrize("key", ["size", "digest", "os", "stored_at"])
+def test_a_sysroot_record_without_a_key_names_the_file_and_the_key(tmp_path: Path, key: str) -> None:
+    _stored(tmp_path, {k: v for k, v in RECORD.items() if k != key}, {"nano01": {**RECORD, "digest": DIGEST}})
+    path = tmp_path / DIGEST / "sysroot.json"
+    with pytest.raises(UsageError, match=re.escape(f"{path}: missing key '{key}'")) as raised:
+        list_sysroots(tmp_path)
+    assert raised.value.hint == "pull or add that sysroot again (orch sysroot pull / add)"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"digest": DIGEST, "source": "x"}, "missing key 'sysroots.nano01.kind'"),
+        ({"kind": "board", "source": "x"}, "missing key 'sysroots.nano01.digest'"),
+        ({"digest": "abc", "kind": "board", "source": "x"}, "key 'sysroots.nano01.digest' must be a sha256"),
+        ([], "key 'sysroots.nano01' must be a JSON object, not a list"),
+    ],
+)
+def test_an_index_entry_without_a_key_names_the_file_and_the_key(
+    tmp_path: Path, entry: object, message: str
+) -> None:
+    _stored(tmp_path, RECORD, {"nano01": entry})
+    with pytest.raises(UsageError, match=re.escape(f"{tmp_path / 'index.json'}: {message}")):
+        list_sysroots(tmp_path)
