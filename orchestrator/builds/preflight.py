@@ -16,8 +16,9 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -42,6 +43,20 @@ _SIGNALS = {132: "SIGILL (illegal instruction)", 134: "SIGABRT", 135: "SIGBUS", 
 # machine; a pre-flight still running after this is hung (and is killed).
 PREFLIGHT_TIMEOUT_S = 900.0
 _SIGILL_LINE = "ORCH-SIGILL "
+
+
+class _ComparisonKeys(TypedDict):
+    match: bool
+
+
+class Comparison(_ComparisonKeys, total=False):
+    """The board's outputs against x86 onnxruntime's, as the pre-flight's details keep it
+    (``comparison`` in the manifest's ``preflight``)."""
+
+    reason: str  # the shapes differ (nothing else is compared then)
+    max_abs_diff: float
+    rtol: float
+    atol: float
 
 
 def board_image(engine: Engine, profile: TargetProfile) -> str:
@@ -73,21 +88,21 @@ def reference_run(model: Path, inputs: np.ndarray) -> np.ndarray:
     return np.asarray(session.run(None, {"input": inputs})[0])
 
 
-def compare(board: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
+def compare(board: np.ndarray, reference: np.ndarray) -> Comparison:
     if board.shape != reference.shape:
-        return {"match": False, "reason": f"shape {board.shape} vs {reference.shape}"}
+        return Comparison(match=False, reason=f"shape {board.shape} vs {reference.shape}")
     diff = (
         float(np.max(np.abs(board.astype(np.float64) - reference.astype(np.float64)))) if board.size else 0.0
     )
-    return {
-        "match": bool(np.allclose(board, reference, rtol=RTOL, atol=ATOL)),
-        "max_abs_diff": diff,
-        "rtol": RTOL,
-        "atol": ATOL,
-    }
+    return Comparison(
+        match=bool(np.allclose(board, reference, rtol=RTOL, atol=ATOL)),
+        max_abs_diff=diff,
+        rtol=RTOL,
+        atol=ATOL,
+    )
 
 
-def preflight_report(lines: list[str]) -> dict[str, Any] | None:
+def preflight_report(lines: list[str]) -> dict[str, object] | None:
     """The first ``ORCH-PREFLIGHT {json}`` line's document (None: no such line, or not a JSON object)."""
     for line in lines:
         if line.startswith("ORCH-PREFLIGHT "):
@@ -103,7 +118,7 @@ def exit_reason(code: int) -> str:
     return _SIGNALS.get(code, f"exit status {code}")
 
 
-def sigill_report(lines: list[str]) -> dict[str, Any] | None:
+def sigill_report(lines: list[str]) -> dict[str, object] | None:
     """The board side's ``ORCH-SIGILL {json}`` line (see board_side/sigill_guard.py), if any."""
     for line in lines:
         if line.startswith(_SIGILL_LINE):
@@ -115,7 +130,7 @@ def sigill_report(lines: list[str]) -> dict[str, Any] | None:
     return None
 
 
-def describe_sigill(report: dict[str, Any], profile: TargetProfile) -> str:
+def describe_sigill(report: Mapping[str, object], profile: TargetProfile) -> str:
     """'SIGILL (illegal instruction): a cortex-a72 cannot run 0x1ee02800: half-precision ... in LIB at ...'"""
     text = f"SIGILL (illegal instruction): a {profile.qemu_cpu} (target {profile.name}) cannot run"
     word = report.get("word")
@@ -123,7 +138,8 @@ def describe_sigill(report: dict[str, Any], profile: TargetProfile) -> str:
     obj, offset = report.get("object"), report.get("offset")
     if isinstance(obj, str):
         text += f" in {obj}" + (f" at offset {offset:#x}" if isinstance(offset, int) else "")
-    frames = [f for f in report.get("python") or [] if isinstance(f, str)]
+    python = report.get("python")
+    frames = [f for f in python if isinstance(f, str)] if isinstance(python, list) else []
     if frames:
         text += f", while running {frames[0]}"
     return text
@@ -134,7 +150,7 @@ def run_preflight(
     profile: TargetProfile,
     wheel: Path,
     *,
-    log: Any = print,
+    log: Callable[[str], object] = print,
     timeout: float = PREFLIGHT_TIMEOUT_S,
 ) -> Preflight:
     """Install ``wheel`` on an emulated ``profile.qemu_cpu`` board, run a model, compare with x86 ORT.
@@ -149,7 +165,7 @@ def run_preflight(
     try:
         model, inputs = _stage(work, [wheel, *deps])
         lines: list[str] = []
-        result: dict[str, Any] = {"qemu_cpu": profile.qemu_cpu, "image": image}
+        result: dict[str, object] = {"qemu_cpu": profile.qemu_cpu, "image": image}
         try:
             code = engine.run(
                 image,
@@ -228,7 +244,7 @@ def stage_model(work: Path) -> tuple[Path, np.ndarray]:
     return model, inputs
 
 
-def verdict(comparison: dict[str, Any], result: dict[str, Any]) -> Preflight:
+def verdict(comparison: Comparison, result: Mapping[str, object]) -> Preflight:
     """Passed when the board's outputs match x86's; the details keep the run and the comparison."""
     match = bool(comparison["match"])
     return Preflight(
