@@ -1,15 +1,16 @@
 """Step 2 of the loop: the instrumented build trained on each board over SSH, the boards' counters
 added up in the instrumented build's image, the profile stored with the build's key.
 
-One profile is measured for one CPU: a board whose CPU is not the target's trains nothing unless
-``--force-profile``.
+One profile is measured for one CPU: a board that reports another CPU than the build's trains
+nothing unless ``--force-profile`` (``builds.pgo.cpu``); each training records the CPU its board
+reported.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from orchestrator.adapters.ssh import check_local_files, connect
 from orchestrator.board import Board
 from orchestrator.builds.execute import BuildResult
 from orchestrator.builds.pgo import clang
+from orchestrator.builds.pgo.cpu import read_cpu, refuse_other_cpus
 from orchestrator.builds.pgo.flavour import Flavour
 from orchestrator.builds.pgo.merge import gcov_tool, merge_counters, merge_raw_profiles
 from orchestrator.builds.pgo.profile import Coverage, ProfileKey, Training, coverage_of
@@ -32,27 +34,29 @@ from orchestrator.builds.pgo.stored import (
 from orchestrator.builds.pgo.training import CountersInto, train_mlas_test, train_wheel
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.request import BuildRequest, TrainRequest
-from orchestrator.errors import BuildError, UsageError
+from orchestrator.errors import BuildError
 from orchestrator.fleet.board_facts import read_facts
 from orchestrator.fleet.inventory import load_inventory
 from orchestrator.paths import default_inventory_path
-from orchestrator.targets import TargetProfile, resolve_target
+from orchestrator.targets import TargetProfile
 
 
-def training_boards(train: TrainRequest, profile: TargetProfile) -> list[Board]:
-    """The training boards, each of the target's CPU: one profile is measured for one CPU."""
+def training_boards(train: TrainRequest) -> list[Board]:
+    """The training boards named by ``--train-on``, from the inventory."""
     inventory = load_inventory(train.inventory or default_inventory_path())
     boards = inventory.select(hosts=list(train.boards), groups=[], all_devices=False, limit=None)
     check_local_files(boards)
-    for board in boards:
-        trained_for = resolve_target(board.target)
-        if trained_for.mcpu != profile.mcpu and not train.force_profile:
-            raise UsageError(
-                f"board {board.name} is a {trained_for.cpu} ({trained_for.mcpu}); the build is for a"
-                f" {profile.cpu} ({profile.mcpu}): a profile is measured for one CPU",
-                hint=f"train on {profile.name} boards, or pass --force-profile",
-            )
     return boards
+
+
+def check_training_cpus(boards: Sequence[Board], profile: TargetProfile, *, force: bool) -> None:
+    """Each board asked for its CPU before anything is compiled: one of another CPU than the
+    build's is refused, naming it, unless ``force``."""
+    cores = {}
+    for board in boards:
+        with connect(board) as session:
+            cores[board.name] = read_cpu(session).core
+    refuse_other_cpus(cores, profile, force=force, what="a training board")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,9 +92,14 @@ def train(
     coverage = stored_coverage(where, flavour)
     _require_counters(coverage, ", ".join(board.name for board in boards))
     ready = ReadyProfile(
-        where=where, flavour=flavour, trainings=tuple(trainings), coverage=coverage, merged=merged
+        where=where,
+        key=stored.key,
+        flavour=flavour,
+        trainings=tuple(trainings),
+        coverage=coverage,
+        merged=merged,
     )
-    write_profile(ready, stored.key)
+    write_profile(ready)
     return ready
 
 
@@ -115,16 +124,19 @@ def _train_on(
     """One board's training: the instrumented build run there, its counters brought into ``into``."""
     with connect(board) as session:
         facts = read_facts(session, board, board.workdir)
+        reported = read_cpu(session)
         features = " ".join(facts.cpu_features) or "not reported"
-        cpu = f"{resolve_target(board.target).cpu}; features: {features}"
+        cpu = f"{reported.core}; features: {features}"
         counters = CountersInto(into, flavour.compiler)
         if first.artifact is None:
-            return train_mlas_test(
+            training = train_mlas_test(
                 session, first.build_dir / "out", workload=request.train.mlas, cpu=cpu, into=counters
             )
-        return train_wheel(
-            session, first.artifact.wheel_path, workload=request.train.models, cpu=cpu, into=counters
-        )
+        else:
+            training = train_wheel(
+                session, first.artifact.wheel_path, workload=request.train.models, cpu=cpu, into=counters
+            )
+    return replace(training, cpu_part=reported.part)
 
 
 def _require_counters(coverage: Coverage, where: str) -> None:

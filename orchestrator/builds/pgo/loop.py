@@ -30,10 +30,11 @@ from typing import Any
 from rich.markup import escape
 
 from orchestrator.adapters.engine import Engine
-from orchestrator.artifacts.store import write_manifest
+from orchestrator.artifacts.store import BuildRecord, write_manifest
 from orchestrator.board import Board
 from orchestrator.builds.execute import BuildResult, ExecuteOptions
-from orchestrator.builds.pgo.boards import NewProfile, train, training_boards
+from orchestrator.builds.pgo.boards import NewProfile, check_training_cpus, train, training_boards
+from orchestrator.builds.pgo.cpu import refuse_other_cpus
 from orchestrator.builds.pgo.flavour import Flavour, flavour_of
 from orchestrator.builds.pgo.profile import (
     Coverage,
@@ -47,6 +48,7 @@ from orchestrator.builds.pgo.stored import (
     counters_digest,
     profile_key,
     read_stored,
+    source_identity_now,
     stored_profile_dir,
 )
 from orchestrator.builds.plan import BuildPlan, refused_error
@@ -122,6 +124,17 @@ def plan_profile_guided(
         context,
         None,
     )
+    boards = tuple(training_boards(train)) if train.boards else ()
+    stored = None
+    if train.profile:
+        stored = read_stored(train.profile, replace(key, source_sha256=source_identity_now(base)), flavour)
+        trained_on = {training.board: training.core for training in stored.trainings}
+        refuse_other_cpus(
+            trained_on,
+            profile,
+            force=train.force_profile,
+            what=f"the profile in {train.profile}",
+        )
     return PgoPlan(
         request=request,
         profile=profile,
@@ -131,8 +144,8 @@ def plan_profile_guided(
         instrumented=instrumented,
         key=key,
         flavour=flavour,
-        boards=tuple(training_boards(train, profile)) if train.boards else (),
-        stored=read_stored(train.profile, key, flavour) if train.profile else None,
+        boards=boards,
+        stored=stored,
     )
 
 
@@ -159,13 +172,16 @@ def run_profile_guided(
     if plan.stored is not None:
         ready = plan.stored
     else:
+        check_training_cpus(plan.boards, profile, force=request.train.force_profile)
         flags = " ".join(plan.flavour.instrument_flags(profile.mcpu))
         console.print(f"[bold]1/3[/] the instrumented build ({escape(flags)})")
         first = execute_build(plan.instrumented, engine, options)
         names = ", ".join(board.name for board in plan.boards)
         console.print(f"[bold]2/3[/] training on {names}: {plan.workload}")
-        new = NewProfile(where=plan.profile_dir, key=plan.key, flavour=plan.flavour)
-        ready = train(request, plan.boards, first, new)
+        key = replace(plan.key, source_sha256=source_identity(first.record, build_dir=first.build_dir))
+        ready = train(
+            request, plan.boards, first, NewProfile(where=plan.profile_dir, key=key, flavour=plan.flavour)
+        )
     digest = counters_digest(ready.counters, plan.flavour.profile_glob)
     optimised = replace(
         plan_build(request, profile, with_flags(variant, plan.flavour.optimise_flags(digest)), context, None),
@@ -173,9 +189,11 @@ def run_profile_guided(
     )
     console.print(f"[bold]3/3[/] the optimised build (profile {digest[:12]})")
     result = execute_build(optimised, engine, options)
+    compiled = source_identity(result.record, build_dir=result.build_dir)
+    refuse_another_source(ready, compiled, build_dir=result.build_dir)
     use = _used(result, plan.flavour)
     return PgoResult(
-        key=plan.key,
+        key=ready.key,
         counters_digest=digest,
         stored=ready.where,
         trainings=ready.trainings,
@@ -183,7 +201,7 @@ def run_profile_guided(
         use=use,
         instrumented=first,
         optimised=result,
-        record=_record_with_profile(result, plan.key, digest, ready, use),
+        record=_record_with_profile(result, digest, ready, use),
         total_s=time.monotonic() - started,
     )
 
@@ -237,6 +255,30 @@ def refuse_what_cannot_train(request: BuildRequest, variant: Variant, train: Tra
         )
 
 
+def source_identity(record: BuildRecord | None, *, build_dir: Path) -> str:
+    """The source's identity as a build's record holds it (a tarball's sha256, a checkout's commit)."""
+    source = record.source if record is not None else None
+    identity = source.sha256 if source is not None else None
+    if not identity:
+        raise BuildError(
+            f"the build in {build_dir} recorded no identity of its source: a profile is keyed by it"
+        )
+    return identity
+
+
+def refuse_another_source(ready: ReadyProfile, compiled: str, *, build_dir: Path) -> None:
+    """The optimised build compiled the source the profile was measured on, by content (a checkout
+    edited during the training, or behind a stored profile, is another source: its counters
+    describe other code)."""
+    if compiled != ready.key.source_sha256:
+        differences = ready.key.differences(replace(ready.key, source_sha256=compiled))
+        raise BuildError(
+            f"the optimised build in {build_dir} is not the build the profile in {ready.where}"
+            f" was measured on: {'; '.join(differences)}",
+            hint="train the profile again on this source (orch build --variant pgo --train-on BOARD)",
+        )
+
+
 def _used(result: BuildResult, flavour: Flavour) -> ProfileUse:
     lines = result.log_path.read_text(errors="replace").splitlines()
     use = flavour.profile_use(lines, compiled=sum(1 for line in lines if _COMPILED.search(line)))
@@ -252,13 +294,14 @@ def _used(result: BuildResult, flavour: Flavour) -> ProfileUse:
 
 
 def _record_with_profile(
-    result: BuildResult, key: ProfileKey, digest: str, ready: ReadyProfile, use: ProfileUse
+    result: BuildResult, digest: str, ready: ReadyProfile, use: ProfileUse
 ) -> dict[str, Any]:
     """The optimised build's record with its profile: in the artifact's manifest (a wheel), or
     beside the build's output."""
     assert result.record is not None
     profile: dict[str, object] = {
-        "key_digest": key.digest,
+        "key_digest": ready.key.digest,
+        "source_sha256": ready.key.source_sha256,
         "counters_digest": digest,
         "stored": str(ready.where),
         "trainings": [training.as_dict() for training in ready.trainings],

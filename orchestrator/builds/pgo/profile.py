@@ -96,6 +96,10 @@ class ProfileKey:
     # The sysroot route's: the board's sysroot by content (its headers are compiled in). Left out of
     # the key's document when there is none, so a GCC build's key (and its digest) is as it was.
     sysroot: str | None = None
+    # The source by content, as the build record identifies it (a tarball's sha256, a checkout's
+    # commit): edited sources behind the same name are another build. Known once the source is
+    # prepared (a build's record), so a plan's key has none.
+    source_sha256: str | None = None
 
     @property
     def digest(self) -> str:
@@ -115,6 +119,7 @@ class ProfileKey:
             "compiler_flags": list(self.compiler_flags),
             "build_args": list(self.build_args),
             **({"sysroot": self.sysroot} if self.sysroot is not None else {}),
+            **({"source_sha256": self.source_sha256} if self.source_sha256 is not None else {}),
         }
 
     @classmethod
@@ -131,6 +136,7 @@ class ProfileKey:
             compiler_flags=tuple(str(flag) for flag in data["compiler_flags"]),
             build_args=tuple(str(arg) for arg in data["build_args"]),
             sysroot=None if data.get("sysroot") is None else str(data["sysroot"]),
+            source_sha256=None if data.get("source_sha256") is None else str(data["source_sha256"]),
         )
 
     def differences(self, other: ProfileKey) -> list[str]:
@@ -141,13 +147,26 @@ class ProfileKey:
             value = mine.get(name)
             if value == theirs.get(name):
                 continue
-            if isinstance(value, list):
+            if name == "source_sha256":
+                found.append(
+                    f"source: {other.source} is not the source this profile was measured on"
+                    f" (its content: {_short(value)} -> {_short(theirs.get(name))})"
+                )
+            elif isinstance(value, list):
                 gone = [f"-{item}" for item in value if item not in theirs[name]]
                 added = [f"+{item}" for item in theirs[name] if item not in value]
                 found.append(f"{name}: {' '.join(gone + added) or 'the same items in another order'}")
             else:
                 found.append(f"{name}: {value!r} -> {theirs.get(name)!r}")
         return found
+
+
+def _short(identity: object) -> str:
+    """A source identity in a message: a digest's first 16 characters (after its kind, if any)."""
+    if not isinstance(identity, str):
+        return "unknown"
+    kind, sep, digest = identity.rpartition(":")
+    return f"{kind}{sep}{digest[:16]}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,17 +297,24 @@ class Training:
     """Where and how the counters were measured."""
 
     board: str
-    cpu: str  # the board's CPU as it reports it
+    cpu: str  # the board's CPU as it reports it, and its features: "cortex-a72; features: fp asimd ..."
     workload: str  # what ran: "onnxruntime_mlas_test shard 2/80", or the models
     runs: int
     seconds: float
     models: tuple[dict[str, str], ...] = ()  # {"name", "sha256"} of each model trained on
     settings: dict[str, Any] = field(default_factory=dict)
+    cpu_part: str = ""  # /proc/cpuinfo's "implementer:part" (0x41:0xd08); "" in older profiles
+
+    @property
+    def core(self) -> str:
+        """The core the counters were measured on (``cpu`` without its features)."""
+        return self.cpu.partition(";")[0].strip()
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "board": self.board,
             "cpu": self.cpu,
+            "cpu_part": self.cpu_part,
             "workload": self.workload,
             "runs": self.runs,
             "seconds": round(self.seconds, 1),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from orchestrator.builds.pgo.profile import (
     refuse_unless_fits,
 )
 from orchestrator.builds.plan import BuildPlan
+from orchestrator.common.digests import file_sha256
 from orchestrator.errors import UsageError
 from orchestrator.paths import orch_home
 
@@ -56,7 +57,19 @@ def profile_key(plan: BuildPlan) -> ProfileKey:
     )
 
 
+def source_identity_now(plan: BuildPlan) -> str | None:
+    """The source's identity as the build record will hold it, where it is known before the source
+    is prepared: a tarball's sha256. A checkout's, a clone's or Debian's is known once the build has
+    prepared it (its record), and is checked then."""
+    if plan.source.kind == "tarball":
+        return file_sha256(Path(plan.source.location))
+    return None
+
+
 def stored_profile_dir(key: ProfileKey) -> Path:
+    """Where a build's profile is stored: by the plan's key (a training of edited sources behind
+    the same name replaces the profile of the old ones)."""
+    key = replace(key, source_sha256=None)
     return orch_home() / "profiles" / key.target / key.variant / key.digest[:16]
 
 
@@ -74,6 +87,7 @@ class ReadyProfile:
     """A profile ready for the optimised build: where it is stored, how it was trained, what it covers."""
 
     where: Path
+    key: ProfileKey  # of the build that measured it, its source by content included
     flavour: Flavour
     trainings: tuple[Training, ...]  # one per board
     coverage: Coverage  # of the counters the build uses (the boards' added up)
@@ -97,10 +111,10 @@ def stored_coverage(where: Path, flavour: Flavour) -> Coverage:
     return clang.coverage_of(where / COUNTERS, trees)
 
 
-def write_profile(profile: ReadyProfile, key: ProfileKey) -> None:
+def write_profile(profile: ReadyProfile) -> None:
     """``profile.json`` beside the counters: what ``read_stored`` reads back."""
     document = {
-        "key": key.as_dict(),
+        "key": profile.key.as_dict(),
         "trainings": [training.as_dict() for training in profile.trainings],
         "merged": profile.merged,
         "coverage": profile.coverage.as_dict(),
@@ -109,7 +123,9 @@ def write_profile(profile: ReadyProfile, key: ProfileKey) -> None:
 
 
 def read_stored(where: Path, key: ProfileKey, flavour: Flavour) -> ReadyProfile:
-    """A stored profile, refused (naming each difference) unless it was measured on this very build."""
+    """A stored profile, refused (naming each difference) unless it was measured on this very build.
+    ``key`` is the build's; without its source's content (not known yet) the profile's is taken
+    here and checked against the build's record once the source is prepared."""
     path = where / PROFILE_FILE
     try:
         document = json.loads(path.read_text())
@@ -123,7 +139,17 @@ def read_stored(where: Path, key: ProfileKey, flavour: Flavour) -> ReadyProfile:
             f"{path}: not a profile orch stored ({error})",
             hint="a profile directory holds profile.json and counters/, as orch build --train-on leaves it",
         ) from None
+    if stored_key.source_sha256 is None:
+        raise UsageError(
+            f"the profile in {where} does not say which source it was measured on by content"
+            " (stored before orch keyed profiles by the source's content)",
+            hint="train it again for this build (orch build --variant pgo --train-on BOARD)",
+        )
+    if key.source_sha256 is None:
+        key = replace(key, source_sha256=stored_key.source_sha256)
     # Another toolchain's profile differs in its key (toolchain, image): refused before it is read.
     refuse_unless_fits(stored_key, key, where=where)
     coverage = stored_coverage(where, flavour)
-    return ReadyProfile(where=where, flavour=flavour, trainings=trainings, coverage=coverage, merged=merged)
+    return ReadyProfile(
+        where=where, key=stored_key, flavour=flavour, trainings=trainings, coverage=coverage, merged=merged
+    )
