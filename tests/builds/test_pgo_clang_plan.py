@@ -31,7 +31,7 @@ from orchestrator.builds.pgo.clang import (
     tool_version,
 )
 from orchestrator.builds.pgo.flavour import CLANG, GCC, flavour_of
-from orchestrator.builds.pgo.loop import with_flags
+from orchestrator.builds.pgo.loop import plan_profile_guided, with_flags
 from orchestrator.builds.pgo.merge import CLANG_SCRIPT, merge_raw_profiles
 from orchestrator.builds.pgo.profile import ProfileUse, refuse_unless_fits
 from orchestrator.builds.pgo.stored import profile_key
@@ -41,7 +41,7 @@ from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.cli import build_parser
-from orchestrator.commands.build_pgo import build_profile_guided
+from orchestrator.commands.build_pgo import show_dry_run
 from orchestrator.errors import UsageError
 from orchestrator.targets import BoardOS, resolve_target
 
@@ -317,10 +317,7 @@ def test_the_dry_run_on_the_sysroot_route_shows_clangs_flags_and_the_llvm_profda
     profile = replace(resolve_target("jetson-nano"), os=ref.os, bootstrap_suite=ref.os.codename)
     context = PlanContext(docker_host=None, cache=None, sysroot=ref)
 
-    def never(*_: object) -> Any:
-        raise AssertionError("a dry run builds nothing")
-
-    assert build_profile_guided(request, profile, resolve_variant("pgo"), context, execute_build=never) == 0
+    show_dry_run(plan_profile_guided(request, profile, resolve_variant("pgo"), context))
     document = json.loads(capsys.readouterr().out)
     steps = document["profile_guided"]
     assert document["toolchain"] == "clang-sysroot"
