@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict
 
 from rich.markup import escape
 from rich.table import Table
@@ -39,7 +39,7 @@ from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT
 from orchestrator.deploy.execute import DeployRequest, DeployResult, run_deploy
 from orchestrator.deploy.plan import BoardPlan, RollbackPlan
 from orchestrator.deploy.release_files import LocalFile, agent_files, default_model_paths, model_files
-from orchestrator.deploy.report import BoardReport
+from orchestrator.deploy.report import BoardReport, BoardReportDocument
 from orchestrator.deploy.switch_gate import KnownCurrent
 from orchestrator.errors import UsageError
 from orchestrator.fleet.parallel import Outcome, print_failures
@@ -352,46 +352,85 @@ def _release_files(options: DeployOptions) -> _LocalFiles:
     )
 
 
+class _ArtifactKeys(TypedDict):
+    variant: str
+    ort_version: str
+    route: str
+    directory: str
+
+
+class ArtifactEntry(_ArtifactKeys, total=False):
+    kind: ArtifactKind  # said of a C library build only: a wheel's entry reads as it always did
+
+
+class DeployedBoard(BoardReportDocument):
+    ok: Literal[True]
+
+
+class FailedBoard(TypedDict):
+    ok: Literal[False]
+    error: str
+    timed_out: bool
+    hint: str | None
+    # What the board was left on, as far as orch knows (null: none, or the board was not read).
+    current: str | None
+    current_known: bool
+
+
+class DeployDocument(TypedDict):
+    """``orch deploy --json``."""
+
+    command: Literal["deploy"]
+    artifacts: dict[str, ArtifactEntry]  # target -> the artifact deployed to its boards
+    rollback: bool
+    dry_run: bool
+    preflight_check_skipped: list[str]
+    exit_code: int
+    boards: dict[str, DeployedBoard | FailedBoard]
+
+
+def _artifact_json(artifact: Artifact) -> ArtifactEntry:
+    entry = ArtifactEntry(
+        variant=artifact.variant,
+        ort_version=artifact.ort_version,
+        route=route_of(artifact.manifest.to_json()),
+        directory=str(artifact.directory),
+    )
+    if artifact.kind == "library":
+        entry["kind"] = artifact.kind
+    return entry
+
+
 def _json_document(
     options: DeployOptions, deployed: DeployResult, chosen: Mapping[str, Artifact], skipped: Sequence[str]
-) -> dict[str, Any]:
+) -> DeployDocument:
     result = deployed.fleet
-    return {
-        "command": "deploy",
-        "artifacts": {
-            target: {
-                "variant": a.variant,
-                "ort_version": a.ort_version,
-                "route": route_of(a.manifest.to_json()),
-                "directory": str(a.directory),
-                # Said of a C library build only: a wheel's entry reads as it always did.
-                **({"kind": a.kind} if a.kind == "library" else {}),
-            }
-            for target, a in chosen.items()
-        },
-        "rollback": options.rollback,
-        "dry_run": options.dry_run,
-        "preflight_check_skipped": list(skipped),
-        "exit_code": result.exit_code,
-        "boards": {
+    return DeployDocument(
+        command="deploy",
+        artifacts={target: _artifact_json(a) for target, a in chosen.items()},
+        rollback=options.rollback,
+        dry_run=options.dry_run,
+        preflight_check_skipped=list(skipped),
+        exit_code=result.exit_code,
+        boards={
             name: _board_json(outcome, deployed.current.get(name))
             for name, outcome in result.outcomes.items()
         },
-    }
+    )
 
 
-def _board_json(outcome: Outcome[BoardReport], known: KnownCurrent | None) -> dict[str, Any]:
+def _board_json(outcome: Outcome[BoardReport], known: KnownCurrent | None) -> DeployedBoard | FailedBoard:
     if outcome.ok and outcome.value:
-        return {"ok": True, **outcome.value.as_dict()}
-    return {
-        "ok": False,
-        "error": outcome.message,
-        "timed_out": outcome.timed_out,
-        "hint": getattr(outcome.error, "hint", None),
-        # What the board was left on, as far as orch knows (null: none, or the board was not read).
-        "current": known.release if known is not None and known.sure else None,
-        "current_known": known is not None and known.read and known.sure,
-    }
+        return DeployedBoard(ok=True, **outcome.value.as_dict())
+    hint = getattr(outcome.error, "hint", None)
+    return FailedBoard(
+        ok=False,
+        error=outcome.message,
+        timed_out=outcome.timed_out,
+        hint=hint if isinstance(hint, str) else None,
+        current=known.release if known is not None and known.sure else None,
+        current_known=known is not None and known.read and known.sure,
+    )
 
 
 def _table(deployed: DeployResult, *, dry_run: bool, rollback: bool) -> Table:

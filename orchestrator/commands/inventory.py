@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from rich.markup import escape
 
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
-def board_document(board: Board) -> dict[str, Any]:
+def board_document(board: Board) -> dict[str, object]:
     """A board as JSON: every field, paths as strings.
 
     Field by field rather than ``dataclasses.asdict``, whose deep copies of ``extra`` and
@@ -133,11 +133,18 @@ def _list(request: InventoryRequest) -> int:
     return 0
 
 
+class _Variable(TypedDict):
+    """A board's variable in ``orch inventory show``: its value and where it came from."""
+
+    value: object
+    source: str  # "inventory", "ssh_config", "default"...
+
+
 def _show(request: InventoryRequest, name: str) -> int:
     board = load_inventory(request.inventory_path).board(name)
     document = board_document(board)
     variables = {
-        key: {"value": document[key], "source": board.sources.get(key, "default")}
+        key: _Variable(value=document[key], source=board.sources.get(key, "default"))
         for key in (
             "hostname",
             "port",
@@ -151,7 +158,9 @@ def _show(request: InventoryRequest, name: str) -> int:
         )
     }
     for key, value in board.extra.items():
-        variables[f"vars.{key}"] = {"value": value, "source": board.sources.get(f"vars.{key}", "inventory")}
+        variables[f"vars.{key}"] = _Variable(
+            value=value, source=board.sources.get(f"vars.{key}", "inventory")
+        )
     if request.json:
         emit_json({"name": board.name, "groups": list(board.groups), "variables": variables})
         return 0
