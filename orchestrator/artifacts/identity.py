@@ -10,13 +10,12 @@ key, when a newer orch writes one, wins).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 OFFICIAL = "official"
 UNKNOWN = "?"
 
 
-def route_of(manifest: Mapping[str, Any] | None) -> str:
+def route_of(manifest: Mapping[str, object] | None) -> str:
     """The route of a manifest as JSON (``manifest.json``, or the copy a release on a board keeps)."""
     if not manifest:
         return UNKNOWN

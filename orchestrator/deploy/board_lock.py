@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from orchestrator.adapters.session import BoardSession, CommandResult, Stream
 from orchestrator.board_side import read_text
@@ -37,7 +37,7 @@ class BoardBusy(DeployError):
     """Another orch holds the board's lock and did not let go within the wait."""
 
 
-def describe_holder(holder: Mapping[str, Any] | None) -> str:
+def describe_holder(holder: Mapping[str, object] | None) -> str:
     """``orch deploy (pid 412 on ws1, since 2026-12-02T07:10:00+00:00)``."""
     if not holder:
         return "another orch (it left no description)"
@@ -47,7 +47,7 @@ def describe_holder(holder: Mapping[str, Any] | None) -> str:
     )
 
 
-def holder_is_dead(holder: Mapping[str, Any] | None, *, host: str | None = None) -> bool:
+def holder_is_dead(holder: Mapping[str, object] | None, *, host: str | None = None) -> bool:
     """The holder's orch ran on this workstation and its process is gone. Holders on other
     workstations cannot be checked from here: they are waited for."""
     if not holder or holder.get("host") != (host or socket.gethostname()):
@@ -69,7 +69,12 @@ class LockEvent:
     """One line of the board-side lock process."""
 
     event: str
-    fields: Mapping[str, Any]
+    fields: Mapping[str, object]  # the event's JSON object as the board printed it
+
+    def holder(self, key: str = "holder") -> Mapping[str, object] | None:
+        """The holder an event names (``holder``, or ``previous`` for a broken one's), if any."""
+        value = self.fields.get(key)
+        return value if isinstance(value, dict) else None
 
 
 def parse_event(line: str, *, board: str) -> LockEvent:
@@ -199,7 +204,7 @@ def _await_lock(
     broken: str | None = None
     while True:
         event = parse_event(lines.next(deadline), board=board)
-        holder = event.fields.get("holder")
+        holder = event.holder()
         if event.event == "held":
             if holder_is_dead(holder):
                 broken = f"broke the board lock of {describe_holder(holder)}: that process is gone"
@@ -213,11 +218,16 @@ def _await_lock(
                 hint="wait for it to finish, or give a longer --lock-timeout",
             )
         elif event.event == "acquired":
-            previous = event.fields.get("previous")
+            previous = event.holder("previous")
             if previous and broken is None:
                 broken = f"the board lock of {describe_holder(previous)} was left behind; broken"
             result = _then_result(lines, deadline, board) if then else None
             return BoardLock(stream, board=board, broken=broken, then=result)
+
+
+def _exit_code(value: object) -> int:
+    """The script's exit code as the board lock reported it (-1: it did not say)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
 def _then_result(lines: _Lines, deadline: float, board: str) -> CommandResult:
@@ -225,7 +235,7 @@ def _then_result(lines: _Lines, deadline: float, board: str) -> CommandResult:
     if event.event != "then":
         raise RemoteError(f"{board}: the board lock answered {event.event!r} instead of the script's result")
     return CommandResult(
-        exit_code=int(event.fields.get("exit", -1)),
+        exit_code=_exit_code(event.fields.get("exit")),
         stdout=str(event.fields.get("stdout", "")),
         stderr=str(event.fields.get("stderr", "")),
         duration=0.0,
