@@ -20,6 +20,7 @@ from orchestrator.builds.queue import LOCAL
 from orchestrator.builds.reduced_ops import OperatorConfig, operator_config
 from orchestrator.builds.routes import DependencyChoice
 from orchestrator.builds.sources.ort_spec import parse_source
+from orchestrator.builds.sources.release_packaging import release_variant, say
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import Variant
 from orchestrator.common.ort_versions import check_ort_version
@@ -201,6 +202,8 @@ def plan_build(
     """One build's plan; ``engine`` (another machine's) is asked for its cores and memory so that
     the job count fits the machine that does the work (None: this machine's)."""
     source = parse_source(request.ort_source, version=request.ort_version, suite=profile.bootstrap_suite)
+    # upstream's options are its release's packaging's: read now (a real build fetches the source first).
+    variant = release_variant(variant, source, fetch=None if request.dry_run else say)
     cpus, memory = machine_resources()
     if engine is not None:
         info = engine.info()

@@ -2,7 +2,9 @@
 
 Variants are data in ``toolchains/variants.yaml``; users add or replace variants in
 ``$ORCH_HOME/variants.yaml``. A variant's ``cflags`` may name ``{mcpu}`` and ``{march}``,
-filled in from the target profile. Pure: no Docker, no files other than the YAML.
+filled in from the target profile. A variant ``from_release`` (upstream) has no options of its
+own: they are read from the release's packaging (``sources.packaging``) before the build is
+planned. Pure: no Docker, no files other than the YAML.
 """
 
 from __future__ import annotations
@@ -11,14 +13,15 @@ import difflib
 import re
 import string
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from orchestrator.builds.sources.packaging import PackagingOptions
 from orchestrator.common.textfiles import TEXT_FILE_LIMIT, read_capped
-from orchestrator.errors import TargetError
+from orchestrator.errors import BuildError, TargetError
 from orchestrator.paths import TOOLCHAINS_DIR, orch_home
 
 _KEYS = {
@@ -35,7 +38,10 @@ _KEYS = {
     "kleidiai": bool,
     "reduce_to_models": bool,
     "profile_guided": bool,
+    "from_release": bool,
 }
+# What a variant taken from the release's packaging may say besides: the rest is the release's.
+_WITH_FROM_RELEASE = {"description", "build", "min_ort", "from_release"}
 _CONFIGS = ("Release", "RelWithDebInfo", "MinSizeRel", "Debug")
 _RELEASE = re.compile(r"\d+(\.\d+){1,2}")
 
@@ -58,9 +64,22 @@ class Variant:
     ldflags: tuple[str, ...] = ()  # added to the executable, shared and module linker flags
     # Built twice around a training on a board (--train-on): with counters, then with what they measured.
     profile_guided: bool = False
+    # The options (config, lto, cflags, ldflags) are the release's own packaging's (upstream):
+    # read_from names what they were read from; pending, why a dry run planned without them.
+    from_release: bool = False
+    read_from: str | None = None
+    pending: str | None = None
 
     def compiler_flags(self, *, mcpu: str, march: str) -> tuple[str, ...]:
         """The C/C++ flags this variant adds for a board with that CPU."""
+        if self.from_release and self.read_from is None and self.pending is None:
+            # Every route reads them first (release_packaging); a plan without them would build
+            # something else under the name upstream.
+            raise BuildError(
+                f"variant '{self.name}' takes its options from the release's packaging script, and"
+                " this build route has not read them",
+                hint="build it in a container (orch build without --on-board)",
+            )
         flags = [flag.format(mcpu=mcpu, march=march) for flag in self.cflags]
         if self.inline_limit is not None:
             flags.append(f"-finline-limit={self.inline_limit}")
@@ -118,12 +137,19 @@ def _parse(name: str, data: Any, lines: _Lines) -> Variant | BrokenVariant:
         reduce_to_models=bool(data.get("reduce_to_models", False)),
         ldflags=tuple(str(flag) for flag in data.get("ldflags", [])),
         profile_guided=bool(data.get("profile_guided", False)),
+        from_release=bool(data.get("from_release", False)),
     )
 
 
 def _key_problems(data: dict[Any, Any]) -> list[tuple[str, str]]:
     """Every mistake of one variant's settings, as (key, what is wrong): all of them, not the first."""
     problems: list[tuple[str, str]] = []
+    if data.get("from_release") is True:
+        problems += [
+            (key, f"'{key}' comes from the release's packaging script with from_release: true")
+            for key in data
+            if key in _KEYS and key not in _WITH_FROM_RELEASE
+        ]
     for key, value in data.items():
         if key not in _KEYS:
             close = difflib.get_close_matches(str(key), list(_KEYS), n=1)
@@ -287,6 +313,30 @@ def resolve_variant(name: str) -> Variant:
     raise TargetError(
         f"unknown variant '{name}'.{suggestion} Known variants: {', '.join(sorted(variants))}{unusable}",
         hint=f"add your own in {orch_home() / 'variants.yaml'}",
+    )
+
+
+def with_release_options(variant: Variant, options: PackagingOptions) -> Variant:
+    """A ``from_release`` variant with the options its release's packaging says."""
+    left_out = "; left out: " + ", ".join(flag for flag, _ in options.left_out) if options.left_out else ""
+    return replace(
+        variant,
+        config=options.config,
+        lto=options.lto,
+        cflags=options.cflags,
+        ldflags=options.ldflags,
+        read_from=options.read_from,
+        description=f"{variant.description} (read from {options.read_from}{left_out})",
+    )
+
+
+def pending_release(variant: Variant, why: str) -> Variant:
+    """A ``from_release`` variant planned without its options (a dry run: ``why`` they are not read)."""
+    return replace(
+        variant,
+        pending=why,
+        description=f"{variant.description} (read from the release's packaging script once the source is"
+        f" fetched: {why}, so this plan has none of them)",
     )
 
 

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from upstream_sources import options_1_21
 
 from orchestrator.builds.plan import (
     BuildOptions,
@@ -14,7 +15,7 @@ from orchestrator.builds.plan import (
     parse_define,
 )
 from orchestrator.builds.sources.ort_spec import SourceSpec, parse_source
-from orchestrator.builds.variants import load_variants, resolve_variant
+from orchestrator.builds.variants import load_variants, resolve_variant, with_release_options
 from orchestrator.common.aarch64_isa import features_for_flags
 from orchestrator.errors import TargetError, UsageError
 from orchestrator.targets import known_target_names, resolve_target
@@ -31,7 +32,10 @@ PLANNABLE = [t for t in known_target_names() if resolve_target(t).bootstrap_suit
 
 
 def plan_for(target: str, variant: str, source: SourceSpec = SOURCE, **options):
-    return make_plan(resolve_target(target), resolve_variant(variant), BuildOptions(source=source, **options))
+    chosen = resolve_variant(variant)
+    if chosen.from_release:  # upstream: as a release shaped as 1.21.0 says (test_upstream_packaging)
+        chosen = with_release_options(chosen, options_1_21())
+    return make_plan(resolve_target(target), chosen, BuildOptions(source=source, **options))
 
 
 def defines(plan) -> dict[str, str]:
@@ -257,8 +261,9 @@ def test_every_mistake_of_a_user_variant_is_named_with_its_line_and_the_others_s
 
 @pytest.mark.parametrize("target", ["lab", "rpi4", "rpi5"])
 def test_upstream_builds_with_the_official_wheels_own_flags_and_nothing_of_orchs(target: str) -> None:
-    # ORT 1.21.0's build.py, Linux Release with --use_binskim_compliant_compile_flags on an aarch64
-    # machine (what the official aarch64 wheel's packaging runs), with --enable_lto.
+    # The options a release's packaging gives (read in test_upstream_packaging; 1.21.0's: Linux
+    # Release with --use_binskim_compliant_compile_flags on an aarch64 machine, with --enable_lto)
+    # reach the plan as they are, and nothing of orch's is added.
     plan = plan_for(target, "upstream")
     cflags = "-DNDEBUG -Wp,-D_FORTIFY_SOURCE=2 -Wp,-D_GLIBCXX_ASSERTIONS -fstack-protector-strong -O3 -pipe"
     ldflags = "-Wl,-Bsymbolic-functions -Wl,-z,relro -Wl,-z,now -Wl,-z,noexecstack -Wl,--strip-all"
