@@ -4,19 +4,20 @@ wheel's plan, the native runner's command, and the footprint of a finished artif
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from rich.markup import escape
 
 from orchestrator.artifacts.store import Manifest, artifact_dir
-from orchestrator.builds.container_paths import SYSROOT
-from orchestrator.builds.flags import flags_of, validate_or_raise
-from orchestrator.builds.native_runner.plan import runner_plan
+from orchestrator.builds.build_log import Progress
+from orchestrator.builds.build_report import CompilerCacheUse, IncrementalBuild
+from orchestrator.builds.on_board.plan import OnBoardPlan
 from orchestrator.builds.plan import BuildPlan
-from orchestrator.builds.stock import plan_dict
-from orchestrator.console import console, emit_json
-from orchestrator.targets import TargetProfile
+from orchestrator.builds.run import ContainerBuild, StockWheel, plan_document
+from orchestrator.commands.build_on_board import show_on_board_plan
+from orchestrator.console import compile_progress, console, emit_json
 
 
 def show_plan(plan: BuildPlan, *, force_flags: bool, as_json: bool) -> None:
@@ -26,29 +27,6 @@ def show_plan(plan: BuildPlan, *, force_flags: bool, as_json: bool) -> None:
         emit_json(document)
         return
     _print_plan(plan, document)
-
-
-def plan_document(plan: BuildPlan, *, force_flags: bool) -> dict[str, Any]:
-    """The plan's document, with the toolchain file, the flag validation (a local tree is checked
-    now) and, for a wheel or a C library, the native runner's plan."""
-    document = plan.as_dict()
-    document["toolchain_file_text"] = plan.toolchain_file.read_text()
-    validation: dict[str, Any] = {"checked": False}
-    if plan.source.kind == "dir":
-        # Refused here exactly as the real build would refuse it (--force-flags lists them instead).
-        problems = validate_or_raise(
-            Path(plan.source.location),
-            [k for k, _ in plan.defines],
-            flags_of(plan.build_args),
-            force=force_flags,
-        )
-        validation = {"checked": True, "problems": problems}
-    document["flag_validation"] = validation
-    if plan.scope in ("wheel", "library"):
-        sysroot = SYSROOT if plan.toolchain == "clang-sysroot" else None
-        runner = runner_plan(plan.target, plan.ort_version, sysroot=sysroot)
-        document["native_runner"] = runner.as_dict(beside_library=plan.scope == "library")
-    return document
 
 
 def _print_plan(plan: BuildPlan, document: dict[str, Any]) -> None:
@@ -140,9 +118,9 @@ def show_runner(runner: dict[str, Any]) -> None:
     console.print("    " + escape(shlex.join(runner["argv"])), soft_wrap=True)
 
 
-def show_stock_plan(profile: TargetProfile, version: str, *, as_json: bool) -> None:
-    document = plan_dict(profile, version)
-    document["native_runner"] = runner_plan(profile, version).as_dict()
+def show_stock_plan(stock: StockWheel, *, as_json: bool) -> None:
+    profile = stock.profile
+    document = stock.plan_document()
     if as_json:
         emit_json(document)
         return
@@ -167,3 +145,100 @@ def show_footprint(manifest: Manifest) -> None:
         f"native runner {runner.size / 1e3:.0f} kB" if runner.size else f"no native runner: {runner.skipped}"
     )
     console.print(f"footprint: {escape(library)}; {escape(made)}", soft_wrap=True)
+
+
+class ConsoleView:
+    """``BuildView`` on the console: log lines dim, ninja's steps as a bar (plain lines when stderr
+    is not a terminal), the dry run's plan as ``--json`` asks."""
+
+    def __init__(self, *, force_flags: bool, as_json: bool) -> None:
+        self.force_flags = force_flags
+        self.as_json = as_json
+
+    def log(self, line: str) -> None:
+        console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
+
+    def note(self, text: str) -> None:
+        console.print(text)
+
+    def compile_progress(self) -> AbstractContextManager[Progress]:
+        return compile_progress()
+
+    def dry_run_plan(self, plan: BuildPlan) -> None:
+        show_plan(plan, force_flags=self.force_flags, as_json=self.as_json)
+
+    def on_board_plan(self, plan: OnBoardPlan) -> None:
+        show_on_board_plan(plan, as_json=False, brief=True)  # a line before the long steps, --json or not
+
+    def batch_starting(self, builds: Sequence[str], engines: Sequence[str]) -> None:
+        console.print(
+            f"[bold]{len(builds)} builds on {len(engines)} engines[/] (one build per engine at a time):"
+            f" {', '.join(builds)}"
+        )
+
+
+def show_built(built: ContainerBuild, *, as_json: bool) -> None:
+    """A finished build: its JSON document, or a line with its figures and its footprint."""
+    plan, result = built.plan, built.result
+    assert result is not None
+    if as_json:
+        emit_json(built.as_dict())
+        return
+    where = result.build_dir
+    if result.artifact is not None:
+        # A C library build's artifact is its directory (runner, lib/, include/): it has no wheel.
+        where = result.artifact.directory if result.artifact.kind == "library" else result.artifact.wheel_path
+    console.print(
+        f"[green]built[/] {plan.target.name}/{plan.artifact_variant} ORT {plan.ort_version} in "
+        f"{result.duration_s / 60:.1f} min -> {where}  (ccache hits {result.ccache.hits},"
+        f" misses {result.ccache.misses}{_remote_summary(result.ccache)}"
+        f"{_incremental_summary(result.incremental)})"
+    )
+    if result.artifact:
+        show_footprint(result.artifact.manifest)
+    if result.library is not None:
+        library = result.library
+        needs = "; ".join(f"{lib}: {versions[-1]}" for lib, versions in library.needs.items() if versions)
+        checked = f" (checked against sysroot {library.sysroot})" if library.sysroot else ""
+        console.print(
+            f"    {library.library} ({library.library_size / 1e6:.1f} MB) and orch-runner; newest needs{checked}:"
+            f" {needs or 'none'}",
+            soft_wrap=True,
+        )
+        console.print(
+            f"    deploy it: orch deploy --variant {plan.artifact_variant} --scope library --host BOARD",
+            soft_wrap=True,
+        )
+
+
+def _incremental_summary(incremental: IncrementalBuild) -> str:
+    if incremental.configure != "reused":
+        return ""
+    steps = incremental.ninja_steps
+    return "; build directory configured already" + (
+        f", {steps} ninja steps" if steps else ", nothing to compile"
+    )
+
+
+def _remote_summary(ccache: CompilerCacheUse) -> str:
+    if ccache.remote_storage is None:
+        return ""
+    if not ccache.remote_reachable:
+        return f"; shared cache {ccache.remote_storage} unreachable"
+    stats = ccache.stats
+    return (
+        f"; local {stats.local_hits if stats else 0} hits, shared cache {stats.remote_hits if stats else 0} hits,"
+        f" {stats.remote_misses if stats else 0} misses"
+    )
+
+
+def show_stock(stock: StockWheel, *, as_json: bool) -> None:
+    """The official wheel fetched: its JSON document, or where it is and its footprint."""
+    assert stock.artifact is not None
+    if as_json:
+        emit_json(stock.as_dict())
+        return
+    console.print(
+        f"[green]stock wheel ready[/] {stock.artifact.wheel_path} (pre-flight ok on {stock.profile.qemu_cpu})"
+    )
+    show_footprint(stock.artifact.manifest)

@@ -10,10 +10,10 @@ import pytest
 
 from orchestrator.builds.build_args import BuildScope
 from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan
+from orchestrator.builds.run import plan_document
 from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import resolve_variant
-from orchestrator.commands.build_show import plan_document
 from orchestrator.errors import UsageError
 from orchestrator.targets import BoardOS, resolve_target
 
