@@ -11,8 +11,10 @@ back by an older one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from orchestrator.errors import OrchError
@@ -35,6 +37,15 @@ def kind_of(value: object) -> str:
     """A JSON value's kind, as a message names it."""
     names = {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}
     return names.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
+def load_fields(path: Path, source: JsonSource) -> JsonFields:
+    """A stored file's JSON object to read from; a file that is not JSON is the source's error."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise source.error(f"{source.where}: not valid JSON: {error}", hint=source.not_object_hint) from error
+    return JsonFields(document, source)
 
 
 class JsonFields:

@@ -29,7 +29,7 @@ from typing import Any, Literal, TypedDict
 
 import numpy as np
 
-from orchestrator.common.json_fields import JsonFields, JsonSource
+from orchestrator.common.json_fields import JsonFields, JsonSource, load_fields
 from orchestrator.errors import VerifyError
 
 CASES_FILE = "cases.json"
@@ -220,16 +220,18 @@ def write_cases_file(directory: Path, cases: Iterable[Case], **extra: str) -> No
     partial.replace(directory / CASES_FILE)
 
 
+def cache_file(path: Path) -> JsonFields:
+    """A file of verify's cache (cases.json, generated.json, refused.json, reference.json) to read;
+    a damaged one is a VerifyError naming the file and the key, and saying to remove its directory."""
+    remedy = f"remove {path.parent}: orch makes it again"
+    return load_fields(
+        path, JsonSource(where=str(path), error=VerifyError, hint=remedy, not_object_hint=remedy)
+    )
+
+
 def read_cases_file(directory: Path) -> tuple[Case, ...]:
-    """The cases of a generated bundle (orch's cache); a damaged file is named with what to do."""
-    path = directory / CASES_FILE
-    remedy = f"remove {directory}: orch generates the cases again"
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise VerifyError(f"{path}: not valid JSON: {error}", hint=remedy) from error
-    source = JsonSource(where=str(path), error=VerifyError, hint=remedy, not_object_hint=remedy)
-    return tuple(Case.read(item) for item in JsonFields(document, source).children("cases"))
+    """The cases of a generated bundle (orch's cache)."""
+    return tuple(Case.read(item) for item in cache_file(directory / CASES_FILE).children("cases"))
 
 
 def node_cases(cache: Path) -> Generated:
@@ -239,11 +241,11 @@ def node_cases(cache: Path) -> Generated:
     directory = cache / f"node-onnx-{onnx.__version__}-g{GENERATOR}"
     marker = directory / "generated.json"
     if marker.exists() and (directory / CASES_FILE).exists():
-        info = json.loads(marker.read_text(encoding="utf-8"))
+        left_out = cache_file(marker).required_child("skipped")  # reason -> cases
         return Generated(
             directory=directory,
             cases=read_cases_file(directory),
-            skipped=dict(info["skipped"]),
+            skipped={reason: left_out.required_integer(reason) for reason in left_out.document},
             onnx_version=onnx.__version__,
         )
     directory.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import numpy as np
 
 from orchestrator.board_side import read_text
 from orchestrator.errors import VerifyError
-from orchestrator.verify.cases import GENERATOR, Case, read_cases_file, write_cases_file
+from orchestrator.verify.cases import GENERATOR, Case, cache_file, read_cases_file, write_cases_file
 from orchestrator.verify.outcome import parse_run
 from orchestrator.verify.plan import MODEL_ATOL, MODEL_RTOL
 from orchestrator.verify.reference import Reference, run_reference
@@ -97,10 +97,11 @@ def model_bundle(cache: Path, reference: Reference, models: Mapping[str, Path]) 
     directory = cache / f"models-{reference.version}-{digest}"
     marker = directory / "refused.json"
     if marker.exists():
+        recorded = cache_file(marker)  # model -> why the reference cannot run it
         return ModelBundle(
             directory=directory,
             cases=read_cases_file(directory),
-            refused=json.loads(marker.read_text(encoding="utf-8")),
+            refused={name: recorded.text(name) or "" for name in recorded.document},
         )
     partial = directory.with_name(directory.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)

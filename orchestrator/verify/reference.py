@@ -26,6 +26,7 @@ from orchestrator.adapters import process
 from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.errors import VerifyError
 from orchestrator.paths import orch_home
+from orchestrator.verify.cases import cache_file
 
 # Where the reference onnxruntime comes from: the workstation's own, or a stock wheel downloaded for it.
 ReferenceSource = Literal["workstation", "downloaded"]
@@ -74,13 +75,13 @@ def ensure_reference(version: str, cache: Path | None = None) -> Reference:
     root = (cache or orch_home() / "cache" / "x86-onnxruntime") / version
     record = root / "reference.json"
     if record.exists():
-        data = json.loads(record.read_text(encoding="utf-8"))
+        data = cache_file(record)
         return Reference(
             version=version,
             source="downloaded",
             site=root / "site",
-            wheel=data["wheel"],
-            wheel_sha256=data["wheel_sha256"],
+            wheel=data.required_text("wheel"),
+            wheel_sha256=data.required_text("wheel_sha256"),
         )
     downloads = root / "download"
     downloads.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper
 
 from orchestrator.errors import VerifyError
 from orchestrator.verify import cases
+from orchestrator.verify.reference import ensure_reference
 
 
 @pytest.fixture(scope="module")
@@ -149,4 +150,19 @@ def test_a_damaged_cases_json_names_the_file_and_the_key(
     path.write_text(json.dumps(document))
     with pytest.raises(VerifyError, match=re.escape(f"{path}: missing key '{key}'")) as raised:
         cases.read_cases_file(tmp_path)
-    assert raised.value.hint == f"remove {tmp_path}: orch generates the cases again"
+    assert raised.value.hint == f"remove {tmp_path}: orch makes it again"
+
+
+def test_the_reference_record_round_trips_and_a_missing_key_is_named(tmp_path: Path) -> None:
+    record = tmp_path / "0.0.1" / "reference.json"
+    record.parent.mkdir()
+    record.write_text(json.dumps({"wheel": "onnxruntime-0.0.1-x.whl", "wheel_sha256": "ab" * 32}))
+    found = ensure_reference("0.0.1", cache=tmp_path)
+    assert (found.source, found.wheel, found.wheel_sha256) == (
+        "downloaded",
+        "onnxruntime-0.0.1-x.whl",
+        "ab" * 32,
+    )
+    record.write_text(json.dumps({"wheel": "onnxruntime-0.0.1-x.whl"}))
+    with pytest.raises(VerifyError, match=re.escape(f"{record}: missing key 'wheel_sha256'")):
+        ensure_reference("0.0.1", cache=tmp_path)
