@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass
+from typing import TypedDict
 
 from rich.markup import escape
 
@@ -142,22 +143,31 @@ def _exit_code(result: FleetResult[CommandResult]) -> int:
     return 1
 
 
-def _document(result: FleetResult[CommandResult]) -> dict[str, dict[str, object]]:
-    document: dict[str, dict[str, object]] = {}
+class ExecEntry(TypedDict):
+    """One board's command in ``orch exec --json``."""
+
+    exit_code: int | None  # None: it did not end (a timeout, no connection)
+    stdout: str
+    stderr: str
+    duration: float
+    error: str | None
+
+
+def _document(result: FleetResult[CommandResult]) -> dict[str, ExecEntry]:
+    document: dict[str, ExecEntry] = {}
     for name, outcome in result.outcomes.items():
-        entry: dict[str, object] = {
-            "exit_code": None,
-            "stdout": "",
-            "stderr": "",
-            "duration": round(outcome.duration, 3),
-            "error": outcome.message or None,
-        }
+        entry = ExecEntry(
+            exit_code=None,
+            stdout="",
+            stderr="",
+            duration=round(outcome.duration, 3),
+            error=outcome.message or None,
+        )
         if outcome.value is not None:
-            entry.update(
-                exit_code=outcome.value.exit_code, stdout=outcome.value.stdout, stderr=outcome.value.stderr
-            )
+            entry["exit_code"] = outcome.value.exit_code
+            entry["stdout"], entry["stderr"] = outcome.value.stdout, outcome.value.stderr
         elif isinstance(outcome.error, CommandTimeout):
-            entry.update(stdout=outcome.error.stdout, stderr=outcome.error.stderr)
+            entry["stdout"], entry["stderr"] = outcome.error.stdout, outcome.error.stderr
         if outcome.value is not None and outcome.value.exit_code != 0:
             entry["error"] = _exit_text(outcome.value.exit_code, long=True)
         document[name] = entry
