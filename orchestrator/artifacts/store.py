@@ -94,7 +94,8 @@ class Preflight:
     error: str | None = None  # why it failed
     skipped: str | None = None  # why it did not run ("disabled", "wheel check failed")
     # The rest of its report, as the pre-flight wrote it: qemu_cpu, image, exit_code, timings,
-    # the board's ORT version and providers, the comparison with x86 onnxruntime.
+    # the board's ORT version and providers, the comparison with x86 onnxruntime (its shape is
+    # builds.preflight.Comparison, a layer above; the C library's build log indexes into it).
     details: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
@@ -114,7 +115,7 @@ class WheelCheck:
     ok: bool
     problems: tuple[str, ...] = ()
     # What inspect_wheel found (WheelInfo.as_dict()): tags, machines, glibc_required, shared objects.
-    details: Mapping[str, Any] = field(default_factory=dict)
+    details: Mapping[str, object] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {**self.details, **_recorded(self, skip=("details",))}
@@ -134,7 +135,7 @@ class Source:
     ref: str | None = None
     sha256: str | None = None  # of the source tree the build compiled
     download_argv: tuple[str, ...] | None = None  # stock: how the official wheel was fetched
-    details: Mapping[str, Any] = field(default_factory=dict)  # keys this orch does not know
+    details: Mapping[str, object] = field(default_factory=dict)  # keys this orch does not know
 
     def to_json(self) -> dict[str, object]:
         return {**self.details, **_recorded(self, skip=("details",))}
@@ -268,7 +269,7 @@ class NativeRunner:
     compile_argv: tuple[str, ...] | None = None
     image: str | None = None
     skipped: str | None = None  # why there is no runner (no C library in the wheel, no header offline)
-    details: Mapping[str, Any] = field(default_factory=dict)
+    details: Mapping[str, object] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {**self.details, **_recorded(self, skip=("details",))}
@@ -301,7 +302,7 @@ class LibraryFiles:
     soname: str | None = None  # lib/libonnxruntime.so.1: a link the board makes (a link is no content)
     header: str | None = None  # include/onnxruntime_c_api.h
     # What the build found and proved: each library's checked symbol versions, the sysroot.
-    details: Mapping[str, Any] = field(default_factory=dict)
+    details: Mapping[str, object] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {**self.details, **_recorded(self, skip=("details",))}
@@ -342,7 +343,7 @@ class Manifest:
     build_info: str | None = None  # onnxruntime.get_build_info() of the wheel, when recorded
     native_runner: NativeRunner | None = None
     build: BuildRecord = field(default_factory=BuildRecord)
-    extra: Mapping[str, Any] = field(default_factory=dict)  # top-level keys this orch does not know
+    extra: Mapping[str, object] = field(default_factory=dict)  # top-level keys this orch does not know
 
     @property
     def preflight_ok(self) -> bool:
