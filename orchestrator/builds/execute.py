@@ -46,8 +46,8 @@ from orchestrator.builds.container_paths import BUILD, CCACHE, OUT, REDUCED, SCR
 from orchestrator.builds.flags import flags_of, validate_or_raise
 from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
 from orchestrator.builds.library_record import publish_library
-from orchestrator.builds.native_runner.execute import CompileIn, add_runner, header_from_tree
-from orchestrator.builds.native_runner.library import LibraryOutput, finish_library, prove_files
+from orchestrator.builds.native_runner.execute import CompileIn, header_from_tree
+from orchestrator.builds.native_runner.library import LibraryOutput, finish_library, proved_runner
 from orchestrator.builds.network import FetchedNeeds, fetch_failure, needs_after_fetch, planned_needs
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.record import MadeWheel, build_record, finish_artifact
@@ -402,26 +402,24 @@ class _BuildRun:
             log_path=log_path,
             sysroot=plan.sysroot,
         )
-        artifact = finish_artifact(
+        # The native runner of this release, for the wheel's C library (--build_shared_lib), added
+        # before the artifact is published: on the sysroot route proved against the board's
+        # libraries as the wheel was, so a runner that does not fit leaves nothing to deploy.
+        runner = proved_runner(
+            plan.target,
+            self._runner_compile(container),
+            header=header_from_tree(inputs.tree.path),
+            sysroot=plan.sysroot,
+            log=self.log,
+        )
+        return finish_artifact(
             made,
             root=self.options.artifacts_root,
             engine=self.local,
             log=self.log,
             preflight=self.options.preflight,
+            before_publish=runner,
         )
-        # The native runner of this release, for the wheel's C library (--build_shared_lib).
-        artifact = add_runner(
-            artifact,
-            plan.target,
-            self._runner_compile(container),
-            header=header_from_tree(inputs.tree.path),
-            log=self.log,
-        )
-        # On the sysroot route the runner is proved against the board's libraries as the wheel was
-        # (the artifact's only ELF file), before a deploy would find out.
-        if plan.sysroot is not None:
-            prove_files(artifact.directory, plan.sysroot, version=plan.ort_version)
-        return artifact
 
     def _runner_compile(self, container: _Container) -> CompileIn:
         """Where the runner is compiled: on the sysroot route against the board's sysroot, as the build."""

@@ -103,17 +103,20 @@ def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
     )
 
 
-def finish_artifact(
+def finish_artifact(  # noqa: PLR0913 -- the wheel; where it goes, where it pre-flights, the log; two options
     made: MadeWheel,
     *,
     root: Path | None,
     engine: Engine | BoardCheck,
     log: Log,
     preflight: bool = True,
+    before_publish: Callable[[Artifact], Artifact] | None = None,
 ) -> Artifact:
     """Wheel check + pre-flight, then the wheel, log and manifest (the record + what the checks
     found) into the artifact directory. The pre-flight runs under qemu on ``engine``, or, for a
-    wheel a board built itself, on that board (a ``BoardCheck``)."""
+    wheel a board built itself, on that board (a ``BoardCheck``). ``before_publish`` adds to a
+    wheel that passed (the native runner, proved): it gets the staged artifact, and when it fails
+    nothing is published."""
     profile = made.profile
     info = inspect_wheel(made.wheel)
     problems, record = _check_wheel(made, info)
@@ -149,6 +152,12 @@ def finish_artifact(
         log(f"pre-flight: import + one inference under qemu ({profile.qemu_cpu})")
         verdict = run_preflight(engine, profile, staging / made.wheel.name, log=log)
     manifest = replace(manifest, preflight=verdict)
+    if before_publish is not None and (verdict.ok or not preflight):
+        try:
+            manifest = before_publish(Artifact(directory=staging, manifest=manifest)).manifest
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     publish(staging, directory, manifest)
     if preflight and not verdict.ok:
         raise BuildError(

@@ -22,16 +22,17 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from orchestrator.artifacts.store import Preflight
+from orchestrator.artifacts.store import Artifact, Preflight
 from orchestrator.artifacts.wheel import inspect_directory
 from orchestrator.builds.container_paths import SYSROOT
-from orchestrator.builds.native_runner.execute import CompileIn, Log, compile_runner
+from orchestrator.builds.native_runner.execute import CompileIn, Log, add_runner, compile_runner
 from orchestrator.builds.native_runner.plan import HEADER_NAME, RUNNER_NAME, SONAME, library_name, runner_plan
 from orchestrator.builds.preflight import (
     PREFLIGHT_TIMEOUT_S,
@@ -48,6 +49,7 @@ from orchestrator.errors import BuildError, ContainerTimeout
 if TYPE_CHECKING:
     from orchestrator.builds.plan import BuildPlan
     from orchestrator.builds.sysroots.target import SysrootRef
+    from orchestrator.targets import TargetProfile
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +116,24 @@ def finish_library(out: Path, plan: BuildPlan, *, where: CompileIn, header: byte
         sysroot=sysroot.name if sysroot else None,
         preflight=preflight,
     )
+
+
+def proved_runner(
+    profile: TargetProfile, where: CompileIn, *, header: bytes | str, sysroot: SysrootRef | None, log: Log
+) -> Callable[[Artifact], Artifact]:
+    """What a built wheel gets before it is published (``record.finish_artifact``'s
+    ``before_publish``): the native runner for its C library and, on the sysroot route, the proof
+    that the runner needs nothing the board's glibc and libstdc++ lack. A runner that fails it
+    fails the build with nothing published, rather than reach a board in a deployable artifact."""
+
+    def add(artifact: Artifact) -> Artifact:
+        added = add_runner(artifact, profile, where, header=header, log=log)
+        if sysroot is not None:
+            # The artifact's only ELF file (the wheel is a zip, proved by the wheel check).
+            prove_files(added.directory, sysroot, version=added.ort_version)
+        return added
+
+    return add
 
 
 def prove_files(directory: Path, sysroot: SysrootRef | None, *, version: str) -> dict[str, tuple[str, ...]]:
