@@ -1,17 +1,29 @@
 """One board's record of a bench run, built step by step while the board runs and written to the
 results store (``results.ResultStore.write_board``) as JSON only at the end: ``as_dict`` gives the
-stored document (schema ``BOARD_SCHEMA``), which ``series.series_of`` and the reports read."""
+stored record (``records.BoardRecord``), which ``series.series_of`` and the reports read."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from orchestrator.bench.agent_host import StartedAs
 from orchestrator.bench.clocks import ClockState
 from orchestrator.bench.plan import BenchPlan, ReleaseRef
 from orchestrator.bench.quantise import Quantised
-from orchestrator.bench.results import BOARD_SCHEMA, utc_now
+from orchestrator.bench.records import (
+    BOARD_SCHEMA,
+    AgentDocument,
+    BoardInfo,
+    BoardRecord,
+    MeasurementKey,
+    PlanRecord,
+    Progress,
+    StoredColdStarts,
+    StoredMeasurement,
+    TuneRecord,
+)
+from orchestrator.bench.results import utc_now
 from orchestrator.board import Board
 
 # How a board's part of a run stands: "running" until it ends, then "ok" or "failed"; "interrupted"
@@ -23,16 +35,16 @@ RunState = Literal["running", "ok", "failed", "interrupted"]
 class Measurement:
     """One agent run's document, with which step and round it was and how its process started."""
 
-    key: dict[str, Any]  # Step.key(): what was measured
+    key: MeasurementKey  # Step.key(): what was measured
     round: int
     step: int
     # The run's duration seen from the workstation: agent_wall_s plus the fork and the reply, or for
     # a command (the native runner, a fallback) plus its start and SSH.
     remote_duration_s: float
     started_as: StartedAs
-    agent: dict[str, Any]  # the agent's (or native runner's) JSON document
+    agent: AgentDocument  # the agent's (or native runner's) document
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> StoredMeasurement:
         return {
             "key": self.key,
             "round": self.round,
@@ -47,12 +59,12 @@ class Measurement:
 class ColdStarts:
     """One cold-start step: ``launches`` fresh processes, one document each."""
 
-    key: dict[str, Any]
+    key: MeasurementKey
     round: int
     step: int
-    launches: list[dict[str, Any]]
+    launches: list[AgentDocument]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> StoredColdStarts:
         return {"key": self.key, "round": self.round, "step": self.step, "launches": self.launches}
 
 
@@ -60,8 +72,8 @@ class ColdStarts:
 class BoardDocument:
     run_id: str
     board: str
-    board_info: dict[str, Any]
-    plan: dict[str, Any]  # BenchPlan.as_dict()
+    board_info: BoardInfo
+    plan: PlanRecord  # BenchPlan.as_dict()
     started: str
     status: RunState = "running"
     error: str | None = None
@@ -73,7 +85,7 @@ class BoardDocument:
     # --quantize: release id -> fp32 model file -> its int8 copy (None: not asked for).
     quantization: dict[str, dict[str, Quantised]] | None = None
     agent_host_fallbacks: list[str] | None = None  # why runs started as commands instead of forks
-    tune: dict[str, Any] | None = None  # `orch tune`'s record of the search on this board
+    tune: TuneRecord | None = None  # `orch tune`'s record of the search on this board
     planned_rounds: list[int] = field(default_factory=list)  # the round of every step planned
 
     def rounds_complete(self) -> int:
@@ -86,7 +98,7 @@ class BoardDocument:
             planned[number] = planned.get(number, 0) + 1
         return sum(1 for number, steps in planned.items() if done.get(number, 0) >= steps)
 
-    def progress(self) -> dict[str, int]:
+    def progress(self) -> Progress:
         """What an interrupted board had done: steps measured of those planned, whole rounds."""
         return {
             "steps_done": len(self.measurements) + len(self.cold_starts),
@@ -113,9 +125,9 @@ class BoardDocument:
     def release_ids(self) -> list[str]:
         return [release.id for release in self.releases]
 
-    def as_dict(self) -> dict[str, Any]:
-        """The stored JSON document."""
-        document: dict[str, Any] = {
+    def as_dict(self) -> BoardRecord:
+        """The stored record."""
+        document: BoardRecord = {
             "schema": BOARD_SCHEMA,
             "run_id": self.run_id,
             "board": self.board,
@@ -125,7 +137,7 @@ class BoardDocument:
             "finished": self.finished,
             "board_info": self.board_info,
             "plan": self.plan,
-            "releases": [vars(release) for release in self.releases],
+            "releases": [release.as_json() for release in self.releases],
             "clocks": self.clocks.as_dict() if self.clocks is not None else None,
             "measurements": [measurement.as_dict() for measurement in self.measurements],
             "cold_starts": [cold.as_dict() for cold in self.cold_starts],

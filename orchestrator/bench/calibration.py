@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from orchestrator.bench.records import CalibrationRecord
 from orchestrator.errors import UsageError
 
 GENERATED_SAMPLES = 16
@@ -44,7 +45,7 @@ class CalibrationSpec:
         so other data makes another model instead of reusing a stale one."""
         return self.digest[:8] if self.files else "gen"
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> CalibrationRecord:
         return {
             "source": "generated" if self.generated else "user",
             "files": {name or "<only input>": str(path) for name, path in self.files},

@@ -6,9 +6,9 @@ what was done is recorded in the run's results."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from orchestrator.adapters.session import BoardSession
+from orchestrator.bench.records import ClocksRecord
 from orchestrator.board_side import read_text
 
 
@@ -23,7 +23,7 @@ class ClockState:
     restored: bool | None = None
     messages: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ClocksRecord:
         return {
             "requested": self.requested,
             "pinned": self.pinned,

@@ -11,25 +11,26 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.markup import escape
 
 from orchestrator.adapters import ssh
 from orchestrator.adapters.session import BoardSession, CommandResult
 from orchestrator.artifacts.identity import describe
-from orchestrator.bench import native
+from orchestrator.bench import native, reading
 from orchestrator.bench.agent_host import AgentRunner
 from orchestrator.bench.board_document import BoardDocument, ColdStarts, Measurement
 from orchestrator.bench.clocks import ClockState, pin_clocks, restore_clocks
 from orchestrator.bench.plan import BenchPlan, ReleaseRef, Step
 from orchestrator.bench.quantise import quantized_copy
+from orchestrator.bench.records import AgentDocument, BoardOutcome, RunMeta
 from orchestrator.bench.results import ResultStore, utc_now
 from orchestrator.bench.steps import board_steps, check_runners, pick_models, pick_releases
 from orchestrator.board import Board
@@ -41,8 +42,8 @@ from orchestrator.fleet.parallel import FleetResult, Outcome, run_on_boards
 Progress = Callable[[str, str], None]
 
 
-def parse_agent(board: str, step: Step, result: CommandResult) -> dict[str, Any]:
-    """The agent's JSON document, or a BenchError naming the board, the step and the cause."""
+def parse_agent(board: str, step: Step, result: CommandResult) -> AgentDocument:
+    """The agent's document, or a BenchError naming the board, the step and the cause."""
     where = (
         f"{board}: {step.release.id} {step.model_file} ({step.setting.opt_level},"
         f" threads {step.setting.intra_threads}, {step.runner} runner)"
@@ -62,10 +63,13 @@ def parse_agent(board: str, step: Step, result: CommandResult) -> dict[str, Any]
         problems = native.runner_problems(document)
         if problems:
             raise BenchError(f"{where}: the native runner's document is malformed: " + "; ".join(problems))
-    return document
+    try:
+        return reading.agent_document(document, "the document", timed=not step.launches)
+    except reading.Malformed as error:
+        raise BenchError(f"{where}: the agent's document is malformed: {error}") from None
 
 
-def parse_launches(board: str, step: Step, result: CommandResult) -> list[dict[str, Any]]:
+def parse_launches(board: str, step: Step, result: CommandResult) -> list[AgentDocument]:
     """The documents of a cold-start step: one JSON line per launched process, every one ok."""
     documents = []
     for line in result.stdout.splitlines():
@@ -119,7 +123,7 @@ class RunKind:
 
     label: str = "orch bench"
     body: BoardBody = measure_over_ssh
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: RunMeta = field(default_factory=RunMeta)
 
 
 def measure_board(
@@ -261,8 +265,10 @@ class _OnBoard:
                 agent=agent,
             )
         )
-        stats = agent["stats"]
-        self.say(f"  p50 {stats['p50_ms']:.3g} ms, p99 {stats['p99_ms']:.3g} ms (n={stats['n']})")
+        stats = agent.get("stats", {})
+        self.say(
+            f"  p50 {stats.get('p50_ms', math.nan):.3g} ms, p99 {stats.get('p99_ms', math.nan):.3g} ms (n={stats.get('n', '?')})"
+        )
 
 
 def _describe(step: Step) -> str:
@@ -467,7 +473,7 @@ def _store_interrupted(run: _Run, *, command: str, wall: float) -> None:
     )
 
 
-def _boards_meta(outcome: FleetResult[BoardDocument]) -> dict[str, dict[str, Any]]:
+def _boards_meta(outcome: FleetResult[BoardDocument]) -> dict[str, BoardOutcome]:
     """run.json's ``boards``: how each board ended."""
     return {
         name: {

@@ -13,11 +13,13 @@ same three moments (main, session created, first result), so the two runners com
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from orchestrator.bench import stats
+from orchestrator.bench.reading import fits, get
+from orchestrator.bench.records import AgentDocument, BoardRecord, MeasurementKey, StoredColdStarts
+from orchestrator.bench.series import SeriesKey
 from orchestrator.builds.native_runner.plan import RUNNER_SCHEMA
 
 SCHEMA = RUNNER_SCHEMA
@@ -26,15 +28,6 @@ COLD_FIELDS = ("launch_to_main_ms", "launch_to_session_ms", "launch_to_first_res
 
 def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _get(document: object, path: str) -> tuple[bool, object]:
-    current = document
-    for part in path.split("."):
-        if not isinstance(current, dict) or part not in current:
-            return False, None
-        current = current[part]
-    return True, current
 
 
 # (key, what it must be) of a runner document; "?" = may also be null.
@@ -73,27 +66,6 @@ _WHEN_OK = (
 _WHEN_FAILED = (("error", "text"), ("stage", "text"))
 
 
-# What each kind of value must be.
-_KINDS: dict[str, Callable[[object], bool]] = {
-    "text": lambda value: isinstance(value, str),
-    "flag": lambda value: isinstance(value, bool),
-    "integer": lambda value: isinstance(value, int) and not isinstance(value, bool),
-    "number": _number,
-    "list": lambda value: isinstance(value, list),
-    "texts": lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
-    "numbers": lambda value: isinstance(value, list) and all(_number(item) for item in value),
-}
-
-
-def _fits(value: object, kind: str) -> bool:
-    if kind.endswith("?"):
-        return value is None or _fits(value, kind[:-1])
-    check = _KINDS.get(kind)
-    if check is None:
-        raise ValueError(kind)
-    return check(value)
-
-
 def runner_problems(document: object) -> list[str]:
     """What is wrong with a runner document (empty: it is one), each naming the key."""
     if not isinstance(document, dict):
@@ -104,10 +76,10 @@ def runner_problems(document: object) -> list[str]:
     checks += _WHEN_OK if document.get("ok") is True else _WHEN_FAILED
     problems = []
     for key, kind in checks:
-        present, value = _get(document, key)
+        present, value = get(document, key)
         if not present:
             problems.append(f"key '{key}' is missing")
-        elif not _fits(value, kind):
+        elif not fits(value, kind):
             problems.append(
                 f"key '{key}' must be {kind.rstrip('?')}{' or null' if kind.endswith('?') else ''}"
             )
@@ -128,23 +100,22 @@ class ColdSample:
     peak_rss_kb: int | None
 
 
-def cold_sample(document: dict[str, Any]) -> ColdSample | None:
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def cold_sample(document: AgentDocument) -> ColdSample | None:
     """The cold-start figures of one launched process's document (agent or runner), or None when
     the process was not launched with a launch time."""
-    timing = document.get("timing") or {}
-    first = timing.get("launch_to_first_result_ms")
-    if not isinstance(first, (int, float)) or not _number(first):
+    timing = document.get("timing", {})
+    first = _finite(timing.get("launch_to_first_result_ms"))
+    if first is None:
         return None
-    rss = (document.get("memory") or {}).get("peak_rss_kb")
     return ColdSample(
-        launch_to_main_ms=timing.get("launch_to_main_ms")
-        if _number(timing.get("launch_to_main_ms"))
-        else None,
-        launch_to_session_ms=timing.get("launch_to_session_ms")
-        if _number(timing.get("launch_to_session_ms"))
-        else None,
+        launch_to_main_ms=_finite(timing.get("launch_to_main_ms")),
+        launch_to_session_ms=_finite(timing.get("launch_to_session_ms")),
         launch_to_first_result_ms=float(first),
-        peak_rss_kb=rss if isinstance(rss, int) else None,
+        peak_rss_kb=document.get("memory", {}).get("peak_rss_kb"),
     )
 
 
@@ -153,7 +124,7 @@ class ColdStart:
     """Every cold-start sample of one (board, series key) over a run, with the footprint on disk."""
 
     board: str
-    key: dict[str, Any]
+    key: MeasurementKey
     samples: tuple[ColdSample, ...]
     peak_rss_kb: tuple[int, ...]  # of every process measured (cold and warm)
     runner_bytes: int | None  # native: the runner binary
@@ -168,11 +139,9 @@ class ColdStart:
         return stats.summarize(values) if values else None
 
 
-def _release_footprint(
-    board_doc: dict[str, Any], release_id: str, runner: str
-) -> tuple[int | None, int | None]:
-    for release in board_doc.get("releases") or []:
-        if release.get("id") != release_id:
+def _release_footprint(board: BoardRecord, release_id: str, runner: str) -> tuple[int | None, int | None]:
+    for release in board["releases"]:
+        if release["id"] != release_id:
             continue
         native = release.get("native") or {}
         if runner == "native":
@@ -181,44 +150,39 @@ def _release_footprint(
     return None, None
 
 
-def cold_starts(board_docs: Iterable[dict[str, Any]]) -> list[ColdStart]:
+def cold_starts(boards: Iterable[BoardRecord]) -> list[ColdStart]:
     """Cold starts per board and series key, in first-measured order."""
     found: list[ColdStart] = []
-    for doc in board_docs:
-        grouped: dict[tuple[tuple[str, Any], ...], list[dict[str, Any]]] = {}
-        for entry in doc.get("cold_starts") or []:
-            grouped.setdefault(tuple(sorted(entry["key"].items())), []).append(entry)
-        rss_by_key: dict[tuple[tuple[str, Any], ...], list[int]] = {}
-        for measurement in doc.get("measurements") or []:
-            measured = tuple(sorted({"runner": "python", **measurement["key"]}.items()))
-            rss = (measurement["agent"].get("memory") or {}).get("peak_rss_kb")
-            if isinstance(rss, int):
-                rss_by_key.setdefault(measured, []).append(rss)
-        for key_items, entries in grouped.items():
-            key = dict(key_items)
+    for board in boards:
+        grouped: dict[SeriesKey, list[StoredColdStarts]] = {}
+        for entry in board["cold_starts"]:
+            grouped.setdefault(SeriesKey.from_json(entry["key"]), []).append(entry)
+        rss_by_key: dict[SeriesKey, list[int]] = {}
+        for measurement in board["measurements"]:
+            peak = measurement["agent"].get("memory", {}).get("peak_rss_kb")
+            if peak is not None:
+                rss_by_key.setdefault(SeriesKey.from_json(measurement["key"]), []).append(peak)
+        for identity, entries in grouped.items():
+            key = entries[0]["key"]
             samples = [
                 sample
                 for entry in entries
-                for launched in entry.get("launches") or []
+                for launched in entry["launches"]
                 if (sample := cold_sample(launched)) is not None
             ]
             if not samples:
                 continue
-            rss = [s.peak_rss_kb for s in samples if s.peak_rss_kb is not None] + rss_by_key.get(
-                key_items, []
-            )
-            runner_bytes, library_bytes = _release_footprint(
-                doc, key.get("release", ""), key.get("runner", "")
-            )
+            rss = [s.peak_rss_kb for s in samples if s.peak_rss_kb is not None] + rss_by_key.get(identity, [])
+            runner_bytes, library_bytes = _release_footprint(board, key["release"], key["runner"])
             found.append(
                 ColdStart(
-                    board=doc["board"],
+                    board=board["board"],
                     key=key,
                     samples=tuple(samples),
                     peak_rss_kb=tuple(rss),
                     runner_bytes=runner_bytes,
                     library_bytes=library_bytes,
-                    label=f"{key.get('variant')} · {key.get('model')} · {key.get('runner')}",
+                    label=f"{key['variant']} · {key['model']} · {key['runner']}",
                 )
             )
     return found
@@ -233,9 +197,9 @@ def pair_runners(found: Sequence[ColdStart]) -> list[tuple[ColdStart, ColdStart]
     """(native, python) cold starts of the same board and measurement."""
     pairs = []
     for native in found:
-        if native.key.get("runner") != "native":
+        if native.key["runner"] != "native":
             continue
-        wanted = {**native.key, "runner": "python"}
+        wanted: MeasurementKey = {**native.key, "runner": "python"}
         python = next((c for c in found if c.board == native.board and c.key == wanted), None)
         if python is not None:
             pairs.append((native, python))

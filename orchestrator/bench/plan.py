@@ -15,10 +15,18 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from orchestrator.artifacts.identity import route_of
 from orchestrator.bench.calibration import CalibrationSpec
+from orchestrator.bench.records import (
+    CombinationRecord,
+    MeasurementKey,
+    NativeFiles,
+    PlanRecord,
+    ReleaseRecord,
+    SettingRecord,
+)
 from orchestrator.board import Board
 from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT
 
@@ -64,6 +72,14 @@ class Setting:
     intra_threads: int = 0  # 0 = onnxruntime's default
     inter_threads: int = 0
 
+    def as_dict(self) -> SettingRecord:
+        return {
+            "ep": self.ep,
+            "opt_level": self.opt_level,
+            "intra_threads": self.intra_threads,
+            "inter_threads": self.inter_threads,
+        }
+
 
 @dataclass(frozen=True, kw_only=True)
 class AgentOptions:
@@ -91,16 +107,18 @@ class Combination:
     quant: Quant = "fp32"
     setting: Setting = Setting()
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"variant": self.variant, "quant": self.quant, **vars(self.setting)}
+    def as_dict(self) -> CombinationRecord:
+        return {"variant": self.variant, "quant": self.quant, **self.setting.as_dict()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Combination:
-        fields = {
-            name: data[name] for name in ("ep", "opt_level", "intra_threads", "inter_threads") if name in data
-        }
-        quant = checked(data.get("quant", "fp32"), QUANTS, "quant")
-        return cls(variant=str(data["variant"]), quant=quant, setting=Setting(**fields))
+    def from_dict(cls, data: CombinationRecord) -> Combination:
+        setting = Setting(
+            ep=data["ep"],
+            opt_level=checked(data["opt_level"], OPT_LEVELS, "opt_level"),
+            intra_threads=data["intra_threads"],
+            inter_threads=data["inter_threads"],
+        )
+        return cls(variant=data["variant"], quant=checked(data["quant"], QUANTS, "quant"), setting=setting)
 
     def label(self) -> str:
         """``tuned fp32 cpu opt=all threads=2`` (threads 0: onnxruntime's default)."""
@@ -126,7 +144,7 @@ class ReleaseRef:
     # The execution providers its onnxruntime listed when deploy verified it on the board (empty: unknown).
     providers: tuple[str, ...] = ()
     # release.json's "native" (runner path and size, C library and size), when the release has a runner.
-    native: dict[str, Any] | None = field(default=None, compare=False)
+    native: NativeFiles | None = field(default=None, compare=False)
     wheel_size: int | None = None
     # "library": a C library build's release (orch deploy --scope library): its native runner and
     # ORT's C library, no venv, so no Python agent; "wheel" for every other (release.json says so).
@@ -151,11 +169,31 @@ class ReleaseRef:
             created=getattr(info, "created", "") or "",
             current=bool(getattr(info, "current", False)),
             route=route_of((getattr(info, "document", None) or {}).get("manifest")),
-            native=native if isinstance(native, dict) and isinstance(native.get("runner"), str) else None,
+            native=cast(NativeFiles, native)
+            if isinstance(native, dict) and isinstance(native.get("runner"), str)
+            else None,
             wheel_size=wheel_size if isinstance(wheel_size, int) else None,
             providers=tuple(str(p) for p in providers) if isinstance(providers, list) else (),
             kind="library" if document.get("kind") == "library" else "wheel",
         )
+
+    def as_json(self) -> ReleaseRecord:
+        """As a board record keeps it."""
+        return {
+            "id": self.id,
+            "variant": self.variant,
+            "path": self.path,
+            "python": self.python,
+            "models": list(self.models),
+            "ort_version": self.ort_version,
+            "created": self.created,
+            "current": self.current,
+            "route": self.route,
+            "providers": list(self.providers),
+            "native": self.native,
+            "wheel_size": self.wheel_size,
+            "kind": self.kind,
+        }
 
     def model_path(self, model_file: str) -> str:
         return posixpath.join(self.path, "models", model_file)
@@ -199,17 +237,30 @@ class BenchPlan:
     # Only these combinations of the cross product run (empty: all of it); `orch tune`'s rungs.
     only: tuple[Combination, ...] = ()
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
+    def as_dict(self) -> PlanRecord:
+        agent = self.agent
+        head: PlanRecord = {
             "boards": [board.name for board in self.boards],
             "variants": list(self.variants) or ["<current release>"],
             "models": list(self.models) or ["<every deployed model>"],
-            "settings": [vars(setting) for setting in self.settings],
+            "settings": [setting.as_dict() for setting in self.settings],
             "quantize": self.quantize,
-            **({"calibration": self.calibration.as_dict()} if self.quantize == "static" else {}),
+        }
+        if self.quantize == "static":
+            head["calibration"] = self.calibration.as_dict()
+        plan: PlanRecord = {
+            **head,
             "rounds": self.rounds,
             "cooldown_s": self.cooldown_s,
-            "agent": {**vars(self.agent), "shapes": list(self.agent.shapes)},
+            "agent": {
+                "warmup": agent.warmup,
+                "min_runs": agent.min_runs,
+                "min_duration": agent.min_duration,
+                "max_runs": agent.max_runs,
+                "shapes": list(agent.shapes),
+                "sysfs_root": agent.sysfs_root,
+                "pin_cores": list(agent.pin_cores),
+            },
             "pin_clocks": self.pin_clocks,
             "parallel": self.parallel,
             "step_timeout_s": self.step_timeout_s,
@@ -219,8 +270,10 @@ class BenchPlan:
             "allow_version_mismatch": self.allow_version_mismatch,
             "runners": list(self.runners),
             "cold_starts": self.cold_starts,
-            **({"only": [combination.as_dict() for combination in self.only]} if self.only else {}),
         }
+        if self.only:
+            plan["only"] = [combination.as_dict() for combination in self.only]
+        return plan
 
     def ort_version_for(self, variant: str) -> str | None:
         """The ORT release --ort-version asks of a variant (None: any)."""
@@ -244,7 +297,7 @@ class Step:
     runner: Runner = "python"
     launches: int = 0  # > 0: a cold-start step, ``launches`` processes (one JSON document each)
 
-    def key(self) -> dict[str, Any]:
+    def key(self) -> MeasurementKey:
         return {
             "runner": self.runner,
             "variant": self.release.variant,

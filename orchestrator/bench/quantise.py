@@ -22,13 +22,13 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from orchestrator.adapters.session import BoardSession
-from orchestrator.bench import calibration
+from orchestrator.bench import calibration, reading
 from orchestrator.bench.plan import QuantizeMode, ReleaseRef, int8_name
+from orchestrator.bench.records import Agreement, CalibrationRecord, QuantisedRecord
 from orchestrator.board_side import read_text
 from orchestrator.errors import BenchError
 from orchestrator.paths import orch_home
@@ -43,12 +43,12 @@ class Quantised:
 
     int8_file: str
     mode: QuantizeMode
-    calibration: dict[str, Any] = field(default_factory=dict)
+    calibration: CalibrationRecord = field(default_factory=CalibrationRecord)
     ops: dict[str, int] = field(default_factory=dict)  # quantisation operators in the int8 graph
-    agreement: dict[str, Any] | None = None
+    agreement: Agreement | None = None
     warnings: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> QuantisedRecord:
         return {
             "int8_file": self.int8_file,
             "mode": self.mode,
@@ -59,7 +59,7 @@ class Quantised:
         }
 
 
-def _quiet_root_logger() -> Any:
+def _quiet_root_logger() -> int:
     """The quantiser logs advice through the root logger; orch's output stays its own."""
     root_logger = logging.getLogger()
     level = root_logger.level
@@ -201,7 +201,7 @@ def _samples_file(local: Path, feeds: Sequence[dict[str, np.ndarray]]) -> Path:
 
 def _agreement(
     session: BoardSession, release: ReleaseRef, model_file: str, int8: str, local: Path
-) -> dict[str, Any]:
+) -> Agreement:
     """fp32 vs int8 on the board's CPU, on the calibration samples (``local``: their .npz)."""
     remote_samples = release.model_path(int8.removesuffix(".onnx") + ".samples.npz")
     if not session.stat(remote_samples):
@@ -226,4 +226,7 @@ def _agreement(
     if not isinstance(document, dict) or not document.get("ok"):
         why = document.get("error") if isinstance(document, dict) else result.tail(3)
         raise BenchError(f"{session.board.name}: fp32/int8 agreement of {model_file} failed: {why}")
-    return document
+    try:
+        return reading.agreement(document, f"the fp32/int8 agreement of {model_file}")
+    except reading.Malformed as error:
+        raise BenchError(f"{session.board.name}: {error}") from None

@@ -20,19 +20,24 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, TypeVar
 
-from orchestrator.bench import run_state, stats
+from orchestrator.bench import reading, run_state, stats
+from orchestrator.bench.records import (
+    BOARD_SCHEMA,  # noqa: F401  (the tag, known to scripts as results.BOARD_SCHEMA)
+    BoardRecord,
+    RunMeta,
+    SummaryRecord,
+)
 from orchestrator.bench.results_index import IndexConnection, free_name, index_problem
-from orchestrator.bench.series import Series, series_of
+from orchestrator.bench.series import KeyColumns, Series, series_of
 from orchestrator.errors import UsageError
 from orchestrator.paths import results_dir
 
-BOARD_SCHEMA = "orch-bench-board/1"
 RUN_FILE = "run.json"
 INDEX_FILE = "index.sqlite"
 
@@ -53,6 +58,22 @@ def board_file_name(board: str) -> str:
     return f"{safe}.json" if safe != "run" else "board_run.json"
 
 
+class RunListing(TypedDict):
+    """A run as `orch results list` shows it (from the index)."""
+
+    run_id: str
+    created: str
+    command: str
+    status: str
+    boards_ok: int
+    boards_failed: int
+    boards: list[str]
+    series: int
+
+
+_Stored = TypeVar("_Stored")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Damaged:
     """A file of the store that could not be used; it is left exactly as it is."""
@@ -71,8 +92,8 @@ class Damaged:
 class RunRecord:
     run_id: str
     path: Path
-    meta: dict[str, Any]
-    boards: dict[str, dict[str, Any]]  # board name -> stored board document
+    meta: RunMeta
+    boards: dict[str, BoardRecord]  # board name -> its record
     damaged: tuple[Damaged, ...] = ()  # files of this run that were skipped
 
     def series(self) -> list[Series]:
@@ -95,16 +116,16 @@ class RunRecord:
         if self.complete:
             return ""
         rounds = self.meta.get("rounds_complete")
-        planned = (self.meta.get("plan") or {}).get("rounds")
+        planned = self.meta.get("plan", {}).get("rounds")
         measured = f": {rounds} of {planned} rounds complete" if rounds is not None and planned else ""
         return f"run {self.run_id} is {self.status}{measured}; its data is partial"
 
     @property
     def failed(self) -> dict[str, str]:
         return {
-            name: doc.get("error") or "failed"
+            name: doc["error"] or "failed"
             for name, doc in self.boards.items()
-            if doc.get("status") not in ("ok", "interrupted")
+            if doc["status"] not in ("ok", "interrupted")
         }
 
 
@@ -140,15 +161,15 @@ class ResultStore:
             )
         return path
 
-    def write_board(self, run_id: str, document: dict[str, Any]) -> Path:
-        """Store one board's document (status ok or failed) and index it."""
-        board = document["board"]
-        path = self.run_dir(run_id) / board_file_name(board)
+    def write_board(self, run_id: str, document: BoardRecord) -> Path:
+        """Store one board's record (status ok or failed) and index it."""
+        path = self.run_dir(run_id) / board_file_name(document["board"])
         _write_new(path, document)
-        self._index_board(run_id, document, path)
+        # Indexed as it will be read back (a record orch writes is of its own format, or this raises).
+        self._index_board(run_id, reading.board_record(document), path)
         return path
 
-    def finish_run(self, run_id: str, meta: dict[str, Any]) -> Path:
+    def finish_run(self, run_id: str, meta: RunMeta) -> Path:
         path = self.run_dir(run_id) / RUN_FILE
         _write_new(path, meta)
         outcomes = [outcome.get("status") for outcome in meta.get("boards", {}).values()]
@@ -166,7 +187,7 @@ class ResultStore:
         return path
 
     # --- reading ------------------------------------------------------------------------
-    def list_runs(self) -> list[dict[str, Any]]:
+    def list_runs(self) -> list[RunListing]:
         if not self.root.is_dir():
             return []
         if not (self.root / INDEX_FILE).exists():
@@ -179,7 +200,7 @@ class ResultStore:
             rows = db.execute(
                 "SELECT run_id, created, command, status, boards_ok, boards_failed FROM runs ORDER BY run_id"
             ).fetchall()
-            result = []
+            result: list[RunListing] = []
             for run_id, created, command, stored, ok, failed in rows:
                 # A run still "running" in the index whose orch is gone was abandoned.
                 status = run_state.unfinished_status(self.root / run_id) if stored == "running" else stored
@@ -237,36 +258,28 @@ class ResultStore:
         foreign, damaged) is skipped and recorded in ``damaged``; the others are used."""
         run_id = self.resolve(ref)
         path = self.run_dir(run_id)
-        boards: dict[str, dict[str, Any]] = {}
+        boards: dict[str, BoardRecord] = {}
         damaged: list[Damaged] = []
         for board_file in sorted(path.glob("*.json")):
             if board_file.name == RUN_FILE:
                 continue
-            document, problem = _read_json(board_file)
-            if problem is None and isinstance(document, dict) and document.get("schema") != BOARD_SCHEMA:
-                problem = (
-                    f"not an orch board record (schema {document.get('schema')!r}, expected {BOARD_SCHEMA!r})"
-                )
-            if problem is None:
-                problem = _board_problem(document)
-            if problem is not None:
+            board, problem = _read(board_file, reading.board_record)
+            if board is None:
                 damaged.append(self._damaged(board_file, problem))
                 continue
-            boards[document["board"]] = document
+            boards[board["board"]] = board
         meta_file = path / RUN_FILE
-        meta: dict[str, Any] = {"run_id": run_id, "status": run_state.unfinished_status(path)}
+        meta: RunMeta = {"run_id": run_id, "status": run_state.unfinished_status(path)}
         if meta_file.exists():
-            document, problem = _read_json(meta_file)
-            if problem is None and not isinstance(document, dict):
-                problem = f"not a run record (a JSON {type(document).__name__}, not an object)"
-            if problem is None:
-                meta = document
-                if "status" not in meta:  # run.json of older orch: finished, its status from the boards
-                    ok = all(doc.get("status") == "ok" for doc in boards.values())
-                    meta = {**meta, "status": "ok" if ok else "failed"}
-            else:
+            stored, problem = _read(meta_file, reading.run_meta)
+            if stored is None:
                 damaged.append(self._damaged(meta_file, problem))
                 meta = {"run_id": run_id, "status": "damaged"}
+            elif "status" not in stored:  # run.json of older orch: finished, its status from the boards
+                ok = all(doc["status"] == "ok" for doc in boards.values())
+                meta = {**stored, "status": "ok" if ok else "failed"}
+            else:
+                meta = stored
         return RunRecord(run_id=run_id, path=path, meta=meta, boards=boards, damaged=tuple(damaged))
 
     def reindex(self) -> None:
@@ -291,7 +304,7 @@ class ResultStore:
             for document in record.boards.values():
                 self._index_board(record.run_id, document, run_dir / board_file_name(document["board"]))
             if RUN_FILE in {p.name for p in run_dir.iterdir()}:
-                statuses = [d.get("status") for d in record.boards.values()]
+                statuses = [d["status"] for d in record.boards.values()]
                 ok = statuses.count("ok")
                 failed = len(statuses) - ok - statuses.count("interrupted")
                 # run.json does not hold the status: finish_run derived it from the outcomes.
@@ -342,10 +355,10 @@ class ResultStore:
         self._damaged(index, f"{problem}; kept as {kept.name}, rebuilt from the run files", skipped=False)
         self.reindex()
 
-    def _index_board(self, run_id: str, document: dict[str, Any], path: Path) -> None:
-        first_agent: dict[str, Any] = next((m["agent"] for m in document.get("measurements", [])), {})
-        ort_version = _dig(first_agent, "ort", "version")
-        kernel = _dig(first_agent, "board", "before", "kernel")
+    def _index_board(self, run_id: str, document: BoardRecord, path: Path) -> None:
+        first = document["measurements"][0]["agent"] if document["measurements"] else {}
+        ort_version = first.get("ort", {}).get("version")
+        kernel = first.get("board", {}).get("before", {}).get("kernel")
         rows = []
         for series in series_of(document):
             summary = series.summary()
@@ -377,8 +390,8 @@ class ResultStore:
                 (
                     run_id,
                     document["board"],
-                    document.get("status"),
-                    document.get("error"),
+                    document["status"],
+                    document["error"],
                     str(path),
                     ort_version,
                     kernel,
@@ -392,14 +405,24 @@ _RUN_ID = re.compile(r"[A-Za-z0-9._-]+")
 
 def _read_problem(path: Path) -> str | None:
     """Why a run file is unusable now, or None (it was repaired)."""
+    if path.name == RUN_FILE:
+        return _read(path, reading.run_meta)[1] or None
+    return _read(path, reading.board_record)[1] or None
+
+
+def _read(path: Path, parse: Callable[[object], _Stored]) -> tuple[_Stored, str] | tuple[None, str]:
+    """(the stored file read as its format, "") or (None, why the file is unusable): the only place
+    the store reads a run's JSON (``reading`` says what is wrong with a document)."""
     document, problem = _read_json(path)
-    if problem is None and path.name != RUN_FILE:
-        foreign = isinstance(document, dict) and document.get("schema") != BOARD_SCHEMA
-        problem = "not an orch board record" if foreign else _board_problem(document)
-    return problem
+    if problem is not None:
+        return None, problem
+    try:
+        return parse(document), ""
+    except reading.Malformed as error:
+        return None, str(error)
 
 
-def _read_json(path: Path) -> tuple[Any, str | None]:
+def _read_json(path: Path) -> tuple[object, str | None]:
     """(document, None) or (None, why the file is unusable)."""
     try:
         return json.loads(path.read_bytes().decode("utf-8")), None
@@ -423,31 +446,7 @@ def _json_problem(error: json.JSONDecodeError) -> str:
     return f"not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
 
 
-def _board_problem(document: Any) -> str | None:
-    """Why a board document with orch's schema tag cannot be used, or None."""
-    if not isinstance(document, dict):
-        return f"not a board record (a JSON {type(document).__name__}, not an object)"
-    if not isinstance(document.get("board"), str) or not document["board"]:
-        return "no 'board' name"
-    if not isinstance(document.get("measurements", []), list):
-        return "'measurements' is not a list"
-    try:
-        for series in series_of(document):
-            series.summary()
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
-        return f"a measurement is malformed ({type(error).__name__}: {error})"
-    return None
-
-
-def _dig(document: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(document, dict):
-            return None
-        document = document.get(key)
-    return document
-
-
-def _write_new(path: Path, document: dict[str, Any]) -> None:
+def _write_new(path: Path, document: Mapping[str, object]) -> None:
     """Write a JSON file that must not exist yet (results are never overwritten)."""
     try:
         with path.open("x") as handle:
@@ -457,9 +456,20 @@ def _write_new(path: Path, document: dict[str, Any]) -> None:
         raise UsageError(f"{path} exists already; results are never overwritten") from None
 
 
-def flatten_series(records: Iterable[RunRecord]) -> list[dict[str, Any]]:
+class SeriesRow(KeyColumns, SummaryRecord):
+    """One series as an export row."""
+
+    run_id: str
+    board: str
+    ort_version: str
+    route: str
+    rounds: int
+    run_spread: float
+
+
+def flatten_series(records: Iterable[RunRecord]) -> list[SeriesRow]:
     """One row per series (for CSV/JSON export and `results show --json`)."""
-    rows = []
+    rows: list[SeriesRow] = []
     for record in records:
         for series in record.series():
             rows.append(

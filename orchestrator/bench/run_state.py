@@ -16,7 +16,10 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, cast
+
+from orchestrator.bench.reading import check
+from orchestrator.bench.records import Owner
 
 RUNNING_FILE = "running"  # no .json: never read as a board's record
 RunStatus = Literal["ok", "failed", "interrupted", "running", "abandoned"]
@@ -32,7 +35,7 @@ def _start_ticks(pid: int) -> int | None:
         return None
 
 
-def owner_document() -> dict[str, Any]:
+def owner_document() -> Owner:
     """This orch process, as a run in progress records it."""
     pid = os.getpid()
     return {"host": socket.gethostname(), "pid": pid, "start_ticks": _start_ticks(pid)}
@@ -46,22 +49,24 @@ def remove_owner(run_dir: Path) -> None:
     (run_dir / RUNNING_FILE).unlink(missing_ok=True)
 
 
-def read_owner(run_dir: Path) -> dict[str, Any] | None:
+def read_owner(run_dir: Path) -> Owner | None:
+    """The run's owner, or None when the file is gone or not one (a malformed owner is no owner)."""
     try:
         document = json.loads((run_dir / RUNNING_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        kinds = (("host", "text"), ("pid", "integer"), ("start_ticks", "integer?"))
+        return cast(Owner, check(document, RUNNING_FILE, (), kinds))
+    except (OSError, ValueError):  # Malformed is a ValueError, as JSON's errors are
         return None
-    return document if isinstance(document, dict) else None
 
 
-def owner_alive(owner: dict[str, Any] | None) -> bool | None:
+def owner_alive(owner: Owner | None) -> bool | None:
     """Whether the recorded orch process still runs: None when it runs elsewhere (cannot be told)."""
     if owner is None:
         return False
     if owner.get("host") != socket.gethostname():
         return None
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
+    pid = owner.get("pid", 0)
+    if pid <= 0:
         return False
     try:
         os.kill(pid, 0)

@@ -9,9 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal, TypedDict
 
 from orchestrator.bench import stats
+from orchestrator.bench.records import (
+    AgentDocument,
+    BoardRecord,
+    ComparisonRecord,
+    MeasurementKey,
+    ReleaseRecord,
+    StoredMeasurement,
+)
 
 # What a series' key is made of besides its release; a pairing differs in one of them, or in the run
 # (``pairings_between``: the same measurement in two runs).
@@ -19,6 +27,35 @@ Dimension = Literal[
     "variant", "model", "quant", "ep", "opt_level", "intra_threads", "inter_threads", "runner"
 ]
 Compared = Literal[Dimension, "run"]
+
+
+class KeyColumns(TypedDict):
+    """A series key as the columns of an export row (``SeriesKey.as_dict``)."""
+
+    variant: str
+    model: str
+    quant: str
+    ep: str
+    opt_level: str
+    intra_threads: int
+    inter_threads: int
+    runner: str
+    release: str
+
+
+class SideColumns(KeyColumns):
+    ort_version: str
+    route: str
+
+
+class PairingRecord(ComparisonRecord):
+    """A pairing as `--json` documents and report.json give it."""
+
+    board: str
+    dimension: str
+    a: SideColumns
+    b: SideColumns
+    version_mismatch: bool
 
 
 @dataclass(frozen=True, kw_only=True, order=True)
@@ -47,11 +84,31 @@ class SeriesKey:
     )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SeriesKey:
-        return cls(**{name: data[name] for name in (*cls.DIMENSIONS, "release") if name in data})
+    def from_json(cls, key: MeasurementKey) -> SeriesKey:
+        return cls(
+            variant=key["variant"],
+            release=key["release"],
+            model=key["model"],
+            quant=key["quant"],
+            ep=key["ep"],
+            opt_level=key["opt_level"],
+            intra_threads=key["intra_threads"],
+            inter_threads=key["inter_threads"],
+            runner=key["runner"],
+        )
 
-    def as_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in (*self.DIMENSIONS, "release")}
+    def as_dict(self) -> KeyColumns:
+        return {
+            "variant": self.variant,
+            "model": self.model,
+            "quant": self.quant,
+            "ep": self.ep,
+            "opt_level": self.opt_level,
+            "intra_threads": self.intra_threads,
+            "inter_threads": self.inter_threads,
+            "runner": self.runner,
+            "release": self.release,
+        }
 
     def label(self) -> str:
         threads = "default" if self.intra_threads == 0 else str(self.intra_threads)
@@ -69,7 +126,7 @@ class SeriesKey:
             parts.append(self.runner)
         return " · ".join(parts)
 
-    def without(self, dimension: Literal[Dimension, "release"]) -> tuple[Any, ...]:
+    def without(self, dimension: Literal[Dimension, "release"]) -> tuple[str | int, ...]:
         """The key with one dimension left out (release follows variant)."""
         skip = {dimension, "release"}
         return tuple(getattr(self, name) for name in self.DIMENSIONS if name not in skip)
@@ -82,7 +139,7 @@ class Series:
     latencies_ms: tuple[float, ...]
     # Per round: (round index, latencies) so the report can plot drift over the run.
     rounds: tuple[tuple[int, tuple[float, ...]], ...] = ()
-    agents: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    agents: tuple[AgentDocument, ...] = field(default=(), compare=False)
     # What the release is: the ORT version its agents loaded and the build route of its artifact.
     ort_version: str = field(default="", compare=False)
     route: str = field(default="", compare=False)
@@ -106,42 +163,37 @@ class Series:
         return stats.summarize(self.latencies_ms)
 
 
-def series_of(board_doc: dict[str, Any]) -> list[Series]:
-    """Series of one stored board document, in first-measured order."""
-    grouped: dict[SeriesKey, list[dict[str, Any]]] = {}
-    for measurement in board_doc.get("measurements", []):
-        key = SeriesKey.from_dict(measurement["key"])
-        grouped.setdefault(key, []).append(measurement)
-    known = {
-        release.get("id"): release for release in board_doc.get("releases") or [] if isinstance(release, dict)
-    }
+def series_of(board: BoardRecord) -> list[Series]:
+    """Series of one board record, in first-measured order."""
+    grouped: dict[SeriesKey, list[StoredMeasurement]] = {}
+    for measurement in board["measurements"]:
+        grouped.setdefault(SeriesKey.from_json(measurement["key"]), []).append(measurement)
+    known = {release["id"]: release for release in board["releases"]}
     result = []
     for key, items in grouped.items():
-        latencies: list[float] = []
-        rounds = []
-        for item in items:
-            values = tuple(float(v) for v in item["agent"]["timing"]["latencies_ms"])
-            latencies.extend(values)
-            rounds.append((int(item.get("round", 0)), values))
+        rounds = [
+            (item["round"], tuple(float(v) for v in item["agent"].get("timing", {}).get("latencies_ms", [])))
+            for item in items
+        ]
+        release: ReleaseRecord = known.get(key.release) or {"id": key.release}
         result.append(
             Series(
-                board=board_doc["board"],
+                board=board["board"],
                 key=key,
-                latencies_ms=tuple(latencies),
+                latencies_ms=tuple(value for _, values in rounds for value in values),
                 rounds=tuple(rounds),
                 agents=tuple(item["agent"] for item in items),
-                ort_version=_loaded_version(items)
-                or str(known.get(key.release, {}).get("ort_version") or ""),
-                route=str(known.get(key.release, {}).get("route") or ""),
+                ort_version=_loaded_version(items) or release.get("ort_version") or "",
+                route=release.get("route") or "",
             )
         )
     return result
 
 
-def _loaded_version(items: Sequence[dict[str, Any]]) -> str:
+def _loaded_version(items: Sequence[StoredMeasurement]) -> str:
     """The ORT version(s) the agents of a series really loaded (what the board ran, not what the
     release claims)."""
-    versions = dict.fromkeys(str((item["agent"].get("ort") or {}).get("version") or "") for item in items)
+    versions = dict.fromkeys(item["agent"].get("ort", {}).get("version") or "" for item in items)
     return ",".join(v for v in versions if v)
 
 
@@ -160,7 +212,7 @@ class Pairing:
         """A and B ran different ORT releases: the comparison mixes upstream changes with the build."""
         return self.a.ort_version != self.b.ort_version
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> PairingRecord:
         return {
             "board": self.board,
             "dimension": self.dimension,

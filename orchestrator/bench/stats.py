@@ -35,6 +35,8 @@ from typing import Literal
 
 import numpy as np
 
+from orchestrator.bench.records import ComparisonRecord, SummaryRecord
+
 
 def _scipy_stats() -> ModuleType:
     """scipy.stats, imported on first use: it costs ~1.5 s, which every `orch` call would pay at start-up.
@@ -76,7 +78,7 @@ class Summary:
     max: float
     iqr: float
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> SummaryRecord:
         return {
             "n": self.n,
             "p50_ms": self.p50,
@@ -116,7 +118,7 @@ class Comparison:
         """Change of the median latency in percent (negative: B is faster)."""
         return (self.ratio - 1.0) * 100.0
 
-    def as_dict(self) -> dict[str, float | int | str]:
+    def as_dict(self) -> ComparisonRecord:
         return {
             "n_a": self.n_a,
             "n_b": self.n_b,

@@ -25,12 +25,13 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 import numpy as np
 
 from orchestrator.bench import stats
 from orchestrator.bench.plan import BenchPlan, Combination
+from orchestrator.bench.records import RungRecord, StandingRecord, TuneRecord
 from orchestrator.bench.tune_space import default_of
 from orchestrator.console import duration_text
 from orchestrator.errors import BenchError, UsageError
@@ -93,10 +94,19 @@ def check_budget(budget_s: float, candidates: int, per_run_s: float) -> None:
         )
 
 
-def expected_schedule(candidates: int, budget_s: float, per_run_s: float) -> list[dict[str, Any]]:
+class ScheduledRung(TypedDict):
+    """A rung of ``expected_schedule``."""
+
+    rung: int
+    candidates: int
+    runs_each: int
+    estimated_s: float
+
+
+def expected_schedule(candidates: int, budget_s: float, per_run_s: float) -> list[ScheduledRung]:
     """The rungs a search of ``candidates`` would run if each rung dropped half of them (what the dry
     run shows: the real cut is statistical, close contenders all stay), within the budget."""
-    rungs: list[dict[str, Any]] = []
+    rungs: list[ScheduledRung] = []
     left, runs, done, spent = candidates, FIRST_RUNS, 0, 0.0
     while left >= 1 and done < MAX_RUNS:
         wanted = min(runs, MAX_RUNS - done)
@@ -136,7 +146,7 @@ class Standing:
     dropped: bool = False
     reason: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> StandingRecord:
         c = self.vs_best
         return {
             "candidate": self.candidate.as_dict(),
@@ -213,7 +223,7 @@ class Search:
     budget_s: float
     threshold: float = stats.DEFAULT_THRESHOLD
     alive: list[Combination] = field(default_factory=list)
-    rungs: list[dict[str, Any]] = field(default_factory=list)
+    rungs: list[RungRecord] = field(default_factory=list)
     phase: Phase = HALVING
     stopped: str = ""  # why the halving ended
     confirm_note: str = ""
@@ -332,7 +342,8 @@ class Search:
             s.vs_best is not None and s.vs_best.ci_high < 1.0 + self.threshold for s in kept[1:]
         )
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> TuneRecord:
+        """The search as it stands: a tune record without the model, the note and the result."""
         default, stock = self.references()
         return {
             "budget_s": self.budget_s,

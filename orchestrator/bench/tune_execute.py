@@ -7,7 +7,6 @@ why, and the result."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rich.markup import escape
 
@@ -25,6 +24,7 @@ from orchestrator.bench.execute import (
     run_bench,
 )
 from orchestrator.bench.plan import BenchPlan, Combination, ReleaseRef
+from orchestrator.bench.records import TunePlanRecord, TuneRecord
 from orchestrator.bench.results import ResultStore
 from orchestrator.bench.steps import pick_models
 from orchestrator.board import Board
@@ -41,7 +41,7 @@ class TunePlan:
     budget_s: float
     run_guess_s: float  # a run's cost until runs are measured (tune.run_guess)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> TunePlanRecord:
         return {
             "budget_s": self.budget_s,
             "run_guess_s": self.run_guess_s,
@@ -52,7 +52,7 @@ class TunePlan:
         }
 
 
-def tune_body(plan: TunePlan, found: dict[str, dict[str, Any]]) -> BoardBody:
+def tune_body(plan: TunePlan, found: dict[str, TuneRecord]) -> BoardBody:
     """What each board runs inside a run; ``found`` gets each board's tune record as it grows."""
 
     def body(board: Board, base: BenchPlan, document: BoardDocument, progress: Progress) -> None:
@@ -75,7 +75,7 @@ class _BoardTune:
     def say(self, message: str) -> None:
         self.progress(self.session.board.name, message)
 
-    def run(self, base: BenchPlan, found: dict[str, dict[str, Any]]) -> None:
+    def run(self, base: BenchPlan, found: dict[str, TuneRecord]) -> None:
         name = self.session.board.name
         deployed = [
             ReleaseRef.from_info(info) for info in releases.list_releases(self.session, self.session.board)
@@ -86,11 +86,9 @@ class _BoardTune:
         search = tune.Search(
             self.plan.space.candidates(chosen), budget_s=self.plan.budget_s, threshold=base.threshold
         )
-        record: dict[str, Any] = {
-            **search.as_dict(),
-            "model": model,
-            "stock_note": tune_space.stock_note(deployed, chosen),
-        }
+        record = search.as_dict()
+        record["model"] = model
+        record["stock_note"] = tune_space.stock_note(deployed, chosen)
         self.document.tune = found[name] = record
         self._announce(model, search)
 
@@ -108,7 +106,8 @@ class _BoardTune:
         result = tune_result.final_result(search, runs, no_stock=no_stock)
         versions = {release.variant: release.ort_version for release in chosen}
         result["command"] = tune_result.reproduce_command(fixed, name, model, result, versions)
-        record.update(search.as_dict(), result=result)
+        record.update(search.as_dict())
+        record["result"] = result
         self.say(f"best: [bold]{escape(result['label'])}[/] ({search.stopped})")
 
     def _announce(self, model: str, search: tune.Search) -> None:
@@ -140,9 +139,9 @@ class _BoardTune:
 
 def run_tune(
     plan: TunePlan, *, run_id: str, command: str, store: ResultStore | None = None
-) -> tuple[BenchRun, dict[str, dict[str, Any]]]:
+) -> tuple[BenchRun, dict[str, TuneRecord]]:
     """Tune every board of the plan; stored as a bench run whose run.json says it was a tune."""
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, TuneRecord] = {}
     kind = RunKind(
         label="orch tune",
         body=tune_body(plan, found),

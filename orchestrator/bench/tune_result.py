@@ -5,28 +5,32 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import cast
 
 import numpy as np
 
 from orchestrator.bench import stats
 from orchestrator.bench.plan import BenchPlan, Combination
+from orchestrator.bench.records import Against, TuneResult
 from orchestrator.bench.tune import Run, Search
 from orchestrator.errors import BenchError
 
 
 def _against(
     winner: Combination, baseline: Combination, runs: Mapping[Combination, Sequence[Run]], threshold: float
-) -> dict[str, Any]:
+) -> Against:
     if baseline == winner:
         return {"baseline": baseline.as_dict(), "label": baseline.label(), "same": True}
     c = stats.compare_runs(runs[baseline], runs[winner], threshold=threshold)
-    return {"baseline": baseline.as_dict(), "label": baseline.label(), "same": False, **c.as_dict()}
+    # An Against is a comparison's record with its baseline beside it.
+    return cast(
+        Against, {"baseline": baseline.as_dict(), "label": baseline.label(), "same": False, **c.as_dict()}
+    )
 
 
 def final_result(
     search: Search, runs: Mapping[Combination, Sequence[Run]], *, no_stock: str = "no stock release deployed"
-) -> dict[str, Any]:
+) -> TuneResult:
     """The winner (median, its interval, runs, n) and its ratio to the default settings and to stock."""
     winner = search.winner
     if winner is None:
@@ -51,15 +55,15 @@ def final_result(
 
 
 def reproduce_command(
-    plan: BenchPlan, board: str, model: str, result: dict[str, Any], versions: Mapping[str, str]
+    plan: BenchPlan, board: str, model: str, result: TuneResult, versions: Mapping[str, str]
 ) -> str:
     """The `orch bench` line that measures the winner next to the default settings and stock's (the
     baselines first, so bench compares against them), interleaved, with the tune's run lengths."""
     winner = Combination.from_dict(result["winner"])
     sides = [
-        Combination.from_dict(result[key]["baseline"])
-        for key in ("vs_stock", "vs_default")
-        if "baseline" in result[key]
+        Combination.from_dict(against["baseline"])
+        for against in (result["vs_stock"], result["vs_default"])
+        if "baseline" in against
     ]
     sides.append(winner)
     variants = list(dict.fromkeys(c.variant for c in sides))

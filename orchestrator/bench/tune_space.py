@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from orchestrator.bench.plan import (
     OPT_LEVELS,
@@ -29,6 +28,7 @@ from orchestrator.bench.plan import (
     checked,
     quant_label,
 )
+from orchestrator.bench.records import BoardRecord
 from orchestrator.bench.series import SeriesKey, series_of
 from orchestrator.bench.steps import pick_releases
 from orchestrator.errors import BenchError
@@ -187,6 +187,6 @@ def candidate_of(key: SeriesKey) -> Combination:
     return Combination(variant=key.variant, quant=checked(key.quant, QUANTS, "quant"), setting=setting)
 
 
-def runs_of(board_doc: dict[str, Any]) -> dict[Combination, tuple[tuple[float, ...], ...]]:
-    """Every candidate's runs so far in a board document (all rungs together)."""
-    return {candidate_of(series.key): series.runs for series in series_of(board_doc)}
+def runs_of(board: BoardRecord) -> dict[Combination, tuple[tuple[float, ...], ...]]:
+    """Every candidate's runs so far in a board record (all rungs together)."""
+    return {candidate_of(series.key): series.runs for series in series_of(board)}

@@ -7,7 +7,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from rich.markup import escape
 
@@ -244,14 +244,28 @@ def add_run_options(how: Group) -> None:
     )
 
 
-def run_summary(done: BenchRun, record: results.RunRecord) -> dict[str, Any]:
+class BoardEnd(TypedDict):
+    status: str | None
+    error: str | None
+
+
+class RunSummary(TypedDict):
+    """The head of a run's ``--json`` document."""
+
+    run_id: str
+    path: str
+    wall_s: float
+    boards: dict[str, BoardEnd]
+
+
+def run_summary(done: BenchRun, record: results.RunRecord) -> RunSummary:
     """The head of a run's ``--json`` document (bench and tune): where it is stored, how each board ended."""
     return {
         "run_id": record.run_id,
         "path": str(done.path),
         "wall_s": done.wall_s,
         "boards": {
-            name: {"status": doc["status"], "error": doc.get("error")} for name, doc in record.boards.items()
+            name: {"status": doc["status"], "error": doc["error"]} for name, doc in record.boards.items()
         },
     }
 
@@ -419,8 +433,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(plan: BenchPlan, *, as_json: bool) -> None:
-    document = plan.as_dict()
-    document["steps_per_board"] = (
+    steps = (
         plan.rounds
         * len(plan.settings)
         * max(1, len(plan.variants))
@@ -428,7 +441,11 @@ def _dry_run(plan: BenchPlan, *, as_json: bool) -> None:
         * len(plan.runners)
         * (2 if plan.cold_starts else 1)
     )
-    document["steps_per_board_note"] = "per model deployed (or per --model)"
+    document = {
+        **plan.as_dict(),
+        "steps_per_board": steps,
+        "steps_per_board_note": "per model deployed (or per --model)",
+    }
     if as_json:
         emit_json(document)
     else:

@@ -9,9 +9,11 @@ import re
 
 import pytest
 
+from orchestrator.bench import reading
 from orchestrator.bench.native import cold_starts
 from orchestrator.bench.plan import ReleaseRef
 from orchestrator.bench.plan_options import make_plan
+from orchestrator.bench.records import BOARD_SCHEMA
 from orchestrator.bench.steps import board_steps, check_runners
 from orchestrator.board import Board
 from orchestrator.deploy.releases import parse_listing
@@ -89,6 +91,7 @@ def test_the_native_runner_measures_it_warm_and_cold_without_the_releases_venv()
     assert not any("venv" in part or "bench_agent" in part for step in steps for part in step.argv)
     # Its footprint in the tables: the runner and the C library, from release.json.
     document = {
+        "schema": BOARD_SCHEMA,
         "board": BOARD.name,
         "releases": [{"id": RID, "native": NATIVE["native"]}],
         "cold_starts": [
@@ -100,5 +103,5 @@ def test_the_native_runner_measures_it_warm_and_cold_without_the_releases_venv()
             }
         ],
     }
-    (found,) = cold_starts([document])
+    (found,) = cold_starts([reading.board_record(document)])
     assert (found.runner_bytes, found.library_bytes) == (70_000, 21_600_000)

@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
-from orchestrator.bench.results import RunRecord, flatten_series
+from orchestrator.bench.results import RunRecord, SeriesRow, flatten_series
+from orchestrator.bench.series import KeyColumns
 
 
-def export_rows(records: Sequence[RunRecord], *, samples: bool = False) -> list[dict[str, Any]]:
+class SampleRow(KeyColumns):
+    """One timed inference as an export row."""
+
+    run_id: str
+    board: str
+    round: int
+    sample: int
+    latency_ms: float
+
+
+def export_rows(records: Sequence[RunRecord], *, samples: bool = False) -> list[SeriesRow] | list[SampleRow]:
     if not samples:
         return flatten_series(records)
-    rows = []
+    rows: list[SampleRow] = []
     for record in records:
         for series in record.series():
             index = 0
@@ -33,7 +43,7 @@ def export_rows(records: Sequence[RunRecord], *, samples: bool = False) -> list[
     return rows
 
 
-def to_csv(rows: Sequence[dict[str, Any]]) -> str:
+def to_csv(rows: Sequence[Mapping[str, object]]) -> str:
     if not rows:
         return ""
     buffer = io.StringIO()

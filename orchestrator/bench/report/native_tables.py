@@ -10,12 +10,12 @@ so ``orch bench``, ``orch results show`` and ``orch report`` show the same figur
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.bench.native import ColdStart, cold_starts, pair_runners, ratio
+from orchestrator.bench.records import BoardRecord, MeasurementKey, SummaryRecord
 from orchestrator.bench.report.quantisation import quantisation_table
 from orchestrator.bench.report.tables import fmt_ms
 from orchestrator.bench.series import Series
@@ -29,7 +29,7 @@ def _mb(value: int | None) -> str:
 
 def footprint(item: ColdStart) -> str:
     """What the runner needs on disk: the runner + ORT's C library (native), the wheel (Python)."""
-    if item.key.get("runner") == "native":
+    if item.key["runner"] == "native":
         if item.runner_bytes is None and item.library_bytes is None:
             return "-"
         return f"{(item.runner_bytes or 0) / 1e3:.0f} kB + {_mb(item.library_bytes)}"
@@ -62,7 +62,7 @@ RATIO_CAPTION = (
 
 
 def _model(item: ColdStart) -> str:
-    return str(item.key.get("model", "")).removesuffix(".onnx")
+    return item.key["model"].removesuffix(".onnx")
 
 
 def cold_start_cells(item: ColdStart) -> list[str]:
@@ -72,9 +72,9 @@ def cold_start_cells(item: ColdStart) -> list[str]:
     rss = max(item.peak_rss_kb) if item.peak_rss_kb else None
     return [
         item.board,
-        str(item.key.get("variant")),
+        item.key["variant"],
         _model(item),
-        str(item.key.get("runner")),
+        item.key["runner"],
         str(summary.n),
         fmt_ms(summary.p50),
         fmt_ms(summary.iqr),
@@ -89,7 +89,7 @@ def ratio_cells(native: ColdStart, python: ColdStart) -> list[str]:
     """One row of the runner ratio table, as plain text (RATIO_HEADERS)."""
     return [
         native.board,
-        str(native.key.get("variant")),
+        native.key["variant"],
         _model(native),
         f"{native.first_result().n}/{python.first_result().n}",
         f"{fmt_ms(native.first_result().p50)}→{fmt_ms(python.first_result().p50)}",
@@ -124,7 +124,17 @@ def runner_ratio_table(found: Sequence[ColdStart]) -> Table | None:
     return _table(RATIO_TITLE, RATIO_CAPTION, RATIO_HEADERS, [ratio_cells(*pair) for pair in pairs], left=3)
 
 
-def cold_start_rows(boards: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
+class ColdStartRow(MeasurementKey):
+    """One cold start as the JSON documents give it."""
+
+    board: str
+    launch_to_first_result: SummaryRecord
+    peak_rss_kb: int | None
+    runner_bytes: int | None
+    library_bytes: int | None
+
+
+def cold_start_rows(boards: Mapping[str, BoardRecord]) -> list[ColdStartRow]:
     """The "cold_starts" list of the JSON documents (bench --json, results show --json, report.json)."""
     return [
         {
@@ -139,7 +149,7 @@ def cold_start_rows(boards: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]
     ]
 
 
-def after_run_tables(boards: Mapping[str, dict[str, Any]], series: Sequence[Series]) -> list[Table]:
+def after_run_tables(boards: Mapping[str, BoardRecord], series: Sequence[Series]) -> list[Table]:
     """The tables printed after the run tables, those the run has data for: fp32 vs int8, cold
     start and footprint, native vs Python."""
     found = cold_starts(boards.values())

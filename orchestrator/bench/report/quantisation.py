@@ -4,54 +4,100 @@ for classifiers) per board, release and model, from a stored run. Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from rich.table import Table
 
+from orchestrator.bench.records import BoardRecord, QuantisedRecord
 from orchestrator.bench.series import Series
 from orchestrator.bench.stats import summarize
 
 
-def rows(boards: Mapping[str, dict[str, Any]], series: Sequence[Series]) -> list[dict[str, Any]]:
+@dataclass(frozen=True, kw_only=True)
+class Side:
+    """One side's figures: p50, n and IQR of every timed inference."""
+
+    p50_ms: float
+    n: int
+    iqr_ms: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuantRow:
+    """A quantised (board, release, model): how its int8 copy was made, and both sides' figures when
+    each is one series (a sweep shows its series in the main table)."""
+
+    board: str
+    release: str
+    model: str
+    made: QuantisedRecord
+    fp32: Side | None
+    int8: Side | None
+
+    def ratio(self) -> str:
+        if self.fp32 is None or self.int8 is None or not self.fp32.p50_ms or not self.int8.p50_ms:
+            return "-"
+        return f"{self.int8.p50_ms / self.fp32.p50_ms:.2f}"
+
+    def ops(self) -> dict[str, int]:
+        return self.made.get("ops") or {}
+
+
+def _side(found: Sequence[Series]) -> Side | None:
+    if len(found) != 1:  # none, or a sweep: its series are in the main table
+        return None
+    summary = summarize(found[0].latencies_ms)
+    return Side(p50_ms=summary.p50, n=summary.n, iqr_ms=summary.iqr)
+
+
+def rows(boards: Mapping[str, BoardRecord], series: Sequence[Series]) -> list[QuantRow]:
     """One row per (board, release, model) that was quantised, with both sides' p50."""
     out = []
     for board, document in boards.items():
-        for release, models in (document.get("quantization") or {}).items():
+        for release, models in document.get("quantization", {}).items():
             for model, made in models.items():
-                sides: dict[str, list[Series]] = {}
+                sides: dict[str, list[Series]] = {"fp32": [], "int8": []}
                 for item in series:
                     key = item.key
                     if item.board == board and key.release == release and key.model == model:
-                        sides.setdefault("fp32" if key.quant == "fp32" else "int8", []).append(item)
-                row: dict[str, Any] = {"board": board, "release": release, "model": model, **made}
-                for side in ("fp32", "int8"):
-                    found = sides.get(side, [])
-                    if len(found) == 1:  # one setting: a sweep shows its series in the main table
-                        summary = summarize(found[0].latencies_ms)
-                        row[f"{side}_p50_ms"] = summary.p50
-                        row[f"{side}_n"] = summary.n
-                        row[f"{side}_iqr_ms"] = summary.iqr
-                out.append(row)
+                        sides["fp32" if key.quant == "fp32" else "int8"].append(item)
+                out.append(
+                    QuantRow(
+                        board=board,
+                        release=release,
+                        model=model,
+                        made=made,
+                        fp32=_side(sides["fp32"]),
+                        int8=_side(sides["int8"]),
+                    )
+                )
     return out
 
 
-def agreement_cells(row: dict[str, Any]) -> tuple[str, str]:
-    agreement = row.get("agreement") or {}
+def agreement_cells(made: QuantisedRecord) -> tuple[str, str]:
+    agreement = made.get("agreement") or {}
     outputs = agreement.get("outputs") or []
     if not outputs:
         return "-", "-"
-    worst = max(outputs, key=lambda o: o["max_abs_diff"])
-    diff = f"{worst['max_abs_diff']:.3g} (of |fp32| ≤ {worst['max_abs_fp32']:.3g}; {agreement['samples']} samples)"
+    worst = max(outputs, key=lambda o: o.get("max_abs_diff", 0.0))
+    diff = (
+        f"{worst.get('max_abs_diff', 0.0):.3g} (of |fp32| ≤ {worst.get('max_abs_fp32', 0.0):.3g};"
+        f" {agreement.get('samples')} samples)"
+    )
     top1 = [o for o in outputs if o.get("classifier")]
     shown = (
-        ", ".join(f"{o['top1_agreement'] * 100:.1f} % of {o['top1_rows']}" for o in top1)
+        ", ".join(f"{o.get('top1_agreement', 0.0) * 100:.1f} % of {o.get('top1_rows')}" for o in top1)
         if top1
         else "not a classifier"
     )
     return diff, shown
 
 
-def quantisation_table(boards: Mapping[str, dict[str, Any]], series: Sequence[Series]) -> Table | None:
+def _timing(side: Side | None) -> str:
+    return f"{side.p50_ms:.3g} ms (n={side.n}, IQR {side.iqr_ms:.2g})" if side else "see the table above"
+
+
+def quantisation_table(boards: Mapping[str, BoardRecord], series: Sequence[Series]) -> Table | None:
     found = rows(boards, series)
     if not found:
         return None
@@ -73,24 +119,19 @@ def quantisation_table(boards: Mapping[str, dict[str, Any]], series: Sequence[Se
     ):
         table.add_column(column, overflow="fold")
     for row in found:
-        timing = []
-        for side in ("fp32", "int8"):
-            if f"{side}_p50_ms" in row:
-                timing.append(
-                    f"{row[f'{side}_p50_ms']:.3g} ms (n={row[f'{side}_n']}, IQR {row[f'{side}_iqr_ms']:.2g})"
-                )
-            else:
-                timing.append("see the table above")
-        ratio = (
-            f"{row['int8_p50_ms'] / row['fp32_p50_ms']:.2f}"
-            if row.get("int8_p50_ms") and row.get("fp32_p50_ms")
-            else "-"
-        )
-        ops = row.get("ops") or {}
-        how = row["mode"] + (f", {row['calibration'].get('source')} data" if row.get("calibration") else "")
-        shown_ops = ", ".join(f"{name} {count}" for name, count in ops.items()) or "none"
-        diff, top1 = agreement_cells(row)
+        calibration = row.made.get("calibration")
+        how = row.made["mode"] + (f", {calibration.get('source')} data" if calibration else "")
+        shown_ops = ", ".join(f"{name} {count}" for name, count in row.ops().items()) or "none"
+        diff, top1 = agreement_cells(row.made)
         table.add_row(
-            row["board"], row["release"], row["model"], f"{how}: {shown_ops}", *timing, ratio, diff, top1
+            row.board,
+            row.release,
+            row.model,
+            f"{how}: {shown_ops}",
+            _timing(row.fp32),
+            _timing(row.int8),
+            row.ratio(),
+            diff,
+            top1,
         )
     return table

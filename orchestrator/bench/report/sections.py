@@ -50,22 +50,17 @@ def quantisation_section(record: RunRecord, series: Sequence[Series], table: Tab
         return []
     body = []
     for row in rows:
-        diff, top1 = quantisation.agreement_cells(row)
-        ratio = (
-            f"{row['int8_p50_ms'] / row['fp32_p50_ms']:.2f}"
-            if row.get("int8_p50_ms") and row.get("fp32_p50_ms")
-            else "-"
-        )
+        diff, top1 = quantisation.agreement_cells(row.made)
         body.append(
             [
-                row["board"],
-                row["release"],
-                row["model"],
-                row["mode"],
-                ", ".join(f"{k} {v}" for k, v in (row.get("ops") or {}).items()),
-                f"{row['fp32_p50_ms']:.3g} (n={row['fp32_n']})" if "fp32_p50_ms" in row else "-",
-                f"{row['int8_p50_ms']:.3g} (n={row['int8_n']})" if "int8_p50_ms" in row else "-",
-                ratio,
+                row.board,
+                row.release,
+                row.model,
+                row.made["mode"],
+                ", ".join(f"{k} {v}" for k, v in row.ops().items()),
+                f"{row.fp32.p50_ms:.3g} (n={row.fp32.n})" if row.fp32 else "-",
+                f"{row.int8.p50_ms:.3g} (n={row.int8.n})" if row.int8 else "-",
+                row.ratio(),
                 diff,
                 top1,
             ]

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.bench import stats
+from orchestrator.bench.records import BoardRecord, BoardState
 from orchestrator.bench.results import RunRecord
 from orchestrator.bench.series import Pairing, Series
 from orchestrator.console import compact_table
@@ -44,7 +44,7 @@ def varying_dimensions(series: Sequence[Series]) -> list[str]:
     ]
 
 
-def _value(dimension: str, value: Any) -> str:
+def _value(dimension: str, value: object) -> str:
     if dimension.endswith("threads") and value == 0:
         return "default"
     return str(value)
@@ -111,7 +111,9 @@ def summary_table(series: Sequence[Series], *, title: str = "P50 / P99 latency p
         table.add_column(column, justify="right", no_wrap=True)
     for item in series:
         summary = item.summary()
-        throughput = [a["stats"]["throughput_ips"] for a in item.agents if "stats" in a]
+        throughput = [
+            a["stats"]["throughput_ips"] for a in item.agents if "throughput_ips" in a.get("stats", {})
+        ]
         runs = item.runs
         table.add_row(
             escape(item.board),
@@ -296,7 +298,7 @@ def board_state_table(record: RunRecord) -> Table:
         facts = board_facts(doc)
         table.add_row(
             escape(name),
-            doc.get("status", "?"),
+            doc["status"] or "?",
             escape(facts["ort"].replace("), ", ")\n")),
             escape(f"{facts['kernel']}\n{facts['cpu']}"),
             escape(f"{facts['cores']}\n{facts['governor']}"),
@@ -306,33 +308,31 @@ def board_state_table(record: RunRecord) -> Table:
     return table
 
 
-def ort_versions(doc: dict[str, Any]) -> str:
+def ort_versions(doc: BoardRecord) -> str:
     """Every ORT version that ran on a board, with the variants that ran it: ``1.21.0 (stock, tuned)``."""
     seen: dict[str, list[str]] = {}
-    for measurement in doc.get("measurements") or []:
-        version = str((measurement["agent"].get("ort") or {}).get("version") or "?")
-        variant = str(measurement.get("key", {}).get("variant") or "?")
+    for measurement in doc["measurements"]:
+        version = measurement["agent"].get("ort", {}).get("version") or "?"
+        variant = measurement["key"]["variant"] or "?"
         if variant not in seen.setdefault(version, []):
             seen[version].append(variant)
     return ", ".join(f"{version} ({', '.join(variants)})" for version, variants in seen.items()) or "-"
 
 
-def board_facts(doc: dict[str, Any]) -> dict[str, str]:
-    """Readable board state from the first and last agent runs of a board document."""
-    measurements = doc.get("measurements") or []
-    first = measurements[0]["agent"] if measurements else {}
-    last = measurements[-1]["agent"] if measurements else {}
-    before = (first.get("board") or {}).get("before") or {}
-    after = (last.get("board") or {}).get("after") or {}
+def board_facts(doc: BoardRecord) -> dict[str, str]:
+    """Readable board state from the first and last agent runs of a board record."""
+    measurements = doc["measurements"]
+    before: BoardState = measurements[0]["agent"].get("board", {}).get("before", {}) if measurements else {}
+    after: BoardState = measurements[-1]["agent"].get("board", {}).get("after", {}) if measurements else {}
     governors = sorted(
-        {str(core["governor"]) for core in (before.get("cpufreq") or {}).values() if core.get("governor")}
+        {governor for core in before.get("cpufreq", {}).values() if (governor := core.get("governor"))}
     )
 
-    def temp(state: dict[str, Any]) -> str:
-        values = [zone["temp_c"] for zone in state.get("thermal") or [] if zone.get("temp_c") is not None]
+    def temp(state: BoardState) -> str:
+        values = [temp_c for zone in state.get("thermal", []) if (temp_c := zone.get("temp_c")) is not None]
         return f"{max(values):.1f}" if values else "n/a"
 
-    clocks = doc.get("clocks")
+    clocks = doc["clocks"]
     pinned = "-" if not clocks else ("yes" if clocks.get("pinned") else "no")
     if clocks and clocks.get("restored") is False:
         pinned += " (NOT restored)"

@@ -6,11 +6,11 @@ settings and to stock, and the `orch bench` line that measures that comparison a
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.bench.records import Against, RungRecord, TuneRecord
 from orchestrator.bench.report.native_tables import EMULATED_NOTE
 from orchestrator.bench.report.tables import fmt_ms
 from orchestrator.bench.results import RunRecord
@@ -22,32 +22,30 @@ RATIO_NOTE = (
 )
 
 
-def tuned_boards(record: RunRecord) -> dict[str, dict[str, Any]]:
+def tuned_boards(record: RunRecord) -> dict[str, TuneRecord]:
     """Per board of a run, its stored tune record (none for a bench run)."""
-    return {name: doc["tune"] for name, doc in record.boards.items() if isinstance(doc.get("tune"), dict)}
+    return {name: doc["tune"] for name, doc in record.boards.items() if "tune" in doc}
 
 
 def emulated(record: RunRecord) -> bool:
-    return any(
-        "emulated" in ((doc.get("board_info") or {}).get("tags") or []) for doc in record.boards.values()
-    )
+    return any("emulated" in doc["board_info"].get("tags", []) for doc in record.boards.values())
 
 
-def _ci(low: Any, high: Any) -> str:
+def _ci(low: float | None, high: float | None) -> str:
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return "[-]"
     return f"[{low:.2f}, {high:.2f}]"
 
 
-def dropped_text(rung: dict[str, Any]) -> str:
+def dropped_text(rung: RungRecord) -> str:
     return "; ".join(f"{item['label']}: {item['reason']}" for item in rung.get("dropped", [])) or "-"
 
 
-def rung_rows(tuned: dict[str, dict[str, Any]]) -> list[list[str]]:
+def rung_rows(tuned: dict[str, TuneRecord]) -> list[list[str]]:
     """board, rung, kind, candidates, runs each, dropped (and why), wall time."""
     rows = []
     for board, found in tuned.items():
-        for rung in found.get("rungs", []):
+        for rung in found["rungs"]:
             runs = str(rung["runs_each"])
             if rung["runs_each"] < rung.get("wanted_runs", rung["runs_each"]):
                 runs += f" (of {rung['wanted_runs']}: budget)"
@@ -65,7 +63,7 @@ def rung_rows(tuned: dict[str, dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def against(found: dict[str, Any]) -> str:
+def against(found: Against) -> str:
     """One comparison of the result: the ratio with its interval, runs and inferences, and the verdict."""
     if "missing" in found:
         return str(found["missing"])
@@ -77,7 +75,7 @@ def against(found: dict[str, Any]) -> str:
     )
 
 
-def result_rows(tuned: dict[str, dict[str, Any]]) -> list[list[str]]:
+def result_rows(tuned: dict[str, TuneRecord]) -> list[list[str]]:
     """board, best configuration, p50 [CI], runs (n), vs default settings, vs stock, why the search stopped."""
     rows = []
     for board, found in tuned.items():
@@ -91,7 +89,7 @@ def result_rows(tuned: dict[str, dict[str, Any]]) -> list[list[str]]:
                     "-",
                     "-",
                     "-",
-                    found.get("stopped") or "-",
+                    found["stopped"] or "-",
                 ]
             )
             continue
@@ -103,7 +101,7 @@ def result_rows(tuned: dict[str, dict[str, Any]]) -> list[list[str]]:
                 f"{result['runs']} ({result['n']})",
                 against(result["vs_default"]),
                 against(result["vs_stock"]),
-                found.get("stopped", ""),
+                found["stopped"],
             ]
         )
     return rows
@@ -160,7 +158,7 @@ def tuning_tables(record: RunRecord) -> list[Table]:
 def commands(record: RunRecord) -> dict[str, str]:
     """Per board, the `orch bench` line that measures the best against its baselines again."""
     return {
-        board: found["result"]["command"]
+        board: command
         for board, found in tuned_boards(record).items()
-        if found.get("result")
+        if (command := found.get("result", {}).get("command"))
     }
