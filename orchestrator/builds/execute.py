@@ -32,7 +32,6 @@ from orchestrator.builds.build_report import (
     REPORT_NAME,
     CompilerCacheUse,
     IncrementalBuild,
-    compiler_version,
     configure_stamp,
     expected_flags,
     read_ccache_stats,
@@ -371,11 +370,10 @@ class _BuildRun:
         if plan.dependencies == "fetch":
             sources = fetch_entries(inputs.tree.path) or None
         return replace(
-            build_record(plan, inputs.tree),
+            build_record(plan, inputs.tree, report=container.report),
             dependency_sources=sources,
             image_id=container.image_id,
             engine=self.engine.label,
-            compiler=compiler_version(container.report),
             ccache=compiled.ccache.as_dict(),
             incremental=compiled.incremental.as_dict(),
             build_duration_s=round(time.monotonic() - self.started, 1),

@@ -24,6 +24,7 @@ from orchestrator.artifacts.store import (
 )
 from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, inspect_wheel
 from orchestrator.builds.build_log import Log
+from orchestrator.builds.build_report import compiler_version
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.preflight import run_preflight
 from orchestrator.builds.sources.ort import SourceTree
@@ -82,9 +83,11 @@ def source_record(spec: SourceSpec, tree: SourceTree | None) -> Source:
     )
 
 
-def build_record(plan: BuildPlan, tree: SourceTree | None) -> BuildRecord:
-    """What the plan says about how the wheel is made (the build adds what it measured)."""
+def build_record(plan: BuildPlan, tree: SourceTree | None, *, report: Path | None = None) -> BuildRecord:
+    """What the plan says about how the wheel is made, and the compiler CMake found (from the build's
+    ``report`` directory, when there is one); the build adds what it measured."""
     return BuildRecord(
+        compiler=compiler_version(report) if report is not None else None,
         variant_description=plan.variant.description,
         execution_provider=plan.execution_provider,
         source=source_record(plan.source, tree),
