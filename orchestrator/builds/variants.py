@@ -77,8 +77,7 @@ class Variant:
             # something else under the name upstream.
             raise BuildError(
                 f"variant '{self.name}' takes its options from the release's packaging script, and"
-                " this build route has not read them",
-                hint="build it in a container (orch build without --on-board)",
+                " this build route has not read them (release_packaging.release_variant)"
             )
         flags = [flag.format(mcpu=mcpu, march=march) for flag in self.cflags]
         if self.inline_limit is not None:

@@ -31,6 +31,7 @@ from orchestrator.builds.sources.dependencies import prepare_dependencies
 from orchestrator.builds.sources.dependency_table import load_table
 from orchestrator.builds.sources.ort import prepare_source
 from orchestrator.builds.sources.ort_spec import parse_source
+from orchestrator.builds.sources.release_packaging import release_variant
 from orchestrator.builds.variants import Variant
 from orchestrator.builds.view import BuildView
 from orchestrator.errors import UsageError
@@ -68,6 +69,8 @@ def run_on_board(
     _refuse_combinations(request)
     board = _the_board(request, profile)
     source = parse_source(request.ort_source, version=request.ort_version, suite=profile.bootstrap_suite)
+    # upstream's options are its release's packaging's (a real build fetches the source first).
+    variant = release_variant(variant, source, fetch=None if request.dry_run else view.log)
     with connect(board) as session:
         plan = _plan(request, profile, variant, session, source.version)
         if request.dry_run:
