@@ -1,5 +1,5 @@
-"""`orch build --variant pgo --train-on BOARD`: the loop's plan shown (``--dry-run``), or the loop
-run (``builds.pgo.loop``) and what it made printed: a line, or the JSON document."""
+"""`orch build --variant pgo --train-on BOARD`: the loop's plan (``--dry-run``) and what the loop
+made (``builds.pgo.loop``, run by ``builds.run``) printed: a line, or the JSON document."""
 
 from __future__ import annotations
 
@@ -7,37 +7,12 @@ from typing import Any
 
 from rich.markup import escape
 
-from orchestrator.builds.pgo.loop import (
-    ExecuteBuild,
-    PgoPlan,
-    PgoResult,
-    plan_profile_guided,
-    run_profile_guided,
-)
-from orchestrator.builds.request import BuildRequest, PlanContext
-from orchestrator.builds.variants import Variant
+from orchestrator.builds.pgo.loop import PgoPlan, PgoResult
 from orchestrator.console import console, emit_json
-from orchestrator.targets import TargetProfile
-
-
-def build_profile_guided(
-    request: BuildRequest,
-    profile: TargetProfile,
-    variant: Variant,
-    context: PlanContext,
-    *,
-    execute_build: ExecuteBuild,
-) -> int:
-    """The dry run's plan, or the loop and its result."""
-    if request.dry_run:
-        show_dry_run(plan_profile_guided(request, profile, variant, context))
-        return 0
-    result = run_profile_guided(request, profile, variant, context, execute_build=execute_build)
-    show_result(result, as_json=request.json)
-    return 0
 
 
 def show_result(result: PgoResult, *, as_json: bool) -> None:
+    """The optimised build with its profile: one line, or its record as JSON."""
     optimised = result.optimised
     plan = optimised.plan
     if as_json:
