@@ -1,6 +1,10 @@
-"""Getting an ONNX Runtime source tree ready to mount into the build container: fetched (the
-Debian source package with apt in a container of the suite, a git clone), extracted or copied, and
-patched. What ``--ort-source`` names is parsed in ``ort_spec`` (pure).
+"""Getting an ONNX Runtime source tree ready to mount into the build container: fetched, extracted
+or copied, and patched. What ``--ort-source`` names is parsed in ``ort_spec`` (pure).
+
+The Debian route's source package is fetched with ``apt-get source --download-only`` inside a
+container of the board's Debian suite (the ``deb-src`` entry is derived from that image's own apt
+sources, so whatever mirror the image uses serves the source too); a git URL is cloned with its
+submodules.
 
 Preparing a source copies it into ``$ORCH_HOME/sources/`` when patches must be applied (a
 user's checkout is never modified), applies the version's patch series from
