@@ -266,9 +266,8 @@ class _OnBoard:
             )
         )
         stats = agent.get("stats", {})
-        self.say(
-            f"  p50 {stats.get('p50_ms', math.nan):.3g} ms, p99 {stats.get('p99_ms', math.nan):.3g} ms (n={stats.get('n', '?')})"
-        )
+        p50, p99 = stats.get("p50_ms", math.nan), stats.get("p99_ms", math.nan)
+        self.say(f"  p50 {p50:.3g} ms, p99 {p99:.3g} ms (n={stats.get('n', '?')})")
 
 
 def _describe(step: Step) -> str:

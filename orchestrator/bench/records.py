@@ -1,15 +1,15 @@
 """The bench's stored formats, as types: what ``results/<run>/<board>.json`` and ``run.json`` hold, and
 the agent's JSON document as the bench reads it.
 
-They are written by ``board_document.BoardDocument.as_json`` and ``execute.run_bench`` and read back in
+They are written by ``board_document.BoardDocument.as_dict`` and ``execute.run_bench`` and read back in
 one place, ``reading`` (a stored file that does not fit becomes the store's *damaged* record, naming
 the file and the key). Everything else takes these types, never a bare JSON object.
 
 TypedDicts, not classes: the documents are JSON read and written as they are, and a reader of a
 stored file (a test, a script, ``results show --json``) indexes them by the names on disk. The keys
 below are those orch reads; a document may hold more (the agent records much that only a person
-reads), and they are kept. A metric added to the agent's document (``timing``, ``stats``) is one key
-here, one check in ``reading``, and a column where it is shown.
+reads), and they are kept. A metric added to the agent's document is a key of ``AgentDocument`` (or
+of a part of it, like ``Timing``) and its kind in ``reading._AGENT``; records without it still load.
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ class AgentOptionsRecord(TypedDict, total=False):
 
 
 class PlanRecord(TypedDict, total=False):
-    """The plan a run measured (``plan.BenchPlan.as_json``), as run.json and every board record keep it."""
+    """The plan a run measured (``plan.BenchPlan.as_dict``), as run.json and every board record keep it."""
 
     boards: list[str]
     variants: list[str]
@@ -327,7 +327,7 @@ class SummaryRecord(TypedDict):
 
 
 class ComparisonRecord(TypedDict):
-    """``stats.Comparison.as_json``: B against baseline A, run against run."""
+    """``stats.Comparison.as_dict``: B against baseline A, run against run."""
 
     n_a: int
     n_b: int

@@ -165,8 +165,12 @@ class ResultStore:
         """Store one board's record (status ok or failed) and index it."""
         path = self.run_dir(run_id) / board_file_name(document["board"])
         _write_new(path, document)
-        # Indexed as it will be read back (a record orch writes is of its own format, or this raises).
-        self._index_board(run_id, reading.board_record(document), path)
+        try:  # indexed as it will be read back
+            record = reading.board_record(document)
+        except reading.Malformed as error:  # stored, but unreadable: named as every damaged file is
+            self._damaged(path, str(error))
+            return path
+        self._index_board(run_id, record, path)
         return path
 
     def finish_run(self, run_id: str, meta: RunMeta) -> Path:

@@ -232,3 +232,14 @@ def test_an_agent_document_missing_its_latencies_is_refused_naming_the_key() -> 
         BenchError, match=r"the agent's document is malformed: .*key 'timing.latencies_ms' is missing"
     ):
         parse_agent("pi01", step, broken)
+
+
+def test_a_record_that_cannot_be_read_back_is_stored_and_named_not_raised(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path / "results")
+    run_id = results.new_run_id()
+    store.begin_run(run_id, command="orch bench --host pi01")
+    unreadable = without(board_document().as_dict(), "measurements.0.key.model")
+    path = store.write_board(run_id, unreadable)  # type: ignore[arg-type]
+    assert json.loads(path.read_text()) == unreadable  # kept as it was, never changed
+    (damaged,) = store.damaged
+    assert damaged.path == path and "measurements[0].key: key 'model' is missing" in damaged.reason
