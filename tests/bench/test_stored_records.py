@@ -20,6 +20,7 @@ from orchestrator.bench.plan import Combination, ReleaseRef, Setting
 from orchestrator.bench.plan_options import make_plan
 from orchestrator.bench.quantise import Quantised
 from orchestrator.bench.records import AgentDocument, BoardRecord
+from orchestrator.bench.report.sections import latest_verify
 from orchestrator.bench.results import ResultStore
 from orchestrator.bench.steps import board_steps
 from orchestrator.board import Board
@@ -243,3 +244,18 @@ def test_a_record_that_cannot_be_read_back_is_stored_and_named_not_raised(tmp_pa
     assert json.loads(path.read_text()) == unreadable  # kept as it was, never changed
     (damaged,) = store.damaged
     assert damaged.path == path and "measurements[0].key: key 'model' is missing" in damaged.reason
+
+
+def test_the_reports_verify_section_skips_a_verify_result_missing_a_key(tmp_path: Path) -> None:
+    def verify(run_id: str, build: dict[str, object]) -> None:
+        document = {"schema": "orch-verify/1", "run_id": run_id, "onnx": "1.19.1", "boards": {"pi01": {"status": "ok", "builds": [build]}}}  # fmt: skip
+        (tmp_path / f"verify-{run_id}.json").write_text(json.dumps(document))
+
+    build = {
+        "release": RELEASE.id, "ort_version": "1.21.0", "cases": 10, "gaps": [], "regressions": [{"case": "test_abs"}],
+        "counts": {"pass": 8, "fail": 1, "unsupported": 1}, "reference_counts": {"pass": 9, "fail": 0, "unsupported": 1},
+    }  # fmt: skip
+    verify("20261201-100000-aaaa", build)
+    verify("20261201-110000-bbbb", {key: value for key, value in build.items() if key != "counts"})
+    found = latest_verify(["pi01"], tmp_path)
+    assert found["pi01"]["run_id"] == "20261201-100000-aaaa" and found["pi01"]["builds"] == [build]

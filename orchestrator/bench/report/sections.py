@@ -8,8 +8,9 @@ import html
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
+from orchestrator.bench import reading
 from orchestrator.bench.native import cold_starts, pair_runners
 from orchestrator.bench.report import native_tables, quantisation, tuning
 from orchestrator.bench.results import RunRecord
@@ -105,10 +106,67 @@ def cold_start_section(record: RunRecord, table: Table) -> list[str]:
     return parts
 
 
-def latest_verify(boards: Sequence[str], directory: Path | None = None) -> dict[str, dict[str, Any]]:
+class VerifiedBuild(TypedDict):
+    """A build of a board in a stored `orch verify` result, as far as the report shows it (verify, a
+    stage above bench, owns the format: ``commands/verify.py``'s VerifyDocument)."""
+
+    release: str
+    ort_version: str
+    cases: int
+    counts: dict[str, int]  # status -> cases
+    reference_counts: dict[str, int]
+    regressions: list[dict[str, str]]  # {"case": name, ...}
+    gaps: list[dict[str, str]]
+
+
+class LatestVerify(TypedDict):
+    """A board's newest verify result: which run, which onnx release's cases, its builds."""
+
+    run_id: str
+    onnx: str
+    builds: list[VerifiedBuild]
+
+
+_BUILD = (
+    ("release", "text"),
+    ("ort_version", "text"),
+    ("cases", "integer"),
+    ("counts.pass", "integer"),
+    ("counts.fail", "integer"),
+    ("counts.unsupported", "integer"),
+    ("reference_counts.pass", "integer"),
+    ("regressions", "objects"),
+    ("gaps", "list"),
+)
+
+
+def _verified(document: object, board: str) -> LatestVerify | None:
+    """``board``'s result in a stored verify document, or None: not there, not ok, or not of the format."""
+    try:
+        stored = reading.check(
+            document, "verify", (("run_id", "text"), ("onnx", "text?"), ("boards", "object"))
+        )
+        entry = reading.check(stored["boards"], "boards", ()).get(board)
+        if not isinstance(entry, dict) or entry.get("status") != "ok":
+            return None
+        builds = reading.check(entry, board, (("builds", "objects"),))["builds"]
+        for index, build in enumerate(cast(list[object], builds)):
+            regressions = reading.check(build, f"builds[{index}]", _BUILD)["regressions"]
+            for item in cast(list[object], regressions):
+                reading.check(item, "regressions", (("case", "text"),))
+    except reading.Malformed:
+        return None
+    return {
+        "run_id": cast(str, stored["run_id"]),
+        "onnx": cast(str, stored.get("onnx") or ""),
+        "builds": cast(list[VerifiedBuild], builds),
+    }
+
+
+def latest_verify(boards: Sequence[str], directory: Path | None = None) -> dict[str, LatestVerify]:
     """Per board, the newest stored verify document that has it (damaged files are skipped)."""
     directory = directory or results_dir()
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, LatestVerify] = {}
     for path in sorted(directory.glob("verify-*.json"), reverse=True) if directory.is_dir() else []:
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
@@ -117,9 +175,8 @@ def latest_verify(boards: Sequence[str], directory: Path | None = None) -> dict[
         if not isinstance(document, dict) or document.get("schema") != "orch-verify/1":
             continue
         for board in boards:
-            entry = (document.get("boards") or {}).get(board)
-            if board not in found and isinstance(entry, dict) and entry.get("status") == "ok":
-                found[board] = {"run_id": document.get("run_id"), "onnx": document.get("onnx"), **entry}
+            if board not in found and (verified := _verified(document, board)) is not None:
+                found[board] = verified
     return found
 
 
@@ -129,7 +186,7 @@ def verify_section(record: RunRecord, table: Table, directory: Path | None = Non
         return []
     rows, listed = [], []
     for board, entry in found.items():
-        for build in entry.get("builds", []):
+        for build in entry["builds"]:
             counted, ref = build["counts"], build["reference_counts"]
             rows.append(
                 [
