@@ -164,7 +164,8 @@ def _build_one(request: BuildRequest, view: BuildView) -> BuildRun:
     if variant.profile_guided:
         if request.dry_run:
             return ProfileGuidedBuild(plan=plan_profile_guided(request, profile, variant, context))
-        result = run_profile_guided(request, profile, variant, context, execute_build=executor(view))
+        planned = plan_profile_guided(request, profile, variant, context)
+        result = run_profile_guided(planned, execute_build=executor(view), note=view.note)
         return ProfileGuidedBuild(result=result)
     plan = plan_build(request, profile, variant, context, engine)
     if request.dry_run:

@@ -20,22 +20,31 @@ import tarfile
 import time
 import zipfile
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from orchestrator.adapters.session import CommandResult, Stream
 from orchestrator.board import Board
+from orchestrator.builds.build_report import CompilerCacheUse, IncrementalBuild
+from orchestrator.builds.execute import BuildResult
+from orchestrator.builds.network import planned_needs
 from orchestrator.builds.pgo.cpu import NOT_REPORTED, parse_cpuinfo, read_cpu, refuse_other_cpus
 from orchestrator.builds.pgo.flavour import GCC
-from orchestrator.builds.pgo.loop import refuse_another_source, source_identity
+from orchestrator.builds.pgo.loop import (
+    plan_profile_guided,
+    refuse_another_source,
+    run_profile_guided,
+    source_identity,
+)
 from orchestrator.builds.pgo.profile import Coverage, ProfileKey, Training
 from orchestrator.builds.pgo.stored import PROFILE_FILE, ReadyProfile, profile_key, read_stored, write_profile
 from orchestrator.builds.pgo.training import CountersInto, ModelWorkload, train_wheel
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.record import build_record
 from orchestrator.builds.request import PlanContext, plan_build, read_build_request
+from orchestrator.builds.sources.ort import SourceTree
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.cli import build_parser
 from orchestrator.errors import BuildError, UsageError
@@ -193,9 +202,18 @@ def _release(workdir: Path) -> None:
     python.chmod(0o755)
 
 
-def test_a_stored_profile_records_the_models_real_sha256_and_the_settings_it_was_trained_with(
-    tmp_path: Path,
-) -> None:
+@dataclass(frozen=True)
+class _Trained:
+    training: Training
+    model: Path
+    workload: ModelWorkload
+    workdir: Path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> _Trained:
+    """A wheel's training on this machine, as orch runs one on a board: two runs of a tiny model."""
+    tmp_path = tmp_path_factory.mktemp("training")
     workdir = tmp_path / "board"
     _release(workdir)
     model = write_model(tiny_convnet(), tmp_path / "conv.onnx")
@@ -205,10 +223,18 @@ def test_a_stored_profile_records_the_models_real_sha256_and_the_settings_it_was
         _wheel(tmp_path / "onnxruntime-1.21.0-cp311-cp311-linux_x86_64.whl"),
         workload=workload,
         cpu="cortex-a72; features: fp asimd",
-        into=CountersInto(tmp_path / "profile" / "counters", "gcc"),
+        into=CountersInto(tmp_path / "counters", "gcc"),
     )
+    return _Trained(training=training, model=model, workload=workload, workdir=workdir)
+
+
+def test_a_stored_profile_records_the_models_real_sha256_and_the_settings_it_was_trained_with(
+    tmp_path: Path, trained: _Trained
+) -> None:
+    training, model, workload, workdir = trained.training, trained.model, trained.workload, trained.workdir
     assert not list((workdir / "pgo").iterdir()), "the scratch directory is left on the board"
     key = ProfileKey.from_dict({**_KEY, "source_sha256": "ab" * 32})
+    (tmp_path / "profile").mkdir()
     stored = ReadyProfile(
         where=tmp_path / "profile",
         key=key,
@@ -370,3 +396,100 @@ def test_an_optimised_build_of_another_source_than_the_profiles_is_refused(
         f"source: tarball {tarball} is not the source this profile was measured on" in refused.value.message
     )
     assert f"(its content: {str(key.source_sha256)[:16]} -> git:{'c' * 16})" in refused.value.message
+
+
+# -- the loop with a stored profile -------------------------------------------------------------------
+
+
+class _Builds:
+    """The loop's ``execute_build``: stands in for the build container (Docker), as ``builds.run``
+    hands the loop orch's own; leaves what a build leaves: its directory, its log, its record,
+    whose source is ``compiled`` by content."""
+
+    def __init__(self, root: Path, compiled: str) -> None:
+        self.root, self.compiled = root, compiled
+        self.plans: list[BuildPlan] = []
+
+    def __call__(self, plan: BuildPlan, engine: object, options: object) -> BuildResult:
+        self.plans.append(plan)
+        build_dir = self.root / plan.artifact_variant
+        build_dir.mkdir(parents=True)
+        log = build_dir / "build.log"
+        log.write_text("[1/3] Building CXX object a.cpp.o\n[2/3] Building CXX object b.cpp.o\n")
+        tree = SourceTree(
+            path=self.root, version="1.21.0", spec=plan.source, source_sha256=self.compiled, patches=()
+        )
+        return BuildResult(
+            plan=plan,
+            network=planned_needs(plan.network_needs, plan.network),
+            build_dir=build_dir,
+            log_path=log,
+            duration_s=1.0,
+            ccache=CompilerCacheUse(),
+            artifact=None,
+            incremental=IncrementalBuild(configure=None, ninja_steps=2),
+            record=build_record(plan, tree),
+        )
+
+
+def _stored_with(
+    trained: _Trained, tarball: Path, profile: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> ProfileKey:
+    key = _store(profile, tarball, home, monkeypatch)
+    document = json.loads((profile / PROFILE_FILE).read_text())
+    document["trainings"] = [trained.training.as_dict()]
+    (profile / PROFILE_FILE).write_text(json.dumps(document))
+    return key
+
+
+def test_the_optimised_builds_record_keeps_the_stored_profiles_source_models_and_settings(
+    tmp_path: Path, trained: _Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tarball = _tarball(tmp_path / "onnxruntime.tar.gz")
+    home, profile = tmp_path / "home", tmp_path / "profile"
+    key = _stored_with(trained, tarball, profile, home, monkeypatch)
+    request = read_build_request(
+        build_parser().parse_args([a for a in _args(tarball, profile) if a != "--dry-run"])
+    )
+    planned = plan_profile_guided(
+        request, resolve_target("lab"), resolve_variant("pgo"), PlanContext(docker_host=None, cache=None)
+    )
+    builds, notes = _Builds(tmp_path / "builds", compiled=str(key.source_sha256)), []
+    result = run_profile_guided(planned, execute_build=builds, note=notes.append)
+
+    (optimised,) = builds.plans  # the stored profile replaces the instrumented build and the training
+    assert f"-fprofile-use=/orch-profile/{result.counters_digest[:16]}" in optimised.compiler_flags
+    assert optimised.profile_input == (
+        profile / "counters" / "orch-profile",
+        f"/orch-profile/{result.counters_digest[:16]}",
+    )
+    assert notes == [f"[bold]3/3[/] the optimised build (profile {result.counters_digest[:12]})"]
+    manifest = json.loads((result.optimised.build_dir / "manifest.json").read_text())
+    assert manifest == result.record
+    recorded = manifest["profile"]
+    assert recorded["source_sha256"] == hashlib.sha256(tarball.read_bytes()).hexdigest()
+    assert recorded["key_digest"] == key.digest and recorded["stored"] == str(profile)
+    (training,) = recorded["trainings"]
+    assert training["models"] == [
+        {"name": "conv.onnx", "sha256": hashlib.sha256(trained.model.read_bytes()).hexdigest()}
+    ]
+    assert training["settings"] == {"threads": 1, "opt_level": "basic", "inferences": 3}
+    assert recorded["use"]["sources_compiled"] == 2 and recorded["use"]["sources_with_counters"] == 2
+
+
+def test_an_optimised_build_that_compiled_another_source_is_refused_and_keeps_no_profile(
+    tmp_path: Path, trained: _Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tarball = _tarball(tmp_path / "onnxruntime.tar.gz")
+    home, profile = tmp_path / "home", tmp_path / "profile"
+    _stored_with(trained, tarball, profile, home, monkeypatch)
+    request = read_build_request(
+        build_parser().parse_args([a for a in _args(tarball, profile) if a != "--dry-run"])
+    )
+    planned = plan_profile_guided(
+        request, resolve_target("lab"), resolve_variant("pgo"), PlanContext(docker_host=None, cache=None)
+    )
+    builds = _Builds(tmp_path / "builds", compiled="f" * 64)  # the tarball changed after the plan read it
+    with pytest.raises(BuildError, match="is not the source this profile was measured on"):
+        run_profile_guided(planned, execute_build=builds, note=lambda _: None)
+    assert not (tmp_path / "builds" / "pgo" / "manifest.json").exists()

@@ -54,7 +54,6 @@ from orchestrator.builds.pgo.stored import (
 from orchestrator.builds.plan import BuildPlan, refused_error
 from orchestrator.builds.request import BuildRequest, PlanContext, TrainRequest, plan_build
 from orchestrator.builds.variants import Variant
-from orchestrator.console import console
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.targets import TargetProfile
 
@@ -150,18 +149,14 @@ def plan_profile_guided(
 
 
 def run_profile_guided(
-    request: BuildRequest,
-    profile: TargetProfile,
-    variant: Variant,
-    context: PlanContext,
-    *,
-    execute_build: ExecuteBuild,
+    plan: PgoPlan, *, execute_build: ExecuteBuild, note: Callable[[str], None]
 ) -> PgoResult:
-    """The loop, each build run by ``execute_build``; not for a dry run (``plan_profile_guided``)."""
+    """The planned loop, each build run by ``execute_build``, each step told to ``note`` before it
+    starts (console markup). A dry run shows the plan instead."""
+    request, profile, variant, context = plan.request, plan.profile, plan.variant, plan.context
     if request.dry_run:
-        raise ValueError("a dry run plans the loop (plan_profile_guided) and runs nothing")
+        raise ValueError("a dry run shows the loop's plan and runs nothing")
     started = time.monotonic()
-    plan = plan_profile_guided(request, profile, variant, context)
     for build in (plan.instrumented, plan.base):
         refusal = refused_error(build)
         if refusal is not None:
@@ -174,10 +169,10 @@ def run_profile_guided(
     else:
         check_training_cpus(plan.boards, profile, force=request.train.force_profile)
         flags = " ".join(plan.flavour.instrument_flags(profile.mcpu))
-        console.print(f"[bold]1/3[/] the instrumented build ({escape(flags)})")
+        note(f"[bold]1/3[/] the instrumented build ({escape(flags)})")
         first = execute_build(plan.instrumented, engine, options)
         names = ", ".join(board.name for board in plan.boards)
-        console.print(f"[bold]2/3[/] training on {names}: {plan.workload}")
+        note(f"[bold]2/3[/] training on {names}: {plan.workload}")
         key = replace(plan.key, source_sha256=source_identity(first.record, build_dir=first.build_dir))
         ready = train(
             request, plan.boards, first, NewProfile(where=plan.profile_dir, key=key, flavour=plan.flavour)
@@ -187,7 +182,7 @@ def run_profile_guided(
         plan_build(request, profile, with_flags(variant, plan.flavour.optimise_flags(digest)), context, None),
         profile_input=(ready.counters, profile_dir_in_container(digest)),
     )
-    console.print(f"[bold]3/3[/] the optimised build (profile {digest[:12]})")
+    note(f"[bold]3/3[/] the optimised build (profile {digest[:12]})")
     result = execute_build(optimised, engine, options)
     compiled = source_identity(result.record, build_dir=result.build_dir)
     refuse_another_source(ready, compiled, build_dir=result.build_dir)
