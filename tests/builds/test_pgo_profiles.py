@@ -6,6 +6,9 @@ model's real sha256, the settings given), as a training on this machine records 
 The training runs orch's own code end to end on this machine through ``LocalBoard`` (a board
 session whose commands run here instead of over SSH): the board-side script, orch's benchmark
 agent, a "wheel" whose onnxruntime is this environment's, imported from the scratch directory.
+The loop itself runs with a stored profile, its one build run by ``_Builds`` (a stand-in for the
+build container, handed to the loop as ``builds.run`` hands it orch's own), and leaves the record
+a real build leaves beside its output.
 """
 
 from __future__ import annotations

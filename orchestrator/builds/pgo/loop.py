@@ -13,8 +13,11 @@ GCC's loop for a board's own distribution, clang's on the sysroot route (``build
 clang's raw profiles are always merged into one indexed profile with llvm-profdata, one board's too.
 
 ``--profile DIR`` takes a stored profile instead of steps 1 and 2, only for the very build that
-measured it (its key); any difference is refused, naming it. Each build runs through the caller's
-``execute_build(plan, engine, options)`` (the command's, with its progress display).
+measured it (its key, the source's content included: ``builds.pgo.stored``) and trained on the
+build's CPU (``builds.pgo.cpu``); any difference is refused, naming it. The loop prints nothing:
+each build runs through the caller's ``execute_build(plan, engine, options)`` (``builds.run``'s,
+with the build's log and progress), each step is told to its ``note``, and what it made comes back
+as a ``PgoResult`` for the command to print.
 """
 
 from __future__ import annotations
