@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 from rich.markup import escape
 from rich.table import Table
@@ -165,7 +165,7 @@ def _down(engine: Engine, *, as_json: bool) -> int:
     removed = lab_down(engine)
     left = remaining_containers(engine)
     if as_json:
-        emit_json({"lab": lab_id(), "removed": removed, "remaining": [item.name for item in left]})
+        emit_json(DownDocument(lab=lab_id(), removed=removed, remaining=[item.name for item in left]))
     if removed:
         console.print(f"removed {len(removed)} container(s): {', '.join(removed)}")
     else:
@@ -176,15 +176,33 @@ def _down(engine: Engine, *, as_json: bool) -> int:
     return 0
 
 
-def _document(statuses: list[BoardStatus]) -> dict[str, object]:
+class LabDocument(TypedDict):
+    """``orch lab up --json`` and ``orch lab status --json``."""
+
+    lab: str
+    user: str | None  # None: no lab state recorded (no lab was ever up)
+    identity_file: str | None
+    boards: list[dict[str, object]]  # lab.boards.BoardStatus.as_dict()
+    healthy: bool
+
+
+class DownDocument(TypedDict):
+    """``orch lab down --json``."""
+
+    lab: str
+    removed: list[str]  # container names
+    remaining: list[str]
+
+
+def _document(statuses: list[BoardStatus]) -> LabDocument:
     state = lab_state.read_state()
-    return {
-        "lab": lab_id(),
-        "user": state.user if state else None,
-        "identity_file": str(state.identity_file) if state else None,
-        "boards": [item.as_dict() for item in statuses],
-        "healthy": bool(statuses) and all(item.healthy for item in statuses),
-    }
+    return LabDocument(
+        lab=lab_id(),
+        user=state.user if state else None,
+        identity_file=str(state.identity_file) if state else None,
+        boards=[item.as_dict() for item in statuses],
+        healthy=bool(statuses) and all(item.healthy for item in statuses),
+    )
 
 
 def _print_table(statuses: list[BoardStatus]) -> None:
