@@ -122,7 +122,7 @@ class _Reader:
         return BuildSettings(**{name: value for name, (_, value) in found.items()})
 
 
-_HINT = "orch's settings file is documented in the README (Settings: orch.yaml)"
+_HINT = "orch's settings file is documented in docs/configuration.md (Settings: orch.yaml)"
 _Parse = Callable[[_Reader, yaml.Node, str], Any]
 _BUILD_KEYS: dict[str, _Parse] = {
     "cache": _Reader.cache,

@@ -153,7 +153,7 @@ def test_median_ci_of_201_normal_values_sits_on_the_exact_order_statistics():
 
 
 def test_ratio_ci_is_scipys_percentile_bootstrap_with_2000_resamples_and_seed_0():
-    # The module's contract (docstring, README): scipy.stats.bootstrap, percentile method, 95 %,
+    # The module's contract (its docstring and defaults): scipy.stats.bootstrap, percentile method, 95 %,
     # 2000 unpaired resamples, seed 0. Same inputs and seed: the same numbers to rounding.
     rng = np.random.default_rng(7)
     a = rng.lognormal(np.log(10.0), 0.3, 40)

@@ -5,7 +5,7 @@ Every dependency ORT compiles in comes from a Debian source package of the relea
 container with no network. CI builds the MLAS scope (MLAS, ORT's common code with abseil from
 source, googletest and ``onnxruntime_mlas_test``) and runs a shard of the tests in an arm64
 Debian 12 image on an emulated Cortex-A72: the executable loads with bookworm's glibc 2.36 and
-libstdc++. The full self-contained wheel is in the integration suite (README).
+libstdc++. The full self-contained wheel is built in the ``full`` suite (docs/targets.md).
 
 In the ``full`` suite since the sysroot route: CI compiles the same scope, from the same Debian
 sources, with clang against a Debian 12 sysroot pulled from a lab board
