@@ -1,5 +1,6 @@
 """What `orch build` shows: a build's plan (``--dry-run``, as JSON or for a human), the stock
-wheel's plan, the native runner's command, and the footprint of a finished artifact."""
+wheel's plan, the native runner's command, a finished build and its artifact's footprint, and what
+the build stage tells while it runs (``ConsoleView``, the ``BuildView`` of ``builds.run``)."""
 
 from __future__ import annotations
 
