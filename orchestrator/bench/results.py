@@ -11,7 +11,9 @@ Layout (root = ``orchestrator.paths.results_dir()``, ``./results`` by default)::
         running                 while the run goes on: which orch process runs it (``run_state``)
 
 The JSON files are the record; the index is derived from them (``reindex()`` rebuilds it) so a
-lost or damaged index loses nothing. Files are created with mode ``x``: a name that exists is an
+lost or damaged index loses nothing. Each file is read in one place, ``_read``: its JSON, then its
+format (``records``, checked by ``reading``); a file that is neither is a ``Damaged`` one, named with
+what is wrong in it (``measurements[0].key: key 'release' is missing``), and left as it is. Files are created with mode ``x``: a name that exists is an
 error, never an overwrite.
 """
 
