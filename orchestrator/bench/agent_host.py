@@ -18,12 +18,13 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal, cast
 
 from orchestrator.adapters import ssh
 from orchestrator.adapters.session import BoardSession, CommandResult, Stream
 from orchestrator.adapters.ssh import CommandTimeout
 from orchestrator.bench.plan import Step
+from orchestrator.bench.reading import Malformed, check
 from orchestrator.board_side import read_text
 from orchestrator.errors import RemoteError
 
@@ -82,23 +83,26 @@ class AgentHost:
             )
         try:
             if reply.get("stalled"):
+                cpu_s = check(reply, self.label, (("cpu_s", "figure"),))["cpu_s"]
                 raise AgentHostFailed(
                     f"{self.label}: an agent run used no CPU time for {stall_s:g}s"
-                    f" (after {float(reply['cpu_s']):.1f} s of CPU) and was killed as stuck"
+                    f" (after {cast(float, cpu_s):.1f} s of CPU) and was killed as stuck"
                 )
-            return CommandResult(
-                exit_code=int(reply["exit"]),
-                stdout=str(reply["stdout"]),
-                stderr=str(reply["stderr"]),
-                duration=time.monotonic() - start,
-            )
-        except (ValueError, KeyError, TypeError) as error:
+            done = check(reply, self.label, (("exit", "integer"), ("stdout", "text"), ("stderr", "text")))
+        except Malformed as error:
             raise AgentHostFailed(
                 f"{self.label}: the agent host answered something else than a reply: {str(reply)[:200]!r}"
             ) from error
+        return CommandResult(
+            exit_code=cast(int, done["exit"]),
+            stdout=cast(str, done["stdout"]),
+            stderr=cast(str, done["stderr"]),
+            duration=time.monotonic() - start,
+        )
 
-    def _reply(self, deadline: float) -> dict[str, Any] | None:
-        """The run's reply (heartbeats read and dropped), or None at the deadline."""
+    def _reply(self, deadline: float) -> dict[str, object] | None:
+        """The run's reply as the board sent it (heartbeats read and dropped), or None at the deadline;
+        ``run`` checks its keys."""
         while True:
             line = self._line(min(deadline, time.monotonic() + SILENT_S))
             if line is None:
