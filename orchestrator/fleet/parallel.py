@@ -28,6 +28,12 @@ from orchestrator.console import console
 from orchestrator.errors import OrchError, PartialFailure, RemoteError, UsageError
 
 T = TypeVar("T")
+# How often the main thread wakes while it waits for the boards. Python runs a signal's handler (Ctrl-C's
+# KeyboardInterrupt, SIGTERM's) in the main thread only, once that thread runs again; the kernel may
+# hand a signal sent to orch to any of its threads (a board's, paramiko's), and then the main thread,
+# asleep until a board finishes, would hear of the Ctrl-C only after the boards went on to the end (a
+# deploy's switch included). Waking it often lets the handler run within this many seconds.
+WAKE_S = 0.2
 # A board's line in the live view.
 LiveStatus = Literal["waiting", "running", "ok", "failed", "timed out"]
 
@@ -225,10 +231,10 @@ class _FleetRun(Generic[T]):
             ).start()
 
     def wait_for_one(self) -> None:
-        """Until a board finishes or the first running board's deadline passes."""
-        wait = None
+        """Until a board finishes, the first running board's deadline passes or WAKE_S have gone by."""
+        wait = WAKE_S
         if self.timeout is not None:
-            wait = max(0.0, min(self.running.values()) + self.timeout - time.monotonic())
+            wait = min(wait, max(0.0, min(self.running.values()) + self.timeout - time.monotonic()))
         try:
             outcome = self.finished.get(timeout=wait)
         except queue.Empty:
