@@ -140,7 +140,7 @@ def _add_training_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--force-profile",
         action="store_true",
-        help="take a profile trained on a board of another CPU",
+        help="train on, or take a profile trained on, a board that reports another CPU than the target's",
     )
 
 
