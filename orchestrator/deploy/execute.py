@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from orchestrator.adapters import ssh
+from orchestrator.adapters.signals import watch_signals
 from orchestrator.artifacts.dependencies import resolve_dependencies
 from orchestrator.artifacts.store import Artifact, ArtifactKind, Manifest, ManifestError
 from orchestrator.board import Board
@@ -519,8 +520,8 @@ def run_deploy(
     Ctrl-C the gates close first and ``on_interrupt`` hears what is current where."""
     enabled = console.is_terminal
     artifacts = ArtifactCache(request.choice)
-    gate = SwitchGate()
-    with TransferView(boards, enabled=enabled) as view:
+    with watch_signals() as signals, TransferView(boards, enabled=enabled) as view:
+        gate = SwitchGate(stopped=signals.received)
         task: Callable[[Board], BoardReport]
         if request.rollback:
 
@@ -535,6 +536,7 @@ def run_deploy(
             result = run_on_boards(
                 boards, task, parallel=parallel, timeout=timeout, label="deploy", progress=False
             )
+            signals.raise_received()  # a Ctrl-C whose handler had not run yet: an interruption all the same
         except KeyboardInterrupt:
             on_interrupt({board.name: gate.close(board.name) for board in boards})
             raise

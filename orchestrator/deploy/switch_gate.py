@@ -4,7 +4,9 @@ of ``current`` passes through.
 A board whose ``--timeout`` ran out is reported while its thread may still be working (threads
 cannot be killed: ``orchestrator.fleet.parallel``). Closing its gate first means that thread can
 no longer switch the board: what the report says is current stays true until orch exits. The
-same holds on Ctrl-C: the gates close before the interruption is reported.
+same holds on Ctrl-C: the gates close before the interruption is reported, and a gate asks whether
+orch received Ctrl-C or SIGTERM before each switch (``stopped``), as the board's thread may hear
+of it before the main thread has run its handler.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class KnownCurrent:
 class SwitchGate:
     """Per board: the current release seen or made, and whether switching is still allowed."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, stopped: Callable[[], bool] = lambda: False) -> None:
+        self._stopped = stopped  # True once orch received a signal that stops it
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._closed: set[str] = set()
@@ -59,7 +62,8 @@ class SwitchGate:
         """Run ``switch`` unless the board's gate is closed (DeployError naming what stays current)."""
         with self._lock(board):
             with self._guard:
-                if board in self._closed:
+                if board in self._closed or self._stopped():
+                    self._closed.add(board)
                     current = self._current.get(board)
                     raise DeployError(
                         f"{board}: stopped before switching to {release_id}:"
