@@ -58,10 +58,20 @@ class SignalWatch:
             self._read = self.write_fd = -1
 
 
+class _Watching:
+    """The watch of the outermost ``watch_signals`` block under way (one wakeup fd per process)."""
+
+    current: SignalWatch | None = None
+
+
 @contextlib.contextmanager
 def watch_signals() -> Iterator[SignalWatch]:
-    """Watch for SIGINT and SIGTERM while the block runs. Only the main thread can (elsewhere the
-    watch never sees a signal: the caller is not the one orch's signals stop)."""
+    """Watch for SIGINT and SIGTERM while the block runs; a block inside another shares its watch.
+    Only the main thread can watch (elsewhere the watch never sees a signal: the caller is not the
+    one orch's signals stop)."""
+    if _Watching.current is not None:
+        yield _Watching.current
+        return
     watch = SignalWatch()
     if threading.current_thread() is not threading.main_thread():
         try:
@@ -70,8 +80,10 @@ def watch_signals() -> Iterator[SignalWatch]:
             watch.close()
         return
     previous = signal.set_wakeup_fd(watch.write_fd, warn_on_full_buffer=False)
+    _Watching.current = watch
     try:
         yield watch
     finally:
+        _Watching.current = None
         signal.set_wakeup_fd(previous)
         watch.close()

@@ -536,7 +536,6 @@ def run_deploy(
             result = run_on_boards(
                 boards, task, parallel=parallel, timeout=timeout, label="deploy", progress=False
             )
-            signals.raise_received()  # a Ctrl-C whose handler had not run yet: an interruption all the same
         except KeyboardInterrupt:
             on_interrupt({board.name: gate.close(board.name) for board in boards})
             raise

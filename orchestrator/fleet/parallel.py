@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.adapters.signals import watch_signals
 from orchestrator.board import Board
 from orchestrator.console import console
 from orchestrator.errors import OrchError, PartialFailure, RemoteError, UsageError
@@ -179,10 +180,13 @@ def run_on_boards(  # noqa: PLR0913 -- the fleet's one entry point: each option 
     if live is not None:
         live.start()
     try:
-        while fleet.pending or fleet.running:
-            fleet.start_up_to(parallel)
-            fleet.wait_for_one()
-            fleet.expire_overdue()
+        with watch_signals() as signals:
+            while fleet.pending or fleet.running:
+                fleet.start_up_to(parallel)
+                fleet.wait_for_one()
+                fleet.expire_overdue()
+            # A Ctrl-C that came as the last board ended, its handler not run yet: an interruption.
+            signals.raise_received()
     finally:
         if live is not None:
             live.stop()
