@@ -28,7 +28,7 @@ from orchestrator.bench.records import (
     SettingRecord,
 )
 from orchestrator.board import Board
-from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT
+from orchestrator.deploy.lock_settings import DEFAULT_LOCK_TIMEOUT
 
 OptLevel = Literal["disable", "basic", "extended", "all"]
 OPT_LEVELS: tuple[OptLevel, ...] = ("disable", "basic", "extended", "all")

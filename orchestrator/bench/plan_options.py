@@ -26,7 +26,7 @@ from orchestrator.bench.plan import (
 )
 from orchestrator.board import Board
 from orchestrator.common.ort_versions import check_ort_version
-from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT
+from orchestrator.deploy.lock_settings import DEFAULT_LOCK_TIMEOUT
 from orchestrator.errors import UsageError
 
 

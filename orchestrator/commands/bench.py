@@ -37,7 +37,7 @@ from orchestrator.bench.report.tables import comparison_warnings, run_tables
 from orchestrator.bench.series import pairings_within
 from orchestrator.commands import options
 from orchestrator.console import console, emit_json, print_whole
-from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT
+from orchestrator.deploy.lock_settings import DEFAULT_LOCK_TIMEOUT
 from orchestrator.errors import BenchError, PartialFailure
 
 # Explicit options always win; --quick only changes the defaults.

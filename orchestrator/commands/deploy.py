@@ -35,8 +35,8 @@ from orchestrator.deploy.artifact_choice import (
     load_artifact_dir,
     select_artifact,
 )
-from orchestrator.deploy.board_lock import DEFAULT_LOCK_TIMEOUT
 from orchestrator.deploy.execute import DeployRequest, DeployResult, run_deploy
+from orchestrator.deploy.lock_settings import DEFAULT_LOCK_TIMEOUT
 from orchestrator.deploy.plan import BoardPlan, RollbackPlan
 from orchestrator.deploy.release_files import LocalFile, agent_files, default_model_paths, model_files
 from orchestrator.deploy.report import BoardReport, BoardReportDocument

@@ -43,7 +43,7 @@ from orchestrator.commands import options
 from orchestrator.commands.options import Selection, add_json_option, add_selection_options, selected_boards
 from orchestrator.console import console, emit_json
 from orchestrator.errors import BuildError, UsageError
-from orchestrator.fleet.board_facts import read_facts
+from orchestrator.fleet.board_probe import read_facts
 from orchestrator.fleet.parallel import print_failures, run_on_boards
 
 NAME = "sysroot"

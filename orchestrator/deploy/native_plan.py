@@ -33,8 +33,8 @@ from orchestrator.deploy.plan import (
     split_by_store,
 )
 from orchestrator.deploy.release_files import NATIVE_DIR, LocalFile, ReleaseFiles
-from orchestrator.deploy.releases import ReleaseInfo, layout_for, make_release_id, releases_to_prune
-from orchestrator.deploy.survey import Survey
+from orchestrator.deploy.release_listing import ReleaseInfo, layout_for, make_release_id, releases_to_prune
+from orchestrator.deploy.survey_format import Survey
 from orchestrator.errors import UsageError
 
 

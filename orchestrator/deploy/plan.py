@@ -19,7 +19,7 @@ from typing import Literal, TypedDict
 from orchestrator.artifacts.store import Artifact, ArtifactKind
 from orchestrator.board import Board
 from orchestrator.deploy.release_files import LocalFile, LocalFileDocument, ReleaseFiles
-from orchestrator.deploy.releases import (
+from orchestrator.deploy.release_listing import (
     Listing,
     ReleaseInfo,
     VerifiedRecord,
@@ -27,7 +27,7 @@ from orchestrator.deploy.releases import (
     make_release_id,
     releases_to_prune,
 )
-from orchestrator.deploy.survey import Survey
+from orchestrator.deploy.survey_format import Survey
 from orchestrator.errors import UsageError
 from orchestrator.fleet.board_facts import BoardFacts
 

@@ -1,10 +1,11 @@
-"""Facts about a board that decide whether a wheel fits it: a command plus a pure parser.
+"""Facts about a board that decide whether a wheel fits it: the pure parser of what a board reported.
 
 ``board_side/board_facts.sh`` is a POSIX sh script sent to the board (values reach it only as
 quoted positional arguments); it prints ``key=value`` lines. ``parse_facts`` turns that text into
-``BoardFacts`` and is tested from sample outputs, without a board. ``read_facts`` glues the two
-through a session; a deploy sends the script together with the release listing instead, in one
-round trip (``orchestrator.deploy.survey``).
+``BoardFacts`` and is tested from sample outputs, without a board. ``orchestrator.fleet.board_probe``
+runs the script through a session (``read_facts``); a deploy sends it together with the release
+listing instead, in one round trip (``orchestrator.deploy.survey``). No session here: the deploy
+plan reads these facts and stays apart from the adapters.
 """
 
 from __future__ import annotations
@@ -12,15 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from orchestrator.adapters.session import BoardSession
-from orchestrator.board_side import read_text
 from orchestrator.common.aarch64_isa import features_for_flags
 from orchestrator.errors import RemoteError
-
-if TYPE_CHECKING:
-    from orchestrator.board import Board
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,12 +100,6 @@ def parse_facts(text: str, *, board: str, python: str = "python3") -> BoardFacts
         os_name=values.get("os_name", ""),
         cpu_features=tuple(values.get("cpu_features", "").split()),
     )
-
-
-def read_facts(session: BoardSession, board: Board, workdir: str) -> BoardFacts:
-    """Run board_facts.sh through a board session (``BoardSession``) and parse it."""
-    result = session.run_script(read_text("board_facts.sh"), (board.python, workdir), timeout=120)
-    return parse_facts(result.stdout, board=board.name, python=board.python)
 
 
 def cpu_problems(compiler_flags: Sequence[str], facts: BoardFacts) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from orchestrator.board import Board
-from orchestrator.deploy.releases import ReleaseInfo
+from orchestrator.deploy.release_listing import ReleaseInfo
 from orchestrator.errors import UsageError, VerifyError
 
 # Each case's own tolerances come from ONNX (rtol 1e-3, atol 1e-7 by default). A deployed model's

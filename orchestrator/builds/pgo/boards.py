@@ -35,7 +35,7 @@ from orchestrator.builds.pgo.training import CountersInto, train_mlas_test, trai
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.request import BuildRequest, TrainRequest
 from orchestrator.errors import BuildError
-from orchestrator.fleet.board_facts import read_facts
+from orchestrator.fleet.board_probe import read_facts
 from orchestrator.fleet.inventory import load_inventory
 from orchestrator.paths import default_inventory_path
 from orchestrator.targets import TargetProfile
