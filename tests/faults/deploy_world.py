@@ -6,8 +6,10 @@ the connection under test, in its container)."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -225,6 +227,20 @@ class Faults:
                 timeout=900,
             ).stdout
         return listing.current, [e for e in entries if e.startswith(".current.")], runs
+
+
+# tgkill(2)'s number: a signal sent to one thread of another process (Python has no call for it).
+_TGKILL = {"x86_64": 234, "aarch64": 131}
+
+
+def signal_a_thread(pid: int, sig: int) -> None:
+    """Send ``sig`` to one of process ``pid``'s threads other than its main one: a signal sent to a
+    process may be taken by any of its threads, this is the case where it is not the main one."""
+    others = sorted(int(task.name) for task in Path(f"/proc/{pid}/task").iterdir() if int(task.name) != pid)
+    assert others, f"process {pid} has no thread but its main one"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(_TGKILL[platform.machine()], pid, others[0], sig) != 0:
+        raise OSError(ctypes.get_errno(), f"tgkill of thread {others[0]} of {pid}")
 
 
 def make_faults(lab: Any, stock_build: Any, root: Path) -> Faults:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from deploy_world import LOCK_MARK, PIP_MARK, VENV_MARK, VERIFY_MARK, Faults, make_faults
+from deploy_world import LOCK_MARK, PIP_MARK, VENV_MARK, VERIFY_MARK, Faults, make_faults, signal_a_thread
 
 from orchestrator.artifacts.store import Manifest, write_manifest
 from orchestrator.common.digests import file_sha256
@@ -156,6 +156,62 @@ def test_orch_stopped_while_the_board_installs_or_verifies_the_new_release_leave
     assert_board_on_a(faults, f"after {sig.name} during the {step} step")
 
 
+# The board thaws this long after the signal (a busy board, a network hiccup), which is sent to one
+# of orch's threads other than the main one, or to orch's process group (as a terminal does). The
+# kernel may hand a signal sent to orch to any of its threads; the main thread then hears of it only
+# once it runs again: sent to another thread, the case is made every time instead of now and then.
+# Every step gets two delays; the verification also the terminal's way, at two more.
+THAWS = {
+    "verification": (("thread", 0.2), ("thread", 1.0), ("group", 0.5), ("group", 2.0)),
+    "venv": (("thread", 0.2), ("thread", 1.0)),
+    "pip": (("thread", 0.2), ("thread", 1.0)),
+}
+
+
+def _signal(process: subprocess.Popen[str], sig: signal.Signals, to: str) -> None:
+    if to == "group":
+        os.killpg(process.pid, sig)
+    else:
+        signal_a_thread(process.pid, sig)
+
+
+def _assert_stopped_on_a(returned: tuple[int | None, str, str], sig: signal.Signals, what: str) -> None:
+    code, _, err = returned
+    assert code == 128 + sig, explain(returned)
+    word = "interrupted" if sig == signal.SIGINT else "terminated (SIGTERM)"
+    assert word in err and f"f1: current release: {State.a}" in err, explain(returned)
+    assert "f1: deployed " not in err, explain(returned)
+
+
+@pytest.mark.parametrize(
+    ("step", "sig", "to", "delay"),
+    [
+        pytest.param(step, signal.SIGINT, to, delay, id=f"{step}-ctrl-c-to-{to}-thaw-{delay:g}s")
+        for step, thaws in THAWS.items()
+        for to, delay in thaws
+    ]
+    + [
+        pytest.param(
+            "verification", signal.SIGTERM, "thread", 0.5, id="verification-sigterm-to-thread-thaw-0.5s"
+        )
+    ],
+)
+def test_a_signal_while_the_board_is_frozen_in_a_step_is_honoured_when_it_thaws(
+    faults: Faults, repacked: Path, step: str, sig: signal.Signals, to: str, delay: float
+) -> None:
+    assert State.a, "needs the first deploy"
+    process = _pause_in(faults, STEPS[step], *step_args(step, repacked))
+    try:
+        _signal(process, sig, to)
+        time.sleep(delay)
+    finally:
+        subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
+    out, err = process.communicate(timeout=300)
+    what = f"{sig.name} to the {to} during the {step} step, the board thawed {delay:g} s later"
+    _assert_stopped_on_a((process.returncode, out, err), sig, what)
+    assert_board_on_a(faults, f"after {what}")
+
+
 def _pause_in(faults: Faults, mark: str, *args: str) -> subprocess.Popen[str]:
     """A deploy of B with the board's container paused while the board process of one step
     (``mark``) runs."""
@@ -273,6 +329,37 @@ def test_orch_stopped_while_a_model_is_sent_leaves_a_part_that_the_next_deploy_c
     rolled, doc = faults.orch("deploy", "--host", "f1", "--rollback", "--json")
     assert rolled.returncode == 0 and doc["boards"]["f1"]["release_id"] == State.a, explain(rolled)
     assert_board_on_a(faults, "after the deploy that followed the cut transfer")
+
+
+@pytest.mark.parametrize(("to", "delay"), [("thread", 0.5), ("group", 1.0)])
+def test_ctrl_c_while_a_model_is_sent_to_a_frozen_board_is_honoured_when_it_thaws(
+    faults: Faults, tmp_path: Path, to: str, delay: float
+) -> None:
+    # As above, and the board thaws after the Ctrl-C: the rest of the transfer must not go on to
+    # an install, a verification and a switch. (The part left in the store is cleared by the next
+    # deploy's prune, as the test above shows.)
+    assert State.a, "needs the first deploy"
+    store = faults.store_on_disk()
+    big = tmp_path / "big.onnx"
+
+    def deploy() -> tuple[str, ...]:
+        write_model(wide_matmul(features=2500, outputs=4000, seed=next(_fresh_seeds)), big)
+        return ("deploy", "--host", "f1", "--model", str(faults.tiny), "--model", str(big))
+
+    # A part an earlier cut transfer left in the store is not this one.
+    earlier = set(store.glob(".upload-*"))
+    process = _paused_when(
+        faults, deploy, lambda: bool(set(store.glob(".upload-*")) - earlier), "the model was sent"
+    )
+    try:
+        _signal(process, signal.SIGINT, to)
+        time.sleep(delay)
+    finally:
+        subprocess.run(["docker", "unpause", faults.container], check=True, capture_output=True)
+    out, err = process.communicate(timeout=300)
+    what = f"Ctrl-C to the {to} while a model was sent, the board thawed {delay:g} s later"
+    _assert_stopped_on_a((process.returncode, out, err), signal.SIGINT, what)
+    assert_board_on_a(faults, f"after {what}")
 
 
 def test_timeout_while_the_board_verifies_a_model_whose_inference_never_ends(faults: Faults) -> None:

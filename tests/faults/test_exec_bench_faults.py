@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from deploy_world import Faults, make_faults
+from deploy_world import Faults, make_faults, signal_a_thread
 from stock_baseline import download_stock
 
 # The agent host's text is in its argv (`python -c`): every agent process of a bench carries it.
@@ -133,6 +133,25 @@ def test_ctrl_c_or_sigterm_during_exec_stops_the_command_on_the_board(
     assert _stop(process, sig) == code, output.finish()
     said = output.finish()
     assert "stopped the command on f1" in said and said.rstrip().splitlines()[-1] == word, said
+    assert faults.board_processes(" ".join(sleep)) == [], "the board's sleep outlived orch"
+
+
+def test_a_ctrl_c_taken_by_another_thread_of_orch_during_exec_stops_the_command_at_once(
+    faults: Faults,
+) -> None:
+    # The kernel may hand a signal sent to orch to any of its threads; Python's handler runs in the
+    # main thread, which must not sleep until the board's command has ended (then exit 0).
+    sleep = ["sleep", "41"]
+    process = faults.start("exec", "--host", "f1", "--", " ".join(sleep))
+    output = Output(process)
+    _command_running(faults, sleep, process)
+    start = time.monotonic()
+    signal_a_thread(process.pid, signal.SIGINT)
+    code = process.wait(timeout=120)
+    said = output.finish()
+    assert code == 130, said
+    assert time.monotonic() - start < 25, f"orch waited for the command to end:\n{said}"
+    assert "stopped the command on f1" in said and said.rstrip().splitlines()[-1] == "interrupted", said
     assert faults.board_processes(" ".join(sleep)) == [], "the board's sleep outlived orch"
 
 
