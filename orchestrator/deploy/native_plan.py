@@ -22,7 +22,7 @@ from __future__ import annotations
 import posixpath
 
 from orchestrator.board import Board
-from orchestrator.deploy.native_verification import runner_verify_argv
+from orchestrator.deploy.native_verify_command import runner_verify_argv
 from orchestrator.deploy.plan import (
     BoardPlan,
     NativeDocument,

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from orchestrator.adapters.session import BoardSession
 from orchestrator.board_side import read_text
 from orchestrator.builds.native_runner.plan import SONAME
-from orchestrator.deploy.native_verification import native_verification, runner_verify_argv
+from orchestrator.deploy.native_verification import native_verification
+from orchestrator.deploy.native_verify_command import runner_verify_argv
 from orchestrator.deploy.plan import BoardPlan
 from orchestrator.deploy.releases import Layout
 from orchestrator.deploy.transfer_view import TransferView

@@ -1,7 +1,8 @@
 """How a release of a C library build (no Python) is verified before the switch: its native runner
 runs one inference of each of the release's models, by the release's own paths, and what it
-printed becomes the same ``Verification`` a wheel's release gets (``native``). Pure: the argv and
-the parsing; ``native_steps`` runs them on the board.
+printed becomes the same ``Verification`` a wheel's release gets (``native``). This module reads
+what the runner returned (the session's ``CommandResult``, hence apart from the pure plan): the
+command is ``native_verify_command``'s, and ``native_steps`` runs it on the board.
 
 The runner prints one JSON document per process (schema ``orch-native-runner/1``, see
 ``board_side/native_runner.c``): ``ort.version`` (the release of the library it loaded),
@@ -14,26 +15,11 @@ is the release's own (``Verification.problems``): a libonnxruntime.so.1 elsewher
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Mapping
 
 from orchestrator.adapters.session import CommandResult
 from orchestrator.builds.native_runner.plan import RUNNER_SCHEMA
 from orchestrator.deploy.verification import ModelCheck, Verification
-
-# One inference, no warm-up, no minimum time: the verification's, not a measurement.
-VERIFY_OPTIONS = ("--warmup", "0", "--min-runs", "1", "--min-duration", "0", "--max-runs", "1")
-
-
-def runner_verify_argv(release_dir: str, runner: str, model: str) -> tuple[str, ...]:
-    """The runner's command for one model: ``runner`` and the model by the release's own paths
-    (``runner`` relative to the release: ``native/orch-runner``; ``model``: a file of models/)."""
-    return (
-        posixpath.join(release_dir, runner),
-        "--model",
-        posixpath.join(release_dir, "models", model),
-        *VERIFY_OPTIONS,
-    )
 
 
 def _document(result: CommandResult) -> dict[str, object] | None:
