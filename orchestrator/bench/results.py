@@ -41,6 +41,8 @@ from orchestrator.errors import UsageError
 from orchestrator.paths import results_dir
 
 RUN_FILE = "run.json"
+# Instruction-count runs (`orch bench --metric instructions`): one JSON file each, in this folder.
+COUNTS_DIR = "instructions"
 INDEX_FILE = "index.sqlite"
 
 
@@ -238,7 +240,7 @@ class ResultStore:
                 "RUN is empty: name a run",
                 hint="give a run id, a unique prefix of one, 'latest' or 'latest~N' (see `orch results list`)",
             )
-        runs = sorted(p.name for p in self.root.glob("*") if p.is_dir()) if self.root.is_dir() else []
+        runs = sorted(p.name for p in self.root.glob("*") if _is_run(p)) if self.root.is_dir() else []
         if not runs:
             raise UsageError(f"no benchmark runs in {self.root}", hint="run `orch bench` first")
         match = re.fullmatch(r"latest(?:~(\d+))?", ref)
@@ -294,8 +296,8 @@ class ResultStore:
         index.unlink(missing_ok=True)
         self._index_checked = True
         for run_dir in sorted(p for p in self.root.glob("*") if p.is_dir()):
-            if not _RUN_ID.fullmatch(run_dir.name) or run_dir.name.startswith("."):
-                continue  # not a run (a folder someone put here)
+            if not _is_run(run_dir):
+                continue  # not a run (a folder someone put here, the instruction counts)
             record = self.load(run_dir.name)
             with self._index() as db:
                 db.execute(
@@ -407,6 +409,12 @@ class ResultStore:
 
 
 _RUN_ID = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def _is_run(path: Path) -> bool:
+    """A run's directory, not another folder of the store."""
+    name = path.name
+    return path.is_dir() and bool(_RUN_ID.fullmatch(name)) and not name.startswith(".") and name != COUNTS_DIR
 
 
 def _read_problem(path: Path) -> str | None:

@@ -36,9 +36,10 @@ from orchestrator.bench.report.native_tables import after_run_tables, cold_start
 from orchestrator.bench.report.tables import comparison_warnings, run_tables
 from orchestrator.bench.series import pairings_within
 from orchestrator.commands import options
+from orchestrator.commands.bench_count import count_plan, run_counting
 from orchestrator.console import console, emit_json, print_whole
 from orchestrator.deploy.lock_settings import DEFAULT_LOCK_TIMEOUT
-from orchestrator.errors import BenchError, PartialFailure
+from orchestrator.errors import BenchError, PartialFailure, UsageError
 
 # Explicit options always win; --quick only changes the defaults.
 # Runs (agent processes) are the statistics' unit: a board's defaults give 10 per side, short ones
@@ -91,6 +92,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what runs the model: the Python agent, the native runner (ORT's C API), or both side by side",
     )
     add_quantize_options(what)
+    what.add_argument(
+        "--metric",
+        choices=("time", "instructions"),
+        default="time",
+        help="time: wall time per inference (default); instructions: instructions retired per inference,"
+        " counted on the lab's emulated boards (repeatable where emulated time is not; not cycles)",
+    )
+    what.add_argument(
+        "--fail-above",
+        type=options.percentage,
+        metavar="PCT",
+        help="--metric instructions: exit 7 when a candidate counts significantly more than the baseline"
+        " (the first --variant), by more than PCT percent",
+    )
     how = parser.add_argument_group("how long (defaults suit a real board)")
     how.add_argument(
         "--rounds",
@@ -415,6 +430,11 @@ def make_bench_plan(request: BenchRequest, *, settings: tuple[Setting, ...] | No
 def run(args: argparse.Namespace) -> int:
     request = BenchRequest.from_args(args)
     plan = make_bench_plan(request)
+    if args.fail_above is not None and args.metric != "instructions":
+        raise UsageError("--fail-above guards instruction counts: add --metric instructions")
+    if args.metric == "instructions":
+        count = count_plan(plan, rounds=request.rounds, fail_above=args.fail_above)
+        return run_counting(plan, count, dry_run=request.dry_run, as_json=request.json)
     if request.dry_run:
         _dry_run(plan, as_json=request.json)
         return 0

@@ -55,6 +55,14 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def percentage(text: str) -> float:
+    """``2`` or ``2%`` -> 0.02: a percentage >= 0, as a fraction."""
+    value = _number(text.strip().removesuffix("%"), float)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a percentage >= 0, not {text!r}")
+    return value / 100
+
+
 def path_arg(text: str) -> Path:
     """A local path option: not empty, no NUL byte, no component longer than the file system takes."""
     if not text:

@@ -1,0 +1,164 @@
+"""Count instructions on the boards of a BenchPlan, in parallel: per board connect, take the board
+lock, choose releases and models as ``orch bench`` does, send the counting qemu once, then per
+model choose k and run the rounds (releases interleaved, A B A B ...)."""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rich.markup import escape
+
+from orchestrator.adapters import ssh
+from orchestrator.adapters.session import BoardSession
+from orchestrator.bench.counting.plan import (
+    BASE_INFERENCES,
+    CALIBRATION_EXTRA,
+    CountPlan,
+    count_argv,
+    extra_inferences,
+    kit_path,
+    parse_total,
+)
+from orchestrator.bench.counting.verdict import CountSeries
+from orchestrator.bench.execute import board_locked
+from orchestrator.bench.plan import BenchPlan, ReleaseRef
+from orchestrator.bench.steps import pick_models, pick_releases
+from orchestrator.board import Board
+from orchestrator.board_side import read_text
+from orchestrator.console import console
+from orchestrator.deploy import releases
+from orchestrator.errors import BenchError
+from orchestrator.fleet.parallel import FleetResult, run_on_boards
+from orchestrator.lab.counting_qemu import CountingQemu
+
+Progress = Callable[[str, str], None]
+_EMULATED_CPU = 'printf "%s" "${QEMU_CPU:-}"'  # the lab's boards are told their CPU model by sshd
+_COUNT_TIMEOUT_S = 1800.0
+
+
+@dataclass(kw_only=True)
+class BoardCounts:
+    """What one board counted: the emulated CPU, k per model, and one series per release and model."""
+
+    cpu: str = ""
+    extra: dict[str, int] = field(default_factory=dict)
+    series: list[CountSeries] = field(default_factory=list)
+
+
+def count_on_boards(plan: BenchPlan, count: CountPlan, kit: CountingQemu) -> FleetResult[BoardCounts]:
+    lock = threading.Lock()
+
+    def progress(board: str, message: str) -> None:
+        with lock:
+            console.print(f"[bold]{escape(board)}[/] {message}", soft_wrap=True)
+
+    def body(board: Board) -> BoardCounts:
+        progress(board.name, "connecting")
+        with ssh.connect(board) as session, board_locked(session, plan, "bench", progress):
+            return _Counter(session=session, plan=plan, count=count, kit=kit, progress=progress).run()
+
+    return run_on_boards(plan.boards, body, parallel=plan.parallel, label="orch bench --metric instructions")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Counter:
+    session: BoardSession
+    plan: BenchPlan
+    count: CountPlan
+    kit: CountingQemu
+    progress: Progress
+
+    def say(self, message: str) -> None:
+        self.progress(self.session.board.name, message)
+
+    def run(self) -> BoardCounts:
+        board = self.session.board
+        found = [ReleaseRef.from_info(info) for info in releases.list_releases(self.session, board)]
+        chosen = pick_releases(self.plan, found, board.name)
+        models = pick_models(self.plan, chosen, board.name)
+        counts = BoardCounts(cpu=self._emulated_cpu())
+        kit = self._send_kit()
+        for model in models:
+            calibration = self._per_inference(kit, counts.cpu, chosen[0], model, CALIBRATION_EXTRA)
+            k = counts.extra[model] = extra_inferences(calibration)
+            self.say(f"{escape(model)}: ~{calibration:,.0f} instructions per inference; k = {k}")
+            rounds: dict[str, list[float]] = {release.id: [] for release in chosen}
+            for number in range(1, self.count.rounds + 1):
+                for release in chosen:
+                    value = self._per_inference(kit, counts.cpu, release, model, k)
+                    rounds[release.id].append(value)
+                    self.say(
+                        f"round {number}/{self.count.rounds} {escape(release.variant)} {escape(model)}:"
+                        f" {value:,.0f} instructions per inference"
+                    )
+            counts.series += [
+                CountSeries(
+                    board=board.name,
+                    model=model,
+                    release=release.id,
+                    variant=release.variant,
+                    ort_version=release.ort_version,
+                    per_inference=tuple(rounds[release.id]),
+                )
+                for release in chosen
+            ]
+        return counts
+
+    def _emulated_cpu(self) -> str:
+        cpu = self.session.run_script(_EMULATED_CPU, timeout=60).stdout.strip()
+        if not cpu:
+            raise BenchError(
+                f"{self.session.board.name}: not an emulated board (no QEMU_CPU in its environment):"
+                " instructions are counted by the lab's counting qemu",
+                hint="count on the lab's boards (orch lab up); on a real board, time it (--metric time)",
+            )
+        return cpu
+
+    def _send_kit(self) -> str:
+        """The bundle's directory on the board, sent and unpacked once (renamed into place when whole)."""
+        workdir = releases.layout_for(self.session.board).workdir
+        kit = kit_path(workdir, self.kit.digest)
+        if self.session.stat(posixpath.join(kit, "run")) is not None:
+            return kit
+        self.say(f"sending the counting qemu ({self.kit.tarball.stat().st_size / 1e6:.0f} MB, once)")
+        staging = kit + ".partial"
+        tarball = staging + ".tar.gz"
+        self.session.run(["rm", "-rf", staging], timeout=120)
+        self.session.mkdir_p(staging)
+        self.session.put(self.kit.tarball, tarball)
+        self.session.run(["tar", "-xzf", tarball, "-C", staging], timeout=600)
+        self.session.run(["rm", "-f", tarball], timeout=60)
+        self.session.rename(staging, kit)
+        return kit
+
+    def _per_inference(self, kit: str, cpu: str, release: ReleaseRef, model: str, extra: int) -> float:
+        base = self._count(kit, cpu, release, model, BASE_INFERENCES)
+        more = self._count(kit, cpu, release, model, BASE_INFERENCES + extra)
+        return (more - base) / extra
+
+    def _count(self, kit: str, cpu: str, release: ReleaseRef, model: str, inferences: int) -> int:
+        log_file = posixpath.join(kit, "count.log")
+        argv = count_argv(
+            kit=kit,
+            cpu=cpu,
+            log_file=log_file,
+            release=release,
+            model=model,
+            inferences=inferences,
+            agent_text=read_text("count_agent.py"),
+            plan=self.count,
+        )
+        self.session.run(["rm", "-f", log_file], timeout=60)  # never a total from an earlier count
+        result = self.session.run(argv, timeout=_COUNT_TIMEOUT_S, check=False)
+        if not result.ok:
+            raise BenchError(
+                f"{self.session.board.name}: counting {model} in {release.id} failed"
+                f" (exit {result.exit_code}): {result.tail()}"
+            )
+        total = parse_total(self.session.run(["cat", log_file], timeout=60).stdout)
+        if total is None:
+            raise BenchError(f"{self.session.board.name}: the counting qemu printed no total for {model}")
+        return total

@@ -1,0 +1,98 @@
+"""What an instruction count runs on a board, decided before it runs: the command under the counting
+qemu, how many inferences make the difference, and how its output is read. Pure.
+
+The count of one process includes Python's start-up, the imports and the model's loading, which
+vary by a few hundred thousand instructions from process to process (addresses, allocation). Each
+round therefore runs BASE and BASE + k inferences in two processes; the difference divided by k is
+the instructions of one inference, start-up cancelled. k is chosen so that the k inferences retire
+at least TARGET_INSTRUCTIONS, which keeps that start-up jitter under 0.1% of the difference.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import re
+from dataclasses import dataclass
+
+from orchestrator.bench.plan import ReleaseRef
+
+BASE_INFERENCES = 1  # after the first inference, which both processes run
+CALIBRATION_EXTRA = 10  # the first pair of a model: its size, to choose k
+TARGET_INSTRUCTIONS = 300_000_000
+MIN_EXTRA, MAX_EXTRA = 20, 5000
+DEFAULT_ROUNDS = 3
+# One thread everywhere: numpy's BLAS pool would retire instructions of its own while it waits, and
+# Python's hash seed changes dictionary layouts (and so instructions) from process to process.
+COUNT_ENVIRONMENT = ("OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", "PYTHONHASHSEED=0")
+KIT_DIR = "counting-qemu"  # under the board's workdir: <digest>/ holds the bundle
+_TOTAL = re.compile(r"^total insns: (\d+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CountPlan:
+    """``orch bench --metric instructions``' own settings (the boards, releases and models are the
+    BenchPlan's)."""
+
+    rounds: int = DEFAULT_ROUNDS
+    opt_level: str = "all"
+    ep: str = "cpu"
+    # --fail-above: a candidate counting more than this fraction above the baseline fails the run.
+    fail_above: float | None = None
+
+
+def extra_inferences(per_inference: float) -> int:
+    """k: enough inferences to retire TARGET_INSTRUCTIONS, within [MIN_EXTRA, MAX_EXTRA]."""
+    if per_inference <= 0:
+        return MAX_EXTRA
+    return max(MIN_EXTRA, min(MAX_EXTRA, math.ceil(TARGET_INSTRUCTIONS / per_inference)))
+
+
+def kit_path(workdir: str, digest: str) -> str:
+    return posixpath.join(workdir, KIT_DIR, digest)
+
+
+def count_argv(  # noqa: PLR0913 -- the count's parts, each keyword-only
+    *,
+    kit: str,
+    cpu: str,
+    log_file: str,
+    release: ReleaseRef,
+    model: str,
+    inferences: int,
+    agent_text: str,
+    plan: CountPlan,
+) -> list[str]:
+    """The argv that runs ``inferences`` inferences of ``model`` in ``release``'s Python under the
+    counting qemu emulating ``cpu``, its count written to ``log_file``."""
+    return [
+        "env",
+        *COUNT_ENVIRONMENT,
+        posixpath.join(kit, "run"),
+        "-L",
+        "/",
+        "-cpu",
+        cpu,
+        "-plugin",
+        posixpath.join(kit, "plugins", "libinsn.so") + ",inline=on",
+        "-d",
+        "plugin",
+        "-D",
+        log_file,
+        release.python,
+        "-c",
+        agent_text,
+        posixpath.dirname(release.agent),
+        release.model_path(model),
+        str(inferences),
+        "--opt-level",
+        plan.opt_level,
+        "--ep",
+        plan.ep,
+    ]
+
+
+def parse_total(text: str) -> int | None:
+    """The plugin's "total insns: N" line (None: qemu ended before it printed one)."""
+    match = _TOTAL.search(text)
+    return int(match.group(1)) if match else None

@@ -1,0 +1,225 @@
+"""`orch bench --metric instructions`: instructions per inference on the lab's emulated boards, their
+spread over rounds and the A/B verdict; with --fail-above, a regression guard (exit 7)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TypedDict
+
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.adapters.engine import Engine
+from orchestrator.bench.counting.execute import BoardCounts, count_on_boards
+from orchestrator.bench.counting.plan import (
+    BASE_INFERENCES,
+    COUNT_ENVIRONMENT,
+    TARGET_INSTRUCTIONS,
+    CountPlan,
+)
+from orchestrator.bench.counting.verdict import (
+    MIN_CHANGE,
+    NOISE_MARGIN,
+    ComparisonDocument,
+    CountComparison,
+    CountSeries,
+    SeriesDocument,
+    comparisons,
+)
+from orchestrator.bench.plan import BenchPlan
+from orchestrator.bench.results import COUNTS_DIR, new_run_id, utc_now
+from orchestrator.console import console, emit_json, print_whole
+from orchestrator.errors import BenchError, PartialFailure, UsageError
+from orchestrator.lab.counting_qemu import CountingQemu, ensure_counting_qemu
+from orchestrator.paths import results_dir
+
+WHAT_A_COUNT_IS = (
+    "instructions retired per inference under qemu's emulated CPU: repeatable, not cycles (memory"
+    " stalls, caches and vector width are invisible) and comparable only under the same -cpu"
+)
+
+
+class CountRunDocument(TypedDict):
+    schema: str
+    run_id: str
+    created: str
+    command: str
+    metric: str
+    note: str
+    counter: dict[str, object]
+    boards: dict[str, dict[str, object]]
+    series: list[SeriesDocument]
+    comparisons: list[ComparisonDocument]
+
+
+def refuse_unsupported(plan: BenchPlan) -> None:
+    """What a count cannot do yet, refused by the dry run and the real run alike."""
+    if plan.runners != ("python",):
+        raise UsageError("--metric instructions counts the Python agent's process: leave --runner out")
+    if plan.quantize:
+        raise UsageError("--metric instructions does not count int8 copies (--quantize) yet")
+    if len(plan.settings) > 1:
+        raise UsageError("--metric instructions counts one setting: give at most one --opt-level and --ep")
+    if any(setting.intra_threads not in (0, 1) for setting in plan.settings):
+        raise UsageError("--metric instructions counts with one intra-op thread: leave --threads out")
+
+
+def count_plan(plan: BenchPlan, *, rounds: int | None, fail_above: float | None) -> CountPlan:
+    setting = plan.settings[0]
+    return CountPlan(
+        rounds=rounds or CountPlan.rounds, opt_level=setting.opt_level, ep=setting.ep, fail_above=fail_above
+    )
+
+
+def run_counting(plan: BenchPlan, count: CountPlan, *, dry_run: bool, as_json: bool) -> int:
+    refuse_unsupported(plan)
+    if dry_run:
+        _show_plan(plan, count, as_json=as_json)
+        return 0
+    engine = Engine()
+    try:
+        kit = ensure_counting_qemu(engine, "x86_64", lambda line: console.print(escape(line), soft_wrap=True))
+    finally:
+        engine.close()
+    run_id = new_run_id()
+    console.print(
+        f"instruction counts [bold]{run_id}[/] on {len(plan.boards)} board(s):"
+        f" {escape(', '.join(b.name for b in plan.boards))} ({escape(kit.version)})"
+    )
+    outcome = count_on_boards(plan, count, kit)
+    counted = outcome.values()
+    series = [one for board in counted.values() for one in board.series]
+    compared = comparisons(series)
+    path = _store(run_id, kit, counted, compared, {n: o.message for n, o in outcome.failed.items()})
+    _show(series, compared, as_json=as_json, run_id=run_id, path=path)
+    for name, failure in outcome.failed.items():
+        console.print(f"[red]{escape(name)} failed[/]: {escape(failure.message)}", soft_wrap=True)
+    _check(outcome.failed, outcome.succeeded, compared, count, path)
+    return 0
+
+
+def _show_plan(plan: BenchPlan, count: CountPlan, *, as_json: bool) -> None:
+    document = {
+        "metric": "instructions",
+        "boards": [board.name for board in plan.boards],
+        "variants": list(plan.variants),
+        "models": list(plan.models),
+        "rounds": count.rounds,
+        "opt_level": count.opt_level,
+        "ep": count.ep,
+        "fail_above": count.fail_above,
+        "per_round": f"{BASE_INFERENCES} and {BASE_INFERENCES}+k inferences, one process each, per release"
+        f" and model; k chosen per model so that k inferences retire >= {TARGET_INSTRUCTIONS:,} instructions",
+        "environment": list(COUNT_ENVIRONMENT),
+        "note": WHAT_A_COUNT_IS,
+    }
+    if as_json:
+        emit_json(document)
+    else:
+        console.print_json(data=document)
+
+
+def _store(
+    run_id: str,
+    kit: CountingQemu,
+    counted: dict[str, BoardCounts],
+    compared: list[CountComparison],
+    failed: dict[str, str],
+) -> Path:
+    directory = results_dir() / COUNTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{run_id}.json"
+    document: CountRunDocument = {
+        "schema": "orch-instruction-counts/1",
+        "run_id": run_id,
+        "created": utc_now(),
+        "command": shlex.join(["orch", *sys.argv[1:]]),
+        "metric": "instructions",
+        "note": WHAT_A_COUNT_IS,
+        "counter": {"qemu": kit.version, "plugin": "insn (inline)", "bundle": kit.tag},
+        "boards": {
+            **{
+                name: {"status": "ok", "cpu": b.cpu, "extra_inferences": b.extra}
+                for name, b in counted.items()
+            },
+            **{name: {"status": "failed", "error": error} for name, error in failed.items()},
+        },
+        "series": [one.as_json() for board in counted.values() for one in board.series],
+        "comparisons": [c.as_json() for c in compared],
+    }
+    with path.open("x") as handle:
+        json.dump(document, handle, indent=1)
+        handle.write("\n")
+    return path
+
+
+def _show(
+    series: list[CountSeries], compared: list[CountComparison], *, as_json: bool, run_id: str, path: Path
+) -> None:
+    if as_json:
+        emit_json(json.loads(path.read_text()))
+        return
+    table = Table(title=f"instructions per inference ({run_id})")
+    for column in ("board", "model", "release", "median", "rounds", "spread"):
+        table.add_column(column)
+    for one in series:
+        table.add_row(
+            one.board,
+            one.model,
+            one.release,
+            f"{one.median:,.0f}",
+            str(len(one.per_inference)),
+            f"{one.spread:.3%}",
+        )
+    print_whole(table)
+    if compared:
+        verdicts = Table(title="A/B by instruction count")
+        for column in ("board", "model", "baseline -> candidate", "ratio", "noise", "threshold", "verdict"):
+            verdicts.add_column(column)
+        for c in compared:
+            verdicts.add_row(
+                c.baseline.board,
+                c.baseline.model,
+                f"{c.baseline.variant} -> {c.candidate.variant}",
+                f"{c.ratio:.4f}",
+                f"{c.noise:.3%}",
+                f"{c.threshold:.3%}",
+                c.verdict,
+            )
+        print_whole(verdicts)
+    console.print(
+        f"a change is called when |ratio - 1| > max({MIN_CHANGE:.1%}, {NOISE_MARGIN:g} x the larger"
+        " spread between rounds)"
+    )
+    console.print(f"note: {WHAT_A_COUNT_IS}")
+    console.print(f"counts stored in [bold]{escape(str(path))}[/]")
+
+
+def _check(
+    failed: Mapping[str, object],
+    succeeded: Mapping[str, object],
+    compared: list[CountComparison],
+    count: CountPlan,
+    path: Path,
+) -> None:
+    if count.fail_above is not None:
+        over = [c for c in compared if c.regression_above(count.fail_above)]
+        if over:
+            listed = "; ".join(
+                f"{c.baseline.board} {c.baseline.model}: {c.candidate.variant} {c.ratio - 1:+.2%} vs"
+                f" {c.baseline.variant}"
+                for c in over
+            )
+            raise BenchError(
+                f"instruction count regression above {count.fail_above:.1%}: {listed}",
+                hint=f"the counts are stored in {path}",
+            )
+    if failed:
+        names = ", ".join(failed)
+        if succeeded:
+            raise PartialFailure(f"counting failed on {names}; the other boards' counts are stored in {path}")
+        raise BenchError(f"counting failed on every board ({names})", hint="see the errors above")

@@ -1,0 +1,133 @@
+"""The instruction count's pure parts: the difference method's k, the command run under the counting
+qemu, the plugin's output, and the verdict rule the docs state."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from orchestrator.bench.counting.plan import (
+    MAX_EXTRA,
+    MIN_EXTRA,
+    TARGET_INSTRUCTIONS,
+    CountPlan,
+    count_argv,
+    extra_inferences,
+    parse_total,
+)
+from orchestrator.bench.counting.verdict import MIN_CHANGE, NOISE_MARGIN, CountSeries, comparisons
+from orchestrator.bench.plan import ReleaseRef
+from orchestrator.commands.options import percentage
+
+pytestmark = pytest.mark.unit
+
+
+def _series(variant: str, values: tuple[float, ...], model: str = "m.onnx", board: str = "b") -> CountSeries:
+    return CountSeries(
+        board=board,
+        model=model,
+        release=f"{variant}-1.21.0-x",
+        variant=variant,
+        ort_version="1.21.0",
+        per_inference=values,
+    )
+
+
+def test_k_makes_the_difference_large_enough_to_drown_start_up_jitter() -> None:
+    k = extra_inferences(680_000)
+    assert k * 680_000 >= TARGET_INSTRUCTIONS
+    assert (k - 1) * 680_000 < TARGET_INSTRUCTIONS
+    assert extra_inferences(10**12) == MIN_EXTRA  # a huge model still repeats
+    assert extra_inferences(1) == MAX_EXTRA  # a trivial one is bounded
+    assert extra_inferences(0) == MAX_EXTRA
+
+
+def test_the_count_runs_the_release_python_under_the_counting_qemu_with_one_thread() -> None:
+    release = ReleaseRef(
+        id="stock-1",
+        variant="stock",
+        path="orch/releases/stock-1",
+        python="orch/releases/stock-1/venv/bin/python",
+        models=("m.onnx",),
+    )
+    argv = count_argv(
+        kit="orch/counting-qemu/abc",
+        cpu="cortex-a76",
+        log_file="orch/counting-qemu/abc/count.log",
+        release=release,
+        model="m.onnx",
+        inferences=21,
+        agent_text="print()",
+        plan=CountPlan(opt_level="basic"),
+    )
+    qemu = argv.index("orch/counting-qemu/abc/run")
+    assert "PYTHONHASHSEED=0" in argv[:qemu] and "OPENBLAS_NUM_THREADS=1" in argv[:qemu]
+    assert argv[argv.index("-cpu") + 1] == "cortex-a76"
+    assert argv[argv.index("-plugin") + 1] == "orch/counting-qemu/abc/plugins/libinsn.so,inline=on"
+    assert argv[argv.index("-D") + 1] == "orch/counting-qemu/abc/count.log"
+    python = argv.index("orch/releases/stock-1/venv/bin/python")
+    assert argv[python + 1 : python + 6] == [
+        "-c",
+        "print()",
+        "orch/releases/stock-1/agent",
+        "orch/releases/stock-1/models/m.onnx",
+        "21",
+    ]
+    assert argv[argv.index("--opt-level") + 1] == "basic"
+
+
+def test_the_plugin_total_is_read_and_its_absence_is_seen() -> None:
+    text = "cpu 0 insns: 484447295\ncpu 1 insns: 11\ntotal insns: 484447306\n"
+    assert parse_total(text) == 484447306
+    assert parse_total("cpu 0 insns: 5\n") is None
+    assert parse_total("") is None
+
+
+def test_identical_builds_are_no_change_and_a_larger_count_beyond_the_noise_is_called() -> None:
+    a = _series("upstream", (680_100.0, 680_400.0, 680_250.0))
+    same = _series("tuned", (680_300.0, 680_000.0, 680_200.0))
+    worse = _series("o0", (2_100_000.0, 2_100_900.0, 2_100_400.0))
+    better = _series("lto", (660_000.0, 660_100.0, 659_900.0))
+    verdicts = {c.candidate.variant: c for c in comparisons([a, same, worse, better])}
+    assert verdicts["tuned"].verdict == "no significant change"
+    assert verdicts["o0"].verdict == "more instructions"
+    assert verdicts["o0"].regression_above(0.05)
+    assert not verdicts["o0"].regression_above(3.0)  # +209%: not above a 300% limit
+    assert verdicts["lto"].verdict == "fewer instructions"
+    assert not verdicts["lto"].regression_above(0.0)
+    assert all(c.baseline.variant == "upstream" for c in verdicts.values())
+
+
+def test_the_threshold_grows_with_the_noise_seen_between_rounds() -> None:
+    calm = comparisons([_series("a", (1000.0, 1000.0, 1000.0)), _series("b", (1005.0, 1005.0, 1005.0))])[0]
+    assert calm.noise == 0 and calm.threshold == MIN_CHANGE
+    assert calm.verdict == "more instructions"  # +0.5% > the 0.2% floor with no noise
+    noisy = comparisons([_series("a", (990.0, 1000.0, 1010.0)), _series("b", (1030.0, 1030.0, 1030.0))])[0]
+    assert noisy.noise == pytest.approx(0.02)
+    assert noisy.threshold == pytest.approx(NOISE_MARGIN * 0.02)
+    assert noisy.verdict == "no significant change"  # +3% < 3 x 2% of noise
+
+
+def test_comparisons_stay_within_one_board_and_model() -> None:
+    series = [
+        _series("a", (1.0,), board="b1"),
+        _series("b", (2.0,), board="b1"),
+        _series("a", (1.0,), board="b2"),
+        _series("a", (1.0,), model="other.onnx", board="b1"),
+    ]
+    pairs = comparisons(series)
+    assert [(c.baseline.board, c.baseline.model, c.candidate.variant) for c in pairs] == [
+        ("b1", "m.onnx", "b")
+    ]
+
+
+@pytest.mark.parametrize(("text", "fraction"), [("2", 0.02), ("2%", 0.02), ("0.5", 0.005), ("0", 0.0)])
+def test_fail_above_takes_a_percentage(text: str, fraction: float) -> None:
+    assert percentage(text) == pytest.approx(fraction)
+
+
+def test_fail_above_refuses_a_negative_or_a_word() -> None:
+    for text in ("-1", "five"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            percentage(text)
