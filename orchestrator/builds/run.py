@@ -120,6 +120,21 @@ class ProfileGuidedBuild:
     plan: PgoPlan | None = None  # the dry run
     result: PgoResult | None = None
 
+    def as_dict(self) -> dict[str, Any]:
+        """``orch build --json``'s document of the optimised build, with its profile's record."""
+        assert self.result is not None
+        optimised = self.result.optimised
+        return {
+            "target": optimised.plan.target.name,
+            "variant": optimised.plan.artifact_variant,
+            "scope": optimised.plan.scope,
+            "build_dir": str(optimised.build_dir),
+            "duration_s": round(optimised.duration_s, 1),  # the optimised build
+            "total_s": round(self.result.total_s, 1),  # all three steps
+            "manifest": self.result.record,
+            "manifest_path": str(optimised.build_dir / "manifest.json"),
+        }
+
 
 BuildRun = ContainerBuild | StockWheel | BatchBuild | OnBoardBuild | ProfileGuidedBuild
 

@@ -5,8 +5,9 @@ orch build --target lab --variant stock          # the official wheel, pre-fligh
 orch build list [--json]                         # artifacts with their manifests
 orch build clean [--target T] [--ccache] [--sources] [--dry-run]   # free the engine's build volumes
 
-The command reads the request and prints; the build stage's entry (``builds.run.run_build``)
-chooses the route and runs it.
+The command reads the request, and the build stage's entry (``builds.run.run_build``) chooses the
+route and runs it, showing the running build through ``ConsoleView``; the command prints what it
+returns: a dry run's plan (``builds.plan_view``), or what the build made (``build_results``).
 """
 
 from __future__ import annotations
@@ -17,18 +18,16 @@ from typing import Any
 from rich.table import Table
 
 from orchestrator.artifacts.store import list_artifacts
+from orchestrator.builds import plan_view
 from orchestrator.builds.batch import BatchBuild
 from orchestrator.builds.clean import CleanRequest, clean_builds
+from orchestrator.builds.console_view import ConsoleView
 from orchestrator.builds.on_board.run import OnBoardBuild
 from orchestrator.builds.plan import SCOPES
 from orchestrator.builds.request import read_build_request
 from orchestrator.builds.routes import DEPENDENCY_CHOICES
 from orchestrator.builds.run import BuildRun, ContainerBuild, ProfileGuidedBuild, StockWheel, run_build
-from orchestrator.commands import options
-from orchestrator.commands.build_batch import show_batch
-from orchestrator.commands.build_on_board import show_on_board
-from orchestrator.commands.build_pgo import show_dry_run, show_result
-from orchestrator.commands.build_show import ConsoleView, show_built, show_stock, show_stock_plan
+from orchestrator.commands import build_results, options
 from orchestrator.commands.options import add_dry_run_option, add_json_option
 from orchestrator.console import console, emit_json, print_whole
 
@@ -214,23 +213,30 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _show(built: BuildRun, *, as_json: bool) -> int:
-    """What the build did; the exit code of a batch says whether some of its builds failed."""
+    """The dry run's plan (one build's was shown before the refusals, by ``ConsoleView``) or what
+    the build made; the exit code of a batch says whether some of its builds failed."""
     if isinstance(built, BatchBuild):
-        return show_batch(built, as_json=as_json)
+        if built.result is None:
+            plan_view.show_batch_plan(built, as_json=as_json)
+            return 0
+        return build_results.show_batch(built.result, as_json=as_json)
     if isinstance(built, OnBoardBuild):
-        show_on_board(built, as_json=as_json)
+        if built.result is None:
+            plan_view.show_on_board_plan(built.plan, as_json=as_json)
+        else:
+            build_results.show_built_on_board(built, as_json=as_json)
     elif isinstance(built, StockWheel):
         if built.artifact is None:
-            show_stock_plan(built, as_json=as_json)
+            plan_view.show_stock_plan(built, as_json=as_json)
         else:
-            show_stock(built, as_json=as_json)
+            build_results.show_stock(built, as_json=as_json)
     elif isinstance(built, ProfileGuidedBuild):
         if built.plan is not None:
-            show_dry_run(built.plan)
+            plan_view.show_profile_guided_plan(built.plan, as_json=as_json)
         if built.result is not None:
-            show_result(built.result, as_json=as_json)
-    elif isinstance(built, ContainerBuild) and built.result is not None:  # a dry run's plan was shown
-        show_built(built, as_json=as_json)
+            build_results.show_profile_guided(built, as_json=as_json)
+    elif isinstance(built, ContainerBuild) and built.result is not None:
+        build_results.show_built(built, as_json=as_json)
     return 0
 
 

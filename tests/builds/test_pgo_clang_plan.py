@@ -36,12 +36,12 @@ from orchestrator.builds.pgo.merge import CLANG_SCRIPT, merge_raw_profiles
 from orchestrator.builds.pgo.profile import ProfileUse, refuse_unless_fits
 from orchestrator.builds.pgo.stored import profile_key
 from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan
+from orchestrator.builds.plan_view import show_profile_guided_plan
 from orchestrator.builds.request import PlanContext, read_build_request
 from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.cli import build_parser
-from orchestrator.commands.build_pgo import show_dry_run
 from orchestrator.errors import UsageError
 from orchestrator.targets import BoardOS, resolve_target
 
@@ -317,7 +317,9 @@ def test_the_dry_run_on_the_sysroot_route_shows_clangs_flags_and_the_llvm_profda
     profile = replace(resolve_target("jetson-nano"), os=ref.os, bootstrap_suite=ref.os.codename)
     context = PlanContext(docker_host=None, cache=None, sysroot=ref)
 
-    show_dry_run(plan_profile_guided(request, profile, resolve_variant("pgo"), context))
+    show_profile_guided_plan(
+        plan_profile_guided(request, profile, resolve_variant("pgo"), context), as_json=request.json
+    )
     document = json.loads(capsys.readouterr().out)
     steps = document["profile_guided"]
     assert document["toolchain"] == "clang-sysroot"
