@@ -14,7 +14,9 @@ by itself.
     orch build --target rpi5 --variant stock|upstream|tuned
     orch deploy --group rpi5 --variant stock|upstream|tuned
     orch bench --group rpi5 --variant stock,upstream --quick   (tiny run lengths: emulated boards are slow)
+    orch bench --group rpi5 --variant stock,upstream --metric instructions   (the same A/B by count)
     orch bench --group rpi5 --variant upstream,tuned --quick
+    orch bench --group rpi5 --variant upstream,tuned --metric instructions
     with --pgo: orch build --target rpi5 --variant pgo --train-on rpi5-1 --model <the demo model>,
                 orch deploy --group rpi5 --variant pgo, orch bench --group rpi5 --variant tuned,pgo --quick
     orch verify --group rpi5 --variant stock,tuned --subset 60
@@ -89,8 +91,12 @@ def steps(request: DemoRequest) -> list[list[str]]:
         ["lab", "up", "--board", boards],
         *(["build", "--target", TARGET, "--variant", variant] for variant in VARIANTS),
         *(["deploy", *group, "--variant", variant, "--model", MODEL] for variant in VARIANTS),
+        # Each wall-time A/B beside the instruction-count A/B of the same builds on the same boards:
+        # emulated time says "no significant change", the count tells the builds apart.
         ["bench", *group, "--variant", "stock,upstream", "--quick"],
+        ["bench", *group, "--variant", "stock,upstream", "--metric", "instructions"],
         ["bench", *group, "--variant", "upstream,tuned", "--quick"],
+        ["bench", *group, "--variant", "upstream,tuned", "--metric", "instructions"],
         *(pgo if request.pgo else []),
         ["verify", *group, "--variant", "stock,tuned", "--subset", "60"],
         ["report", "latest", "--html", str(request.report)],
