@@ -8,7 +8,6 @@ import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict
 
 from rich.markup import escape
 from rich.table import Table
@@ -21,39 +20,24 @@ from orchestrator.bench.counting.plan import (
     TARGET_INSTRUCTIONS,
     CountPlan,
 )
+from orchestrator.bench.counting.store import SCHEMA, BoardCountDocument, write_counts
 from orchestrator.bench.counting.verdict import (
     MIN_CHANGE,
     NOISE_MARGIN,
-    ComparisonDocument,
     CountComparison,
     CountSeries,
-    SeriesDocument,
     comparisons,
 )
 from orchestrator.bench.plan import BenchPlan
-from orchestrator.bench.results import COUNTS_DIR, new_run_id, utc_now
+from orchestrator.bench.results import new_run_id, utc_now
 from orchestrator.console import console, emit_json, print_whole
 from orchestrator.errors import BenchError, PartialFailure, UsageError
 from orchestrator.lab.counting_qemu import CountingQemu, ensure_counting_qemu
-from orchestrator.paths import results_dir
 
 WHAT_A_COUNT_IS = (
     "instructions retired per inference under qemu's emulated CPU: repeatable, not cycles (memory"
     " stalls, caches and vector width are invisible) and comparable only under the same -cpu"
 )
-
-
-class CountRunDocument(TypedDict):
-    schema: str
-    run_id: str
-    created: str
-    command: str
-    metric: str
-    note: str
-    counter: dict[str, object]
-    boards: dict[str, dict[str, object]]
-    series: list[SeriesDocument]
-    comparisons: list[ComparisonDocument]
 
 
 def refuse_unsupported(plan: BenchPlan) -> None:
@@ -130,31 +114,24 @@ def _store(
     compared: list[CountComparison],
     failed: dict[str, str],
 ) -> Path:
-    directory = results_dir() / COUNTS_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{run_id}.json"
-    document: CountRunDocument = {
-        "schema": "orch-instruction-counts/1",
-        "run_id": run_id,
-        "created": utc_now(),
-        "command": shlex.join(["orch", *sys.argv[1:]]),
-        "metric": "instructions",
-        "note": WHAT_A_COUNT_IS,
-        "counter": {"qemu": kit.version, "plugin": "insn (inline)", "bundle": kit.tag},
-        "boards": {
-            **{
-                name: {"status": "ok", "cpu": b.cpu, "extra_inferences": b.extra}
-                for name, b in counted.items()
-            },
-            **{name: {"status": "failed", "error": error} for name, error in failed.items()},
-        },
-        "series": [one.as_json() for board in counted.values() for one in board.series],
-        "comparisons": [c.as_json() for c in compared],
+    boards: dict[str, BoardCountDocument] = {
+        name: {"status": "ok", "cpu": b.cpu, "extra_inferences": b.extra} for name, b in counted.items()
     }
-    with path.open("x") as handle:
-        json.dump(document, handle, indent=1)
-        handle.write("\n")
-    return path
+    boards.update({name: {"status": "failed", "error": error} for name, error in failed.items()})
+    return write_counts(
+        {
+            "schema": SCHEMA,
+            "run_id": run_id,
+            "created": utc_now(),
+            "command": shlex.join(["orch", *sys.argv[1:]]),
+            "metric": "instructions",
+            "note": WHAT_A_COUNT_IS,
+            "counter": {"qemu": kit.version, "plugin": "insn (inline)", "bundle": kit.tag},
+            "boards": boards,
+            "series": [one.as_json() for board in counted.values() for one in board.series],
+            "comparisons": [c.as_json() for c in compared],
+        }
+    )
 
 
 def _show(

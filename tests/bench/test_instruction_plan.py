@@ -4,6 +4,8 @@ qemu, the plugin's output, and the verdict rule the docs state."""
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import pytest
 
@@ -16,9 +18,11 @@ from orchestrator.bench.counting.plan import (
     extra_inferences,
     parse_total,
 )
+from orchestrator.bench.counting.store import SCHEMA, CountRunDocument, load_counts, write_counts
 from orchestrator.bench.counting.verdict import MIN_CHANGE, NOISE_MARGIN, CountSeries, comparisons
 from orchestrator.bench.plan import ReleaseRef
 from orchestrator.commands.options import percentage
+from orchestrator.errors import UsageError
 
 pytestmark = pytest.mark.unit
 
@@ -131,3 +135,42 @@ def test_fail_above_refuses_a_negative_or_a_word() -> None:
     for text in ("-1", "five"):
         with pytest.raises(argparse.ArgumentTypeError):
             percentage(text)
+
+
+def _document(run_id: str) -> CountRunDocument:
+    return {
+        "schema": SCHEMA, "run_id": run_id, "created": "2026-12-06T09:00:00Z", "command": "orch bench",
+        "metric": "instructions", "note": "not cycles", "counter": {"qemu": "q", "plugin": "insn", "bundle": "b"},
+        "boards": {"b": {"status": "ok", "cpu": "cortex-a76", "extra_inferences": {"m.onnx": 20}}},
+        "series": [_series("a", (1.0, 1.0, 1.0)).as_json()], "comparisons": [],
+    }  # fmt: skip
+
+
+def test_count_runs_are_stored_once_and_found_as_timed_runs_are(tmp_path: Path) -> None:
+    for run_id in ("20261206-090000-aaaa", "20261206-100000-bbbb"):
+        write_counts(_document(run_id), tmp_path)
+    assert load_counts("latest", tmp_path)["run_id"] == "20261206-100000-bbbb"
+    assert load_counts("latest~1", tmp_path)["run_id"] == "20261206-090000-aaaa"
+    assert load_counts("20261206-09", tmp_path)["run_id"] == "20261206-090000-aaaa"
+    with pytest.raises(UsageError, match="never overwritten"):
+        write_counts(_document("20261206-100000-bbbb"), tmp_path)
+    with pytest.raises(UsageError, match="matches several"):
+        load_counts("20261206", tmp_path)
+    with pytest.raises(UsageError, match="only 2"):
+        load_counts("latest~2", tmp_path)
+
+
+def test_a_damaged_count_run_is_named_with_what_is_wrong(tmp_path: Path) -> None:
+    path = write_counts(_document("20261206-090000-aaaa"), tmp_path)
+    document = json.loads(path.read_text())
+    del document["series"]
+    path.write_text(json.dumps(document))
+    with pytest.raises(
+        UsageError, match=r"20261206-090000-aaaa\.json: not an instruction-count run: key 'series'"
+    ):
+        load_counts("latest", tmp_path)
+    path.write_text("{truncated")
+    with pytest.raises(UsageError, match="not a readable instruction-count run"):
+        load_counts("latest", tmp_path)
+    with pytest.raises(UsageError, match="no instruction-count runs"):
+        load_counts("latest", tmp_path / "elsewhere")
