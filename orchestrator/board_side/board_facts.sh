@@ -5,7 +5,9 @@
 #
 # $1 = the board's python, $2 = orch's working directory on the board.
 # Prints key=value lines: home, arch, kernel, glibc_raw, python_raw, os_id, os_version, os_name
-# (when /etc/os-release exists), cpu_features (the Features line of /proc/cpuinfo), disk_dir (the workdir or its closest existing parent) and free_kib.
+# (when /etc/os-release exists), cpu_features (the Features line of /proc/cpuinfo), disk_dir (the workdir or its closest existing parent) and free_kib;
+# and what hardware counters would need: uid, emulated_cpu (QEMU_CPU, which the lab's sshd sets),
+# perf_event_paranoid, cpu_pmus (the CPU PMUs the kernel exposes) and perf (the tool's path).
 # `python -V` answers before the interpreter initialises: much faster than `-c` under emulation.
 # orchestrator.deploy.survey sends list_releases.sh after this script and reads $workdir.
 py="$1"; workdir="$2"
@@ -34,3 +36,16 @@ while [ ! -d "$dir" ]; do
 done
 echo "disk_dir=$dir"
 df -Pk -- "$dir" 2>/dev/null | awk 'NR==2 {print "free_kib=" $4}'
+echo "uid=$(id -u)"
+echo "emulated_cpu=${QEMU_CPU:-}"
+echo "perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)"
+pmus=""
+for d in /sys/bus/event_source/devices/*; do
+  [ -e "$d" ] || continue
+  name=$(basename -- "$d")
+  # The CPU PMUs of ARM kernels: armv8_cortex_a76, armv8_pmuv3_0, arm_cortex_a72 ...
+  case "$name" in armv7*|armv8*|arm_*) pmus="$pmus $name" ;; esac
+done
+echo "cpu_pmus=$pmus"
+p=$(command -v perf 2>/dev/null) || p=""
+echo "perf=$p"

@@ -10,6 +10,7 @@ from typing import Literal, TypedDict
 
 from rich.markup import escape
 
+from orchestrator.adapters import ssh
 from orchestrator.board import Board
 from orchestrator.commands.options import (
     Selection,
@@ -18,6 +19,9 @@ from orchestrator.commands.options import (
     add_selection_options,
 )
 from orchestrator.console import console, emit_json, print_table
+from orchestrator.deploy.release_listing import layout_for
+from orchestrator.fleet.board_facts import BoardFacts
+from orchestrator.fleet.board_probe import read_facts
 from orchestrator.fleet.inventory import load_inventory
 
 NAME = "inventory"
@@ -35,6 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "show", help="every resolved variable of one board and where it came from"
     )
     show_parser.add_argument("name", metavar="NAME", help="the board's name")
+    show_parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="also connect and show what the board reports: architecture, kernel, glibc, Python, OS, CPU"
+        " features, and whether it can count its own instructions and cycles (hardware counters)",
+    )
     add_inventory_option(show_parser)
     add_json_option(show_parser)
     for sub in (list_parser, show_parser):
@@ -71,13 +81,18 @@ class InventoryRequest:
     selection: Selection  # the inventory file, and for `list` the boards asked for
     name: str | None = None  # `show`'s board
     json: bool = False
+    probe: bool = False  # `show --probe`: the board's own facts too, read over SSH
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> InventoryRequest:
         action: InventoryAction | None = getattr(args, "inventory_action", None)
         if action == "show":
             return cls(
-                action="show", selection=Selection(inventory=args.inventory), name=args.name, json=args.json
+                action="show",
+                selection=Selection(inventory=args.inventory),
+                name=args.name,
+                json=args.json,
+                probe=args.probe,
             )
         if action is None:
             return cls(action="list", selection=Selection())
@@ -161,8 +176,16 @@ def _show(request: InventoryRequest, name: str) -> int:
         variables[f"vars.{key}"] = _Variable(
             value=value, source=board.sources.get(f"vars.{key}", "inventory")
         )
+    facts = _probe(board) if request.probe else None
     if request.json:
-        emit_json({"name": board.name, "groups": list(board.groups), "variables": variables})
+        emit_json(
+            {
+                "name": board.name,
+                "groups": list(board.groups),
+                "variables": variables,
+                **({"facts": facts.as_dict()} if facts else {}),
+            }
+        )
         return 0
     rows = []
     for key, entry in variables.items():
@@ -180,7 +203,22 @@ def _show(request: InventoryRequest, name: str) -> int:
         ("variable", "value", "source"),
         rows,
     )
+    if facts:
+        print_table(
+            f"what {board.name} reports",
+            ("fact", "value"),
+            [
+                (key, ", ".join(map(str, value)) if isinstance(value, list) else str(value))
+                for key, value in facts.as_dict().items()
+            ],
+        )
     return 0
+
+
+def _probe(board: Board) -> BoardFacts:
+    """The board's facts, read over SSH (board_facts.sh), hardware counters included."""
+    with ssh.connect(board) as session:
+        return read_facts(session, board, layout_for(board).workdir)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,6 +19,54 @@ from orchestrator.errors import RemoteError
 
 
 @dataclass(frozen=True, kw_only=True)
+class HardwareCounters:
+    """Whether the board can count its own instructions and cycles (``perf stat -e
+    instructions:u,cycles:u``): probed, never assumed. A Raspberry Pi 5's kernel may lack the PMU
+    node in its device tree; an emulated board has no PMU of its own; a kernel with
+    perf_event_paranoid 3 (Debian's and Ubuntu's patch) refuses unprivileged counters."""
+
+    emulated_cpu: str = ""  # the CPU qemu emulates (the lab's boards); empty on real hardware
+    cpu_pmus: tuple[str, ...] = ()
+    perf_event_paranoid: int | None = None
+    perf: str = ""  # the perf tool's path on the board
+    root: bool = False
+
+    @property
+    def usable(self) -> bool:
+        return not self.reason
+
+    @property
+    def reason(self) -> str:
+        """Why counters cannot be read on this board ("" when they can)."""
+        if self.emulated_cpu:
+            return (
+                f"an emulated board ({self.emulated_cpu} under qemu) has no PMU of its own: count instructions"
+                " with --metric instructions"
+            )
+        if not self.cpu_pmus:
+            return (
+                "the kernel exposes no CPU PMU (nothing like armv8_* in /sys/bus/event_source/devices; a"
+                " Raspberry Pi 5 needs a device tree with the PMU node)"
+            )
+        if not self.root and (self.perf_event_paranoid is None or self.perf_event_paranoid > 2):
+            return (
+                f"perf_event_paranoid is {self.perf_event_paranoid} and orch's user is not root: user-space"
+                " counters need 2 or less (sysctl kernel.perf_event_paranoid=2)"
+            )
+        if not self.perf:
+            return "the perf tool is not installed (Debian: apt install linux-perf)"
+        return ""
+
+    def summary(self) -> str:
+        if self.usable:
+            return (
+                f"instructions and cycles: PMU {', '.join(self.cpu_pmus)}, perf_event_paranoid"
+                f" {self.perf_event_paranoid}, {self.perf}"
+            )
+        return f"none: {self.reason}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class BoardFacts:
     board: str
     home: str
@@ -32,6 +80,7 @@ class BoardFacts:
     os_name: str = ""
     # /proc/cpuinfo's Features (fp asimd ... asimddp); empty when the board does not say.
     cpu_features: tuple[str, ...] = ()
+    counters: HardwareCounters = HardwareCounters()
 
     @property
     def python_tag(self) -> str:
@@ -57,6 +106,7 @@ class BoardFacts:
             "os_version": self.os_version,
             "os_name": self.os_name,
             "cpu_features": list(self.cpu_features),
+            "hardware_counters": self.counters.summary(),
         }
 
 
@@ -99,6 +149,18 @@ def parse_facts(text: str, *, board: str, python: str = "python3") -> BoardFacts
         os_version=values.get("os_version", ""),
         os_name=values.get("os_name", ""),
         cpu_features=tuple(values.get("cpu_features", "").split()),
+        counters=_counters(values),
+    )
+
+
+def _counters(values: dict[str, str]) -> HardwareCounters:
+    paranoid = values.get("perf_event_paranoid", "")
+    return HardwareCounters(
+        emulated_cpu=values.get("emulated_cpu", ""),
+        cpu_pmus=tuple(values.get("cpu_pmus", "").split()),
+        perf_event_paranoid=int(paranoid) if re.fullmatch(r"-?\d+", paranoid) else None,
+        perf=values.get("perf", ""),
+        root=values.get("uid") == "0",
     )
 
 

@@ -46,3 +46,56 @@ def test_missing_python_names_the_interpreter_and_how_to_fix_it() -> None:
 def test_empty_output_is_an_error_not_a_guess() -> None:
     with pytest.raises(RemoteError, match="could not read the architecture"):
         parse_facts("", board="nano01")
+
+
+# The lines board_facts.sh prints about hardware counters, after the lab board's own facts. The
+# variations are built from the script's format (no real Pi 5 or Jetson is reachable here).
+def counters_of(extra: str) -> BoardFacts:
+    return parse_facts((FACTS / "lab-debian13.txt").read_text() + extra, board="b")
+
+
+def test_counters_usable_with_a_cpu_pmu_a_permissive_kernel_and_perf() -> None:
+    facts = counters_of(
+        "uid=1000\nemulated_cpu=\nperf_event_paranoid=2\ncpu_pmus= armv8_cortex_a76\nperf=/usr/bin/perf\n"
+    )
+    assert facts.counters.usable
+    assert facts.counters.summary() == (
+        "instructions and cycles: PMU armv8_cortex_a76, perf_event_paranoid 2, /usr/bin/perf"
+    )
+    assert facts.as_dict()["hardware_counters"] == facts.counters.summary()
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        (
+            "uid=0\nemulated_cpu=cortex-a76\nperf_event_paranoid=2\ncpu_pmus=\nperf=\n",
+            "an emulated board (cortex-a76",
+        ),
+        (
+            "uid=1000\nemulated_cpu=\nperf_event_paranoid=2\ncpu_pmus=\nperf=/usr/bin/perf\n",
+            "exposes no CPU PMU",
+        ),
+        (
+            "uid=1000\nemulated_cpu=\nperf_event_paranoid=3\ncpu_pmus= armv8_pmuv3_0\nperf=/usr/bin/perf\n",
+            "perf_event_paranoid is 3 and orch's user is not root",
+        ),
+        (
+            "uid=1000\nemulated_cpu=\nperf_event_paranoid=1\ncpu_pmus= armv8_pmuv3_0\nperf=\n",
+            "apt install linux-perf",
+        ),
+        ("", "exposes no CPU PMU"),  # the output of an older script: nothing known, nothing assumed
+    ],
+)
+def test_counters_not_usable_say_why_in_one_line(extra: str, reason: str) -> None:
+    counters = counters_of(extra).counters
+    assert not counters.usable
+    assert reason in counters.summary() and counters.summary().startswith("none: ")
+    assert "\n" not in counters.summary()
+
+
+def test_root_reads_counters_whatever_perf_event_paranoid_says() -> None:
+    facts = counters_of(
+        "uid=0\nemulated_cpu=\nperf_event_paranoid=4\ncpu_pmus= armv8_cortex_a72\nperf=/usr/bin/perf\n"
+    )
+    assert facts.counters.usable
