@@ -20,7 +20,11 @@ by itself.
     with --pgo: orch build --target rpi5 --variant pgo --train-on rpi5-1 --model <the demo model>,
                 orch deploy --group rpi5 --variant pgo, orch bench --group rpi5 --variant tuned,pgo --quick
     orch verify --group rpi5 --variant stock,tuned --subset 60
-    orch report latest --html <path>
+    orch report latest~1 latest --counts latest~1 latest --html <path>
+                (with --pgo: latest~2 latest~1 latest, tuned -> pgo being timed only)
+
+The report is one page that tells the demo in its order: stock -> upstream and upstream -> tuned by
+wall time (each with its plots), then the same two A/Bs by instruction count, then conformance.
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ def steps(request: DemoRequest) -> list[list[str]]:
         ["deploy", *group, "--variant", "pgo", "--model", MODEL],
         ["bench", *group, "--variant", "tuned,pgo", "--quick"],
     ]
+    timed_runs = ["latest~2", "latest~1", "latest"] if request.pgo else ["latest~1", "latest"]
     return [
         ["lab", "up", "--board", boards],
         *(["build", "--target", TARGET, "--variant", variant] for variant in VARIANTS),
@@ -99,7 +104,8 @@ def steps(request: DemoRequest) -> list[list[str]]:
         ["bench", *group, "--variant", "upstream,tuned", "--metric", "instructions"],
         *(pgo if request.pgo else []),
         ["verify", *group, "--variant", "stock,tuned", "--subset", "60"],
-        ["report", "latest", "--html", str(request.report)],
+        # Every timed A/B in the order run (the newest last), then both count A/Bs: the whole demo.
+        ["report", *timed_runs, "--counts", "latest~1", "latest", "--html", str(request.report)],
     ]
 
 

@@ -4,6 +4,7 @@ run locally (x86 onnxruntime), so no board is needed."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import random
@@ -16,10 +17,15 @@ import pytest
 from bench_models import agent_doc, conv_model
 
 from orchestrator.bench import results, stats
+from orchestrator.bench.counting import store as count_store
+from orchestrator.bench.counting.store import CountRunDocument
+from orchestrator.bench.counting.verdict import CountSeries
+from orchestrator.bench.counting.verdict import comparisons as count_comparisons
 from orchestrator.bench.report import plots
 from orchestrator.bench.report.html import write_html
 from orchestrator.bench.results import ResultStore
 from orchestrator.bench.series import Series, SeriesKey, pairings_between, pairings_within
+from orchestrator.commands.bench_count import WHAT_A_COUNT_IS
 from orchestrator.errors import UsageError
 
 
@@ -196,8 +202,26 @@ def _long_named_series() -> list[Series]:
     return found
 
 
+def plot_count_medians(series: list[Series], path: Path) -> Path:
+    """The count plot of as many releases with names as long (board, variant, model)."""
+    counted = [
+        CountSeries(
+            board=s.board,
+            model=s.key.model,
+            release=s.key.release,
+            variant=f"{s.key.variant}-{s.key.quant}",
+            ort_version="1.32.0",
+            per_inference=tuple(v * 1e8 for v in s.latencies_ms[:3]),
+        ).as_json()
+        for s in series
+    ]
+    return plots.plot_count_medians(counted, path)
+
+
 @pytest.mark.parametrize(
-    "plot", [plots.plot_distribution, plots.plot_p50_ci, plots.plot_over_runs], ids=lambda plot: plot.__name__
+    "plot",
+    [plots.plot_distribution, plots.plot_p50_ci, plots.plot_over_runs, plot_count_medians],
+    ids=lambda plot: plot.__name__,
 )
 def test_no_text_of_a_plot_is_cut_at_its_edges(plot, tmp_path, monkeypatch):
     """Tick labels, axis labels and titles stay inside the fixed-size PNG, with long series names too."""
@@ -353,3 +377,159 @@ def test_tables_cut_no_number_or_version_at_80_columns_or_in_a_pipe(
     html_text = page.read_text()
     assert html_text.count("ORT VERSION MISMATCH") == 3, html_text
     assert "<td>1.32.0 (stock), 1.21.0 (tuned)</td>" in html_text
+
+
+DEMO_RELEASES = {v: f"{v}-1.21.0-{i:08x}" for i, v in enumerate(("stock", "upstream", "tuned"))}
+
+
+def _variant_run(
+    source: ResultStore, run_id: str, store: ResultStore, variants: tuple[str, str], new_id: str
+) -> str:
+    """A stored A/B of two builds (as `orch bench --variant A,B` stores it): labA's 'disable' agent
+    documents as variant A's, its 'all' ones as B's, on one board."""
+    command = f"orch bench --group rpi5 --variant {','.join(variants)} --quick"
+    store.begin_run(new_id, command=command)
+    doc = json.loads(json.dumps(source.load(run_id).boards["labA"]))
+    doc.update(run_id=new_id, board="rpi5-1")
+    doc["releases"] = [
+        {"id": DEMO_RELEASES[v], "variant": v, "ort_version": "1.21.0", "route": "system"} for v in variants
+    ]
+    for measurement in doc["measurements"]:
+        variant = variants[0] if measurement["key"]["opt_level"] == "disable" else variants[1]
+        measurement["key"].update(variant=variant, release=DEMO_RELEASES[variant], opt_level="all")
+    store.write_board(new_id, doc)
+    store.finish_run(new_id, {"run_id": new_id, "command": command, "boards": {"rpi5-1": {"status": "ok"}}})
+    return new_id
+
+
+def _count_run(run_id: str, rounds: dict[str, tuple[float, ...]]) -> CountRunDocument:
+    """An instruction-count A/B on one board, its series and verdicts computed as `orch bench
+    --metric instructions` computes them."""
+    series = [
+        CountSeries(
+            board="rpi5-1",
+            model="demo_conv.onnx",
+            release=DEMO_RELEASES[variant],
+            variant=variant,
+            ort_version="1.21.0",
+            per_inference=values,
+        )
+        for variant, values in rounds.items()
+    ]
+    return {
+        "schema": count_store.SCHEMA,
+        "run_id": run_id,
+        "created": "2026-12-06T09:00:00Z",
+        "command": f"orch bench --group rpi5 --variant {','.join(rounds)} --metric instructions",
+        "metric": "instructions",
+        "note": WHAT_A_COUNT_IS,
+        "counter": {"qemu": "qemu-aarch64 version 10.0.2", "plugin": "insn (inline)", "bundle": "b"},
+        "boards": {
+            "rpi5-1": {"status": "ok", "cpu": "cortex-a76", "extra_inferences": {"demo_conv.onnx": 40}}
+        },
+        "series": [one.as_json() for one in series],
+        "comparisons": [c.as_json() for c in count_comparisons(series)],
+    }
+
+
+@pytest.fixture
+def demo_store(stored, orch_env, tmp_path) -> tuple[dict[str, str], str, str, list[CountRunDocument]]:
+    """What `orch demo` stores: stock -> upstream and upstream -> tuned timed, then both counted (one
+    board of the second count failed); the environment that points orch at it, the two timed runs'
+    ids and the count documents."""
+    source, run_id = stored
+    store = ResultStore(tmp_path / "results")
+    # Ids a minute apart (two ids made in the same second sort by their random suffix).
+    first = _variant_run(source, run_id, store, ("stock", "upstream"), "20261206-085900-ffff")
+    second = _variant_run(source, run_id, store, ("upstream", "tuned"), "20261206-095900-0000")
+    counted = [
+        _count_run("20261206-090000-aaaa", {"stock": (1.012e8, 1.0125e8, 1.0118e8), "upstream": (9.8e7, 9.802e7, 9.799e7)}),
+        _count_run("20261206-100000-bbbb", {"upstream": (9.8e7, 9.802e7, 9.799e7), "tuned": (9.801e7, 9.8e7, 9.803e7)}),
+    ]  # fmt: skip
+    counted[1]["boards"]["rpi5-2"] = {"status": "failed", "error": "rpi5-2 is not emulated (no QEMU_CPU)"}
+    for document in counted:
+        count_store.write_counts(document, store.root)
+    return {**orch_env, "ORCH_RESULTS": str(store.root)}, first, second, counted
+
+
+@pytest.mark.unit
+def test_one_report_tells_two_timed_ab_runs_and_their_instruction_counts(demo_store, orch_cli, tmp_path):
+    """The demo's page: stock -> upstream and upstream -> tuned by time, each its section and plots,
+    then both A/Bs by instruction count with their verdicts, the rule and what a count is."""
+    env, first, second, counted = demo_store
+    page = tmp_path / "out" / "report.html"
+    page.parent.mkdir()
+    made = orch_cli(
+        env, "report", "latest~1", "latest", "--counts", "latest~1", "latest", "--html", str(page), "--json",
+        check=True,
+    )  # fmt: skip
+    text = html.unescape(page.read_text())
+    # Each timed run under a heading naming it and its A/B, in the order given, then the counts.
+    headings = [
+        f"Benchmark run {first}: stock -> upstream",
+        f"Benchmark run {second}: upstream -> tuned",
+        "Instruction counts 20261206-090000-aaaa: stock -> upstream",
+        "Instruction counts 20261206-100000-bbbb: upstream -> tuned",
+    ]
+    at = [text.find(f">{heading}</h2>") for heading in headings]
+    assert -1 not in at and at == sorted(at), (at, text)
+    assert text.count("<style>") == 1 and text.count("<!doctype html>") == 1
+    # Each timed run's own comparison, under its own heading.
+    assert text.count("<h3>Comparisons (B vs baseline A)</h3>") == 2
+    assert re.search(r"<td>stock \S+ system</td><td>upstream \S+ system</td>", text[at[0] : at[1]])
+    assert re.search(r"<td>upstream \S+ system</td><td>tuned \S+ system</td>", text[at[1] : at[2]])
+    # The count tables: every series' median and rounds, every comparison's ratio and verdict.
+    counts_part = text[at[2] :]
+    for document in counted:
+        for one in document["series"]:
+            assert f"<td>{one['variant']}</td><td>{one['release']}</td>" in counts_part
+            assert f"<td>{one['median']:,.0f}</td><td>3</td><td>{one['spread']:.3%}</td>" in counts_part
+        for c in document["comparisons"]:
+            assert f"<td>{c['ratio']:.4f}</td>" in counts_part
+    verdicts = [c["verdict"] for document in counted for c in document["comparisons"]]
+    assert verdicts == ["fewer instructions", "no significant change"]
+    assert "<td class='fewer'>fewer instructions</td>" in text[at[2] : at[3]]
+    assert "<td>no significant change</td>" in text[at[3] :]
+    assert "<td>cortex-a76</td>" in counts_part and "qemu-aarch64 version 10.0.2" in counts_part
+    assert "<td>failed</td><td>-</td><td>-</td><td>rpi5-2 is not emulated (no QEMU_CPU)</td>" in text[at[3] :]
+    # What a count is, word for word, and the rule that called the verdicts, once per count run.
+    assert text.count(f"Note: {WHAT_A_COUNT_IS}") == 2
+    rule = "a change is called when |ratio - 1| > max(0.2%, 3 x the larger spread between rounds)"
+    assert text.count(rule) == 2
+    # Plots: each timed run's own files, none overwriting another's; a count plot per count run.
+    files = page.parent / "report_files"
+    for run in (first, second):
+        for name in ("latency_distribution.png", "p50_ci.png", "latency_over_runs.png"):
+            assert f"src='report_files/{run}/{name}'" in text
+            assert _png_size(files / run / name) == plots.PLOT_PIXELS
+        assert (files / run / "report.json").exists() and f"report_files/{run}/series.csv" in text
+    assert (files / first / "p50_ci.png").read_bytes() != (files / second / "p50_ci.png").read_bytes()
+    for document in counted:
+        name = f"instructions-{document['run_id']}.png"
+        assert f"src='report_files/{name}'" in text and _png_size(files / name) == plots.PLOT_PIXELS
+    # --json: the page, each timed run's files, each count run's plot.
+    shown = json.loads(made.stdout)
+    assert shown["html"] == str(page)
+    assert [r["run_id"] for r in shown["runs"]] == [first, second]
+    assert shown["runs"][0]["p50_ci"] == str(files / first / "p50_ci.png")
+    assert shown["counts"] == [
+        {"run_id": d["run_id"], "plot": str(files / f"instructions-{d['run_id']}.png")} for d in counted
+    ]
+
+
+@pytest.mark.unit
+def test_one_run_keeps_its_page_and_json_with_counts_added_and_a_run_is_named_once(
+    demo_store, orch_cli, tmp_path
+):
+    env, _, second, _ = demo_store
+    # One run keeps its page and its --json document (the files beside the page), counts added.
+    single = tmp_path / "single.html"
+    one = json.loads(orch_cli(env, "report", "--counts", "latest", "--html", str(single), "--json").stdout)
+    assert one["run_id"] == second and one["html"] == str(single)
+    assert one["p50_ci"] == str(tmp_path / "single_files" / "p50_ci.png")
+    assert [c["run_id"] for c in one["counts"]] == ["20261206-100000-bbbb"]
+    alone = html.unescape(single.read_text())
+    assert f"<h1>Benchmark run {second}: upstream -> tuned</h1>" in alone and "Instruction counts" in alone
+    # The same run twice is a slip, refused.
+    twice = orch_cli(env, "report", "latest", second, "--html", str(tmp_path / "twice.html"))
+    assert twice.returncode == 2 and f"'latest' and '{second}' are the same run" in twice.stderr

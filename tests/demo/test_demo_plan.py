@@ -46,7 +46,8 @@ def test_the_dry_run_names_the_release_every_build_of_the_demo_compiles(orch_env
         for pair in ("stock,upstream", "upstream,tuned")
         for how in ("--quick", "--metric instructions")
     ]
-    assert steps[-1] == "report latest --html report.html"
+    # The report tells the whole demo: both timed A/Bs in the order run, then both count A/Bs.
+    assert steps[-1] == "report latest~1 latest --counts latest~1 latest --html report.html"
     # A dry run starts nothing: no lab state, no model written.
     assert not (Path(orch_env["ORCH_HOME"]) / "lab").exists()
 
@@ -66,6 +67,8 @@ def test_the_pgo_demo_trains_on_the_first_board_after_tuned_is_there_and_benches
         "deploy --group rpi5 --variant pgo --model models/demo_conv.onnx",
         "bench --group rpi5 --variant tuned,pgo --quick",
     ]
+    # Three timed A/Bs now (stock -> upstream, upstream -> tuned, tuned -> pgo), still two counted.
+    assert steps[-1] == "report latest~2 latest~1 latest --counts latest~1 latest --html report.html"
     without = _orch(orch_env, "demo", "--dry-run")
     assert "pgo" not in without.stdout + without.stderr
 

@@ -1,19 +1,31 @@
-"""The HTML report of one run: tables, the three PNG plots, and the CSV/JSON files beside it."""
+"""The HTML report: per timed run its tables, the three PNG plots and the CSV/JSON files beside it;
+per instruction-count run its counts and verdicts (counts.py); the page's head and style once."""
 
 from __future__ import annotations
 
 import html
 import json
 import math
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.bench import stats
+from orchestrator.bench.counting.store import CountRunDocument
+from orchestrator.bench.report import counts as count_report
 from orchestrator.bench.report.export import export_rows, to_csv
 from orchestrator.bench.report.native_tables import cold_start_rows
-from orchestrator.bench.report.plots import PLOT_PIXELS, plot_distribution, plot_over_runs, plot_p50_ci
+from orchestrator.bench.report.plots import (
+    PLOT_PIXELS,
+    plot_count_medians,
+    plot_distribution,
+    plot_over_runs,
+    plot_p50_ci,
+)
 from orchestrator.bench.report.sections import (
+    boards_verify_section,
     cold_start_section,
     quantisation_section,
     tuning_section,
@@ -21,6 +33,7 @@ from orchestrator.bench.report.sections import (
 )
 from orchestrator.bench.report.tables import (
     board_facts,
+    compared_label,
     comparison_caption,
     comparison_warnings,
     fmt_ms,
@@ -42,7 +55,7 @@ body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
-.faster { color: #080; font-weight: bold; } .slower { color: #b00; font-weight: bold; }
+.faster, .fewer { color: #080; font-weight: bold; } .slower, .more { color: #b00; font-weight: bold; }
 .failed, .mismatch { color: #b00; } .mismatch { font-weight: bold; } img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 """
 
@@ -99,30 +112,127 @@ PLOTS = (
 )
 
 
-def write_html(record: RunRecord, pairings: Sequence[Pairing], path: Path) -> dict[str, Path]:
-    """The HTML report plus its PNG plots (in ``<name>_files/``) and CSV/JSON exports next to it."""
+@dataclass(frozen=True, kw_only=True)
+class TimedRun:
+    """A timed run in the report, with the comparisons shown for it."""
+
+    record: RunRecord
+    pairings: Sequence[Pairing]
+
+
+@dataclass(frozen=True, kw_only=True)
+class WrittenReport:
+    """What a report wrote: the page, and per run (by id, in the order given) its files."""
+
+    html: Path
+    runs: dict[str, dict[str, Path]]  # timed run -> its plots and CSV/JSON files
+    counts: dict[str, dict[str, Path]]  # instruction-count run -> its plot ({} without series)
+
+
+def write_html(
+    record: RunRecord, pairings: Sequence[Pairing], path: Path, counts: Sequence[CountRunDocument] = ()
+) -> dict[str, Path]:
+    """The HTML report of one run plus its PNG plots (in ``<name>_files/``) and CSV/JSON exports next
+    to it; ``counts``' sections after the run's."""
+    written = write_report([TimedRun(record=record, pairings=pairings)], path, counts=counts)
+    return {**written.runs[record.run_id], "html": written.html}
+
+
+def write_report(
+    runs: Sequence[TimedRun], path: Path, *, counts: Sequence[CountRunDocument] = ()
+) -> WrittenReport:
+    """One page: each timed run's section in the order given, then each instruction-count run's.
+
+    One timed run is that run's page, its files in ``<name>_files/``. Several get a heading each
+    (the run and what it compares, e.g. "stock -> upstream") with their files in
+    ``<name>_files/<run id>/``, so no run's plot overwrites another's; the conformance section, the
+    same for every run of the same boards, comes once at the end. A count run's plot is
+    ``<name>_files/instructions-<id>.png``.
+    """
+    if not runs:
+        raise ValueError("a report needs at least one timed run")
     path = Path(path)
     assets = path.parent / f"{path.stem}_files"
     assets.mkdir(parents=True, exist_ok=True)
+    several = len(runs) > 1
+    written_runs: dict[str, dict[str, Path]] = {}
+    body: list[str] = []
+    for run in runs:
+        folder = assets / run.record.run_id if several else assets
+        written_runs[run.record.run_id], parts = _run_parts(run, folder, path.parent, own_heading=several)
+        body += parts
+    written_counts: dict[str, dict[str, Path]] = {}
+    for document in counts:
+        written_counts[document["run_id"]] = _count_plot(document, assets)
+        plot = written_counts[document["run_id"]].get("plot")
+        body += count_report.count_section(
+            document, html_table, _address(plot, path.parent) if plot else None
+        )
+    if several:
+        boards = sorted({board for run in runs for board in run.record.boards})
+        body += boards_verify_section(boards, html_table)
+        head = _page_head(runs, counts)
+    else:
+        record = runs[0].record
+        head = [
+            _page_start(f"orch bench {record.run_id}"),
+            f"<h1>{html.escape(_run_title(record))}</h1>",
+        ]
+    path.write_text("\n".join([*head, *body]) + "</body></html>")
+    return WrittenReport(html=path, runs=written_runs, counts=written_counts)
+
+
+def _run_title(record: RunRecord) -> str:
+    compared = compared_label(record.series())
+    return f"Benchmark run {record.run_id}" + (f": {compared}" if compared else "")
+
+
+def _run_parts(
+    run: TimedRun, folder: Path, base: Path, *, own_heading: bool
+) -> tuple[dict[str, Path], list[str]]:
+    """A timed run's files (in ``folder``) and its part of the page. With ``own_heading`` the part opens
+    with an <h2> naming the run, and its sections sit one heading level below it."""
+    record, pairings = run.record, run.pairings
+    folder.mkdir(parents=True, exist_ok=True)
     series = record.series()
-    written = _plots(series, assets)
-    written.update(_exports(record, pairings, assets))
+    written = _plots(series, folder)
+    written.update(_exports(record, pairings, folder))
     note = version_note(series)
     parts = [
-        *_head(record, note),
+        *_run_intro(record, note),
         *_boards_section(record),
         *tuning_section(record, html_table),
         *_latency_section(series, note),
         *_comparison_section(pairings, note),
         *quantisation_section(record, series, html_table),
         *cold_start_section(record, html_table),
-        *verify_section(record, html_table),
-        *_plot_sections(written, assets),
-        _data_links(assets),
+        *([] if own_heading else verify_section(record, html_table)),
+        *_plot_sections(written, base),
+        _data_links(folder, base),
     ]
-    path.write_text("\n".join(parts))
-    written["html"] = path
-    return written
+    if own_heading:
+        anchor = html.escape(f"run-{record.run_id}")
+        parts = [f"<h2 id='{anchor}'>{html.escape(_run_title(record))}</h2>", *_demoted(parts)]
+    return written, parts
+
+
+_HEADING = re.compile(r"<(/?)h([1-5])(?=[\s>])")
+
+
+def _demoted(parts: Sequence[str]) -> list[str]:
+    """The parts with every heading one level lower (<h2> -> <h3>): sections of a run under its <h2>."""
+    return [_HEADING.sub(lambda m: f"<{m.group(1)}h{int(m.group(2)) + 1}", part) for part in parts]
+
+
+def _address(file: Path, base: Path) -> str:
+    """A file's address from the page in ``base``."""
+    return file.relative_to(base).as_posix()
+
+
+def _count_plot(document: CountRunDocument, assets: Path) -> dict[str, Path]:
+    if not document["series"]:
+        return {}
+    return {"plot": plot_count_medians(document["series"], assets / f"instructions-{document['run_id']}.png")}
 
 
 def _plots(series: Sequence[Series], assets: Path) -> dict[str, Path]:
@@ -165,14 +275,31 @@ def _mismatch(note: str) -> str:
     return f"<p class='mismatch'>{html.escape(note)}</p>"
 
 
-def _head(record: RunRecord, note: str) -> list[str]:
-    """The document's head, the run's command and where it is stored, and what went wrong."""
+def _page_start(title: str) -> str:
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+        f"</title><style>{_CSS}</style></head><body>"
+    )
+
+
+def _page_head(runs: Sequence[TimedRun], counts: Sequence[CountRunDocument]) -> list[str]:
+    """The head of a page of several runs: its title, and what it holds, in order, linked."""
+    ids = [run.record.run_id for run in runs]
+    listed = [(f"run-{run.record.run_id}", _run_title(run.record)) for run in runs]
+    listed += [(count_report.anchor(doc), count_report.title(doc)) for doc in counts]
+    what = f"{len(runs)} timed runs" + (f", {len(counts)} instruction-count runs" if counts else "")
+    return [
+        _page_start(f"orch report {', '.join(ids)}"),
+        f"<h1>Benchmark report: {what}</h1>",
+        "<ul>"
+        + "".join(f"<li><a href='#{html.escape(a)}'>{html.escape(t)}</a></li>" for a, t in listed)
+        + "</ul>",
+    ]
+
+
+def _run_intro(record: RunRecord, note: str) -> list[str]:
+    """The run's command and where it is stored, and what went wrong."""
     parts = [
-        (
-            f"<!doctype html><html><head><meta charset='utf-8'><title>orch bench {html.escape(record.run_id)}"
-            f"</title><style>{_CSS}</style></head><body>"
-        ),
-        f"<h1>Benchmark run {html.escape(record.run_id)}</h1>",
         (
             f"<p>Command: <code>{html.escape(str(record.meta.get('command', '')))}</code><br>"
             f"Stored in <code>{html.escape(str(record.path))}</code></p>"
@@ -269,19 +396,19 @@ def _comparison_section(pairings: Sequence[Pairing], note: str) -> list[str]:
     return parts
 
 
-def _plot_sections(written: dict[str, Path], assets: Path) -> list[str]:
+def _plot_sections(written: dict[str, Path], base: Path) -> list[str]:
     return [
-        f"<h2>{title}</h2><img src='{html.escape(assets.name)}/{written[key].name}' alt='{title}' "
+        f"<h2>{title}</h2><img src='{html.escape(_address(written[key], base))}' alt='{title}' "
         f"width='{PLOT_PIXELS[0]}' height='{PLOT_PIXELS[1]}'>"
         for key, title in PLOTS
         if key in written
     ]
 
 
-def _data_links(assets: Path) -> str:
-    folder = html.escape(assets.name)
+def _data_links(folder: Path, base: Path) -> str:
+    where = html.escape(_address(folder, base))
     return (
-        f"<p>Data: <a href='{folder}/series.csv'>series.csv</a>, "
-        f"<a href='{folder}/samples.csv'>samples.csv</a> (every latency), "
-        f"<a href='{folder}/report.json'>report.json</a>.</p></body></html>"
+        f"<p>Data: <a href='{where}/series.csv'>series.csv</a>, "
+        f"<a href='{where}/samples.csv'>samples.csv</a> (every latency), "
+        f"<a href='{where}/report.json'>report.json</a>.</p>"
     )

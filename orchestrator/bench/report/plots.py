@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.bench import stats
+from orchestrator.bench.counting.verdict import SeriesDocument
 from orchestrator.bench.series import Series
 
 # Every plot is FIG_SIZE inches at DPI: 1000 x 500 pixels. The plots with a label per series use
@@ -98,6 +99,39 @@ def plot_over_runs(series: Sequence[Series], path: Path) -> Path:
     ax.grid(alpha=0.3)
     if series:
         ax.legend(fontsize=7, loc="upper right")
+    return _save(fig, path, plt)
+
+
+def plot_count_medians(series: Sequence[SeriesDocument], path: Path) -> Path:
+    """Median instructions per inference of each release of an instruction-count run (bars: the
+    lowest and highest round): what the verdicts compare, in millions."""
+    plt = _pyplot()
+    many = len({s["board"] for s in series}) > 1
+    fig, ax = plt.subplots(figsize=FIG_SIZE, dpi=DPI, layout="constrained")
+    medians = [s["median"] / 1e6 for s in series]
+    lows = [m - min(s["per_inference"]) / 1e6 for m, s in zip(medians, series, strict=True)]
+    highs = [max(s["per_inference"]) / 1e6 - m for m, s in zip(medians, series, strict=True)]
+    positions = list(range(len(series)))
+    ax.bar(positions, medians, yerr=[lows, highs], capsize=6, color="#55a868", alpha=0.8)
+    for position, item, median in zip(positions, series, medians, strict=True):
+        ax.annotate(
+            f"{median:,.2f} M\n{item['rounds']} rounds, spread {item['spread']:.2%}",
+            (position, median),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            xytext=(0, 4),
+            textcoords="offset points",
+        )
+    labels = [
+        " ".join([*([s["board"]] if many else []), s["variant"], s["model"].removesuffix(".onnx")])
+        for s in series
+    ]
+    ax.set_xticks(positions, labels, rotation=20, ha="right", fontsize=8)
+    ax.set_ylim(0, max((m + h for m, h in zip(medians, highs, strict=True)), default=1.0) * 1.15 or 1.0)
+    ax.set_ylabel("instructions per inference (millions)\nwhiskers: lowest and highest round")
+    ax.set_title("Median instructions per inference (emulated CPU)")
+    ax.grid(axis="y", alpha=0.3)
     return _save(fig, path, plt)
 
 

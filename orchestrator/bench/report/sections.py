@@ -181,7 +181,12 @@ def latest_verify(boards: Sequence[str], directory: Path | None = None) -> dict[
 
 
 def verify_section(record: RunRecord, table: Table, directory: Path | None = None) -> list[str]:
-    found = latest_verify(sorted(record.boards), directory)
+    return boards_verify_section(sorted(record.boards), table, directory)
+
+
+def boards_verify_section(boards: Sequence[str], table: Table, directory: Path | None = None) -> list[str]:
+    """The newest verify result of each of ``boards`` (for a page of several runs: once, for all)."""
+    found = latest_verify(boards, directory)
     if not found:
         return []
     rows, listed = [], []

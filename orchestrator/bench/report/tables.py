@@ -50,6 +50,28 @@ def _value(dimension: str, value: object) -> str:
     return str(value)
 
 
+def a_to_b(values: Sequence[str]) -> str:
+    """A baseline and what is compared with it, in the order given: "stock -> upstream" (each of
+    several candidates against the first one: "A -> B, C"); one value alone is itself."""
+    ordered = list(dict.fromkeys(values))
+    if len(ordered) < 2:
+        return "".join(ordered)
+    return f"{ordered[0]} -> {', '.join(ordered[1:])}"
+
+
+def compared_label(series: Sequence[Series]) -> str:
+    """What a run compares, baseline first as it was measured: "stock -> upstream" for variants,
+    "opt disable -> all" for a setting ("" when the run compares nothing)."""
+    found = []
+    for dimension in varying_dimensions(series):
+        if dimension == "model":  # models are measured side by side, never compared
+            continue
+        label = a_to_b([_value(dimension, getattr(s.key, dimension)) for s in series])
+        name = _SHORT.get(dimension, dimension)
+        found.append(f"{name} {label}" if name else label)
+    return "; ".join(found)
+
+
 def _constant_caption(series: Sequence[Series]) -> str:
     """The dimensions every series shares, said once under the table instead of in every row."""
     if not series:
