@@ -53,6 +53,10 @@ def refuse_unsupported(plan: BenchPlan) -> None:
 
 
 def count_plan(plan: BenchPlan, *, rounds: int | None, fail_above: float | None) -> CountPlan:
+    if rounds == 1:
+        raise UsageError(
+            "--metric instructions needs 2 rounds at least: the verdict compares with the noise between them"
+        )
     setting = plan.settings[0]
     return CountPlan(
         rounds=rounds or CountPlan.rounds, opt_level=setting.opt_level, ep=setting.ep, fail_above=fail_above
@@ -66,7 +70,9 @@ def run_counting(plan: BenchPlan, count: CountPlan, *, dry_run: bool, as_json: b
         return 0
     engine = Engine()
     try:
-        kit = ensure_counting_qemu(engine, "x86_64", lambda line: console.print(escape(line), soft_wrap=True))
+        # The bundle runs where the engine runs: the workstation, whose architecture qemu emulates from.
+        arch = str(engine.info().get("Architecture", "x86_64"))
+        kit = ensure_counting_qemu(engine, arch, lambda line: console.print(escape(line), soft_wrap=True))
     finally:
         engine.close()
     run_id = new_run_id()
@@ -115,7 +121,8 @@ def _store(
     failed: dict[str, str],
 ) -> Path:
     boards: dict[str, BoardCountDocument] = {
-        name: {"status": "ok", "cpu": b.cpu, "extra_inferences": b.extra} for name, b in counted.items()
+        name: {"status": "ok", "cpu": b.cpu, "extra_inferences": b.extra, "calibration": b.calibration}
+        for name, b in counted.items()
     }
     boards.update({name: {"status": "failed", "error": error} for name, error in failed.items()})
     return write_counts(

@@ -24,6 +24,7 @@ from orchestrator.adapters import ssh
 from orchestrator.adapters.engine import Engine
 from orchestrator.bench.results import ResultStore
 from orchestrator.deploy.releases import list_releases
+from orchestrator.targets import resolve_target
 
 QUICK = ("--quick", "--min-runs", "6")
 FAKE_SYSFS = "/tmp/orch-fake-sysfs"
@@ -385,3 +386,70 @@ def test_a_board_stopped_mid_run_is_named_and_the_other_is_kept(deployed):
 
 def _lab_records(lab) -> list[dict]:
     return json.loads((lab.home / "lab" / "state.json").read_text())["boards"]
+
+
+def test_instruction_counts_repeat_and_fail_the_detuned_copy(deployed):
+    """`--metric instructions`: the counting qemu (built offline, or taken from its image) counts each
+    release's inferences on lab1; identical rounds agree within the stated noise, and the copy whose
+    sessions lost their graph optimisation counts more, a regression that --fail-above turns into
+    exit 7, with every count stored."""
+    lab = deployed
+    done = lab.orch(
+        "bench", "--host", "lab1", "--variant", "stock,tuned", "--metric", "instructions",
+        "--fail-above", "5", "--json", timeout=1800,
+    )  # fmt: skip
+    assert done.returncode == 7, f"{done.stdout}\n{done.stderr}"
+    said = " ".join(done.stderr.split())
+    assert "instruction count regression above 5.0%: lab1 fold.onnx: tuned +" in said, said
+    document = json.loads(done.stdout)
+    stored = Path(lab.env["ORCH_RESULTS"]) / "instructions" / f"{document['run_id']}.json"
+    assert json.loads(stored.read_text()) == document
+    assert document["boards"]["lab1"]["status"] == "ok"
+    # Counted under the CPU the board emulates (its target profile's), which counts are tied to.
+    assert document["boards"]["lab1"]["cpu"] == resolve_target(lab.board("lab1").target).qemu_cpu
+    assert "not cycles" in document["note"] and "qemu-aarch64 version" in document["counter"]["qemu"]
+    series = {s["variant"]: s for s in document["series"]}
+    assert set(series) == {"stock", "tuned"}
+    # k was chosen from the first pair's estimate, which the rounds confirm (start-up cancelled).
+    board = document["boards"]["lab1"]
+    estimate, k = board["calibration"]["fold.onnx"], board["extra_inferences"]["fold.onnx"]
+    assert estimate == pytest.approx(series["stock"]["median"], rel=0.05), board
+    assert k * estimate >= 300_000_000 or k == 5000, board
+    for one in series.values():
+        assert one["rounds"] == 3 and len(one["per_inference"]) == 3
+        # Identical runs agree: well under 1% between rounds (0.04% seen on the demo model).
+        assert one["spread"] < 0.005, one
+        assert one["median"] > 10_000, one  # a real inference, not the difference of two start-ups
+    [comparison] = document["comparisons"]
+    assert (comparison["baseline"], comparison["candidate"]) == (
+        series["stock"]["release"],
+        series["tuned"]["release"],
+    )
+    assert comparison["verdict"] == "more instructions", comparison
+    assert comparison["ratio"] > 1.05 and comparison["change"] > comparison["threshold"], comparison
+    # The same counts without a guard: the verdict is reported, the exit code is 0; `orch results`
+    # still lists only timed runs (the counts' folder is not taken for a run).
+    listed = lab.orch("results", "list", "--json", check=True)
+    assert all(run["run_id"] != "instructions" for run in json.loads(listed.stdout))
+
+
+def test_instruction_counts_refuse_what_they_cannot_count(deployed):
+    lab = deployed
+    for extra, message in (
+        (("--runner", "native"), "counts the Python agent's process"),
+        (("--threads", "2"), "one intra-op thread"),
+        (("--opt-level", "basic,all"), "counts one setting"),
+        (("--rounds", "1"), "needs 2 rounds at least"),
+    ):
+        done = lab.orch("bench", "--host", "lab1", "--metric", "instructions", *extra, "--dry-run")
+        assert done.returncode == 2 and message in done.stderr, (extra, done.stderr)
+    done = lab.orch("bench", "--host", "lab1", "--fail-above", "2", "--dry-run")
+    assert done.returncode == 2 and "add --metric instructions" in done.stderr, done.stderr
+    done = lab.orch("bench", "--host", "lab1", "--metric", "instructions", "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["rounds"] == 3 and "PYTHONHASHSEED=0" in plan["environment"] and "not cycles" in plan["note"]
+    # Whether a board can count in hardware is a fact it reports, probed: an emulated board cannot.
+    probed = lab.orch("inventory", "show", "lab1", "--probe", "--json", check=True)
+    counters = json.loads(probed.stdout)["facts"]["hardware_counters"]
+    assert counters.startswith("none: an emulated board (cortex-a72 under qemu)"), counters

@@ -45,6 +45,7 @@ class BoardCounts:
 
     cpu: str = ""
     extra: dict[str, int] = field(default_factory=dict)
+    calibration: dict[str, float] = field(default_factory=dict)  # per model: the first pair's estimate
     series: list[CountSeries] = field(default_factory=list)
 
 
@@ -83,6 +84,7 @@ class _Counter:
         kit = self._send_kit()
         for model in models:
             calibration = self._per_inference(kit, counts.cpu, chosen[0], model, CALIBRATION_EXTRA)
+            counts.calibration[model] = calibration
             k = counts.extra[model] = extra_inferences(calibration)
             self.say(f"{escape(model)}: ~{calibration:,.0f} instructions per inference; k = {k}")
             rounds: dict[str, list[float]] = {release.id: [] for release in chosen}

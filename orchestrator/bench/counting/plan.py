@@ -18,13 +18,22 @@ from dataclasses import dataclass
 from orchestrator.bench.plan import ReleaseRef
 
 BASE_INFERENCES = 1  # after the first inference, which both processes run
-CALIBRATION_EXTRA = 10  # the first pair of a model: its size, to choose k
+# The first pair of a model measures its size, to choose k: 100 inferences, so that start-up's
+# jitter (up to a few million instructions seen) cannot pass for the inferences of a small model.
+CALIBRATION_EXTRA = 100
 TARGET_INSTRUCTIONS = 300_000_000
 MIN_EXTRA, MAX_EXTRA = 20, 5000
 DEFAULT_ROUNDS = 3
-# One thread everywhere: numpy's BLAS pool would retire instructions of its own while it waits, and
-# Python's hash seed changes dictionary layouts (and so instructions) from process to process.
-COUNT_ENVIRONMENT = ("OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", "PYTHONHASHSEED=0")
+# One thread everywhere: numpy's BLAS pool would retire instructions of its own while it waits;
+# Python's hash seed changes dictionary layouts (and so instructions) from process to process; and
+# a process that writes the bytecode of what it imported changes what the next one does (the first
+# count of a release paid some 20 million instructions of compiling that the others did not).
+COUNT_ENVIRONMENT = (
+    "OPENBLAS_NUM_THREADS=1",
+    "OMP_NUM_THREADS=1",
+    "PYTHONHASHSEED=0",
+    "PYTHONDONTWRITEBYTECODE=1",
+)
 KIT_DIR = "counting-qemu"  # under the board's workdir: <digest>/ holds the bundle
 _TOTAL = re.compile(r"^total insns: (\d+)$", re.MULTILINE)
 

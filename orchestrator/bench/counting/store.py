@@ -29,6 +29,7 @@ class BoardCountDocument(TypedDict, total=False):
     status: str  # "ok" or "failed"
     cpu: str  # the CPU the board emulates (qemu's -cpu): counts compare only under the same one
     extra_inferences: dict[str, int]  # k per model
+    calibration: dict[str, float]  # per model: instructions per inference of the first pair, which chose k
     error: str
 
 
