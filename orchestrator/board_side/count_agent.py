@@ -15,6 +15,7 @@ waits, which would make the count depend on timing. Prints one JSON line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import sys
@@ -40,19 +41,10 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     import onnxruntime as ort
 
     plan = bench_agent.session_plan(args.ep, 1, None, ort.get_available_providers(), 1)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = {
-        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    }[args.opt_level]
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    for key, value in plan.config.items():
-        options.add_session_config_entry(key, value)
+    spinning_off = {"session.intra_op.allow_spinning": "0", "session.inter_op.allow_spinning": "0"}
+    plan = dataclasses.replace(plan, config={**plan.config, **spinning_off})
+    args.inter_op_threads = 1
+    options = bench_agent.session_options(ort, args, plan)  # the opt level, as a timed run sets it
     session = ort.InferenceSession(args.model, sess_options=options, providers=plan.providers)
     feeds, _ = bench_agent.make_inputs(np, session, bench_agent.parse_shapes(args.shape), {})
     session.run(None, feeds)  # the first inference: one-time work, the same in both processes

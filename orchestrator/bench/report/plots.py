@@ -66,23 +66,40 @@ def plot_p50_ci(series: Sequence[Series], path: Path) -> Path:
         medians.append(median)
         lows.append(median - low)
         highs.append(high - median)
-    positions = list(range(len(series)))
-    ax.bar(positions, medians, yerr=[lows, highs], capsize=6, color="#4c72b0", alpha=0.8)
-    for position, item, median in zip(positions, series, medians, strict=True):
+    notes = [
+        f"{m:.3g} ms\n{len(s.runs)} runs, n={len(s.latencies_ms)}"
+        for m, s in zip(medians, series, strict=True)
+    ]
+    positions = _annotated_bars(ax, medians, (lows, highs), notes, color="#4c72b0")
+    ax.set_xticks(positions, [_short(s, many) for s in series], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("p50 latency (ms)\nbars: 95% CI (hierarchical bootstrap over runs)")
+    ax.set_title("Median latency with 95% confidence interval")
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, path, plt)
+
+
+def _annotated_bars(
+    ax: Any,
+    values: Sequence[float],
+    errors: tuple[Sequence[float], Sequence[float]],
+    notes: Sequence[str],
+    *,
+    color: str,
+) -> list[int]:
+    """One bar per value with its error bar (below, above) and a note over it; the bars' positions."""
+    positions = list(range(len(values)))
+    ax.bar(positions, values, yerr=[list(errors[0]), list(errors[1])], capsize=6, color=color, alpha=0.8)
+    for position, value, note in zip(positions, values, notes, strict=True):
         ax.annotate(
-            f"{median:.3g} ms\n{len(item.runs)} runs, n={len(item.latencies_ms)}",
-            (position, median),
+            note,
+            (position, value),
             ha="center",
             va="bottom",
             fontsize=7,
             xytext=(0, 4),
             textcoords="offset points",
         )
-    ax.set_xticks(positions, [_short(s, many) for s in series], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("p50 latency (ms)\nbars: 95% CI (hierarchical bootstrap over runs)")
-    ax.set_title("Median latency with 95% confidence interval")
-    ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path, plt)
+    return positions
 
 
 def plot_over_runs(series: Sequence[Series], path: Path) -> Path:
@@ -111,18 +128,11 @@ def plot_count_medians(series: Sequence[SeriesDocument], path: Path) -> Path:
     medians = [s["median"] / 1e6 for s in series]
     lows = [m - min(s["per_inference"]) / 1e6 for m, s in zip(medians, series, strict=True)]
     highs = [max(s["per_inference"]) / 1e6 - m for m, s in zip(medians, series, strict=True)]
-    positions = list(range(len(series)))
-    ax.bar(positions, medians, yerr=[lows, highs], capsize=6, color="#55a868", alpha=0.8)
-    for position, item, median in zip(positions, series, medians, strict=True):
-        ax.annotate(
-            f"{median:,.2f} M\n{item['rounds']} rounds, spread {item['spread']:.2%}",
-            (position, median),
-            ha="center",
-            va="bottom",
-            fontsize=7,
-            xytext=(0, 4),
-            textcoords="offset points",
-        )
+    notes = [
+        f"{m:,.2f} M\n{s['rounds']} rounds, spread {s['spread']:.2%}"
+        for m, s in zip(medians, series, strict=True)
+    ]
+    positions = _annotated_bars(ax, medians, (lows, highs), notes, color="#55a868")
     labels = [
         " ".join([*([s["board"]] if many else []), s["variant"], s["model"].removesuffix(".onnx")])
         for s in series
