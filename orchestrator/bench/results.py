@@ -19,6 +19,7 @@ error, never an overwrite.
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 import secrets
@@ -256,6 +257,11 @@ class ResultStore:
             return candidates[0]
         shown = ", ".join(runs[-5:])
         if not candidates:
+            if any((self.root / COUNTS_DIR).glob(f"{glob.escape(ref)}*.json")):
+                raise UsageError(
+                    f"{ref!r} is an instruction-count run (in {self.root / COUNTS_DIR}), not a timed one",
+                    hint=f"put it on a report page: orch report RUN --counts {ref}",
+                )
             raise UsageError(
                 f"no run {ref!r} in {self.root}", hint=f"recent runs: {shown} (see `orch results list`)"
             )

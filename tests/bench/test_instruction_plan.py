@@ -21,6 +21,7 @@ from orchestrator.bench.counting.plan import (
 from orchestrator.bench.counting.store import SCHEMA, CountRunDocument, load_counts, write_counts
 from orchestrator.bench.counting.verdict import MIN_CHANGE, NOISE_MARGIN, CountSeries, comparisons
 from orchestrator.bench.plan import ReleaseRef
+from orchestrator.bench.results import ResultStore
 from orchestrator.commands.options import percentage
 from orchestrator.errors import UsageError
 
@@ -174,3 +175,13 @@ def test_a_damaged_count_run_is_named_with_what_is_wrong(tmp_path: Path) -> None
         load_counts("latest", tmp_path)
     with pytest.raises(UsageError, match="no instruction-count runs"):
         load_counts("latest", tmp_path / "elsewhere")
+
+
+def test_a_count_run_named_where_a_timed_run_is_expected_is_pointed_to_the_report(tmp_path: Path) -> None:
+    write_counts(_document("20261206-090000-aaaa"), tmp_path)
+    (tmp_path / "20261206-080000-bbbb").mkdir()  # a timed run, so that the store is not empty
+    with pytest.raises(UsageError, match="is an instruction-count run") as raised:
+        ResultStore(tmp_path).resolve("20261206-09")
+    assert raised.value.hint == "put it on a report page: orch report RUN --counts 20261206-09"
+    # ... and the counts' folder is never taken for a timed run.
+    assert ResultStore(tmp_path).resolve("latest") == "20261206-080000-bbbb"
