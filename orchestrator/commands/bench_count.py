@@ -22,8 +22,7 @@ from orchestrator.bench.counting.plan import (
 )
 from orchestrator.bench.counting.store import SCHEMA, BoardCountDocument, write_counts
 from orchestrator.bench.counting.verdict import (
-    MIN_CHANGE,
-    NOISE_MARGIN,
+    RULE,
     CountComparison,
     CountSeries,
     comparisons,
@@ -175,10 +174,7 @@ def _show(
                 c.verdict,
             )
         print_whole(verdicts)
-    console.print(
-        f"a change is called when |ratio - 1| > max({MIN_CHANGE:.1%}, {NOISE_MARGIN:g} x the larger"
-        " spread between rounds)"
-    )
+    console.print(RULE)
     console.print(f"note: {WHAT_A_COUNT_IS}")
     console.print(f"counts stored in [bold]{escape(str(path))}[/]")
 

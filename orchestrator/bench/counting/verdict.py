@@ -20,6 +20,11 @@ from typing import Literal, TypedDict
 
 NOISE_MARGIN = 3.0
 MIN_CHANGE = 0.002  # 0.2%: below it, a difference is not called whatever the noise
+# The rule as every table and page states it.
+RULE = (
+    f"a change is called when |ratio - 1| > max({MIN_CHANGE:.1%}, {NOISE_MARGIN:g} x the larger"
+    " spread between rounds)"
+)
 Verdict = Literal["more instructions", "fewer instructions", "no significant change"]
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from orchestrator.bench.counting.store import CountRunDocument
-from orchestrator.bench.counting.verdict import MIN_CHANGE, NOISE_MARGIN, ComparisonDocument
+from orchestrator.bench.counting.verdict import RULE, ComparisonDocument
 from orchestrator.bench.report.plots import PLOT_PIXELS
 from orchestrator.bench.report.tables import a_to_b
 
@@ -41,14 +41,6 @@ COMPARISON_HEADERS = (
 BOARD_HEADERS = ("board", "status", "emulated CPU", "k (extra inferences per round)", "error")
 # The verdicts' colours: fewer instructions is the good news, as "faster" is for a time.
 VERDICT_CLASSES = {"fewer instructions": "fewer", "more instructions": "more"}
-
-
-def rule() -> str:
-    """When a difference of counts is called a change (``bench/counting/verdict.py``'s numbers)."""
-    return (
-        f"a change is called when |ratio - 1| > max({MIN_CHANGE:.1%}, {NOISE_MARGIN:g} x the larger"
-        " spread between rounds)"
-    )
 
 
 def compared_label(document: CountRunDocument) -> str:
@@ -87,7 +79,7 @@ def count_section(document: CountRunDocument, table: Table, plot: str | None = N
         for verdict, css in VERDICT_CLASSES.items():
             verdicts = verdicts.replace(f"<td>{verdict}</td>", f"<td class='{css}'>{verdict}</td>")
         parts += ["<h3>A/B by instruction count (B vs baseline A)</h3>", verdicts]
-    parts.append(f"<p>The rule: {html.escape(rule())}.</p>")
+    parts.append(f"<p>The rule: {html.escape(RULE)}.</p>")
     if plot:
         alt = "Median instructions per inference"
         parts.append(
