@@ -15,7 +15,14 @@
 #   directories. Cross builds of the Python module run the board's own interpreter under emulation
 #   (CMake's FindPython asks it for its version, ABI and paths), so the sysroot carries it and its
 #   standard library -- never the board's installed packages;
-#   the OS release files.
+#   the OS release files;
+#   CUDA's toolkit, for builds against the board's own CUDA: each usr/local/cuda* entry named cuda,
+#   cuda-12 or cuda-12.6 that is a link (usr/local/cuda -> cuda-12.6), and from each real one only
+#   version.json, the include and lib64 links at its top, all of targets/*/include, and of
+#   targets/*/lib only the shared libraries (*.so, *.so.*) and lib/stubs/*.so (the driver's stub
+#   libcuda.so) -- never the static *.a libraries (GBs), bin, nvvm, samples or docs; and the
+#   etc/alternatives links named like those entries or with "cudnn" in their name (JetPack's
+#   usr/local/cuda and usr/include/cudnn*.h lead through them).
 # orchestrator.builds.sysroots.staging.wanted keeps exactly these paths (the store's rules).
 # Prints key=value lines: tarball (absolute path), entries, bytes.
 set -eu
@@ -33,6 +40,22 @@ libraries() {
   find "$1" \( -type f -o -type l \) \
     \( -name '*.so' -o -name '*.so.*' -o -name '*.a' -o -name '*.o' -o -path '*/pkgconfig/*.pc' \) \
     -print >> "$list" || echo "warning: could not read all of /$1 (find failed)" >&2
+}
+
+cuda_name() {
+  # $1 = a name: is it CUDA's (cuda, cuda-12, cuda-12.6)?
+  case "$1" in
+    cuda) return 0 ;;
+    cuda-[0-9]*) case "${1#cuda-}" in *[!0-9.]*) return 1 ;; esac; return 0 ;;
+  esac
+  return 1
+}
+
+cuda_libraries() {
+  # $1 = targets/<t>/lib of a CUDA directory: its shared libraries and lib/stubs/*.so, no other directory.
+  find "$1" \( -type d ! -path "$1" ! -path "$1/stubs" -prune \) -o \( \( -type f -o -type l \) \
+    \( -path "$1/stubs/*" -name '*.so' -o ! -path "$1/stubs/*" \( -name '*.so' -o -name '*.so.*' \) \) \
+    -print \) >> "$list" || echo "warning: could not read all of /$1 (find failed)" >&2
 }
 
 if [ -d usr/include ]; then
@@ -71,6 +94,29 @@ for dir in usr/lib/python3.*; do
 done
 for file in etc/os-release usr/lib/os-release etc/debian_version etc/lsb-release etc/nv_tegra_release; do
   if [ -e "$file" ] || [ -L "$file" ]; then echo "$file" >> "$list"; fi
+done
+for entry in usr/local/cuda*; do
+  cuda_name "${entry#usr/local/}" || continue
+  if [ -L "$entry" ]; then echo "$entry" >> "$list"; continue; fi
+  if [ ! -d "$entry" ]; then continue; fi
+  if [ -f "$entry/version.json" ] || [ -L "$entry/version.json" ]; then echo "$entry/version.json" >> "$list"; fi
+  for link in "$entry/include" "$entry/lib64"; do
+    if [ -L "$link" ]; then echo "$link" >> "$list"; fi
+  done
+  for target in "$entry"/targets/*; do
+    if [ -L "$target" ] || [ ! -d "$target" ]; then continue; fi
+    if [ -d "$target/include" ] && [ ! -L "$target/include" ]; then
+      find "$target/include" \( -type f -o -type l \) -print >> "$list" ||
+        echo "warning: could not read all of /$target/include (find failed)" >&2
+    fi
+    if [ -d "$target/lib" ] && [ ! -L "$target/lib" ]; then cuda_libraries "$target/lib"; fi
+  done
+done
+for link in etc/alternatives/*; do
+  if [ ! -L "$link" ]; then continue; fi
+  name="${link#etc/alternatives/}"
+  case "$name" in *cudnn*) ;; *) cuda_name "$name" || continue ;; esac
+  echo "$link" >> "$list"
 done
 
 entries=$(wc -l < "$list")

@@ -2,8 +2,9 @@
 
 ``pull`` packs each selected board's sysroot over SSH (boards in parallel) and stores it by
 content hash; ``add`` stores a rootfs tarball or directory the same way (NVIDIA's L4T sample
-root file system, an exported image); ``list`` shows the store; ``check`` proves a wheel's
-symbol version needs against a stored sysroot's real libraries.
+root file system, an exported image); ``list`` shows the store (each sysroot's OS, glibc, Python
+and GPU stack); ``check`` proves a wheel's symbol version needs against a stored sysroot's real
+libraries.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from orchestrator.builds.sysroots.store import (
     SysrootRecord,
     check_name,
     find_sysroot,
+    gpu_stack,
     list_sysroots,
     now,
     remove_sysroot,
@@ -84,7 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add.add_argument("path", type=options.path_arg, metavar="PATH", help="a rootfs tarball or directory")
     add.add_argument("--name", required=True, metavar="NAME", help="what to call it (--sysroot-from NAME)")
     add_json_option(add)
-    listing = sub.add_parser("list", help="the stored sysroots")
+    listing = sub.add_parser(
+        "list", help="the stored sysroots: OS, glibc, Python, GPU stack (CUDA, cuDNN, TensorRT), size"
+    )
     add_json_option(listing)
     remove = sub.add_parser(
         "remove", help="forget a stored sysroot (its files go when no other name shares them)"
@@ -180,7 +184,16 @@ def _describe(record: SysrootRecord) -> str:
         f"Python {record['python'] or 'none'}",
         record["triplet"] or "no triplet",
     ]
+    gpu = gpu_stack(record)
+    if gpu is not None and gpu.summary != "-":
+        parts.append(gpu.summary)
     return ", ".join(parts) + f"; {record['files']} files, {_size(record['size'])}"
+
+
+def _gpu_cell(record: SysrootRecord) -> str:
+    """``CUDA 12.4, cuDNN 9.3.0``, ``-`` for none, ``?`` for a sysroot stored before orch read them."""
+    gpu = gpu_stack(record)
+    return "?" if gpu is None else gpu.summary
 
 
 def _headers_note(name: str, record: SysrootRecord, *, where: str, again: str) -> str | None:
@@ -358,7 +371,20 @@ def _list(*, as_json: bool) -> int:
         )
         return 0
     table = Table(title=f"sysroots in {escape(str(store_root()))}", title_justify="left")
-    for column in ("name", "kind", "digest", "OS", "glibc", "Python", "triplet", "files", "size", "headers"):
+    columns = (
+        "name",
+        "kind",
+        "digest",
+        "OS",
+        "glibc",
+        "Python",
+        "triplet",
+        "GPU",
+        "files",
+        "size",
+        "headers",
+    )
+    for column in columns:
         table.add_column(column, justify="right" if column in ("files", "size") else "left")
     for s in stored:
         record = s.record
@@ -371,6 +397,7 @@ def _list(*, as_json: bool) -> int:
             escape(record["glibc"] or "?"),
             escape(record["python"] or "none"),
             escape(record["triplet"] or "?"),
+            escape(_gpu_cell(record)),
             str(record["files"]),
             _size(record["size"]),
             "complete" if not missing else escape("lacks " + ", ".join(missing)),

@@ -1,7 +1,8 @@
 """The board-side pack script, run here on a small root file system exactly as a board runs it
 (``sh -s -- ARGS`` with the script on stdin): it packs what the store keeps, and nothing the store
 would throw away after the transfer -- the board's Python interpreter and standard library
-included, its byte code, test suites and packages not.
+included, its byte code, test suites and packages not; of JetPack's CUDA, the headers, the shared
+libraries and the driver's stub, never the static libraries or the programs.
 """
 
 from __future__ import annotations
@@ -59,6 +60,26 @@ FILES = [
     "etc/passwd",
     "etc/debian_version",
 ]
+CUDA = "usr/local/cuda-12.6"
+CUDA_TARGET = f"{CUDA}/targets/aarch64-linux"
+CUDA_FILES = [
+    f"{CUDA}/version.json",
+    f"{CUDA_TARGET}/include/cuda_runtime_api.h",
+    f"{CUDA_TARGET}/include/crt/host_config.h",
+    f"{CUDA_TARGET}/lib/libcudart.so.12.6.68",
+    f"{CUDA_TARGET}/lib/libcublas.so.12.6.1.4",
+    f"{CUDA_TARGET}/lib/stubs/libcuda.so",
+    f"{CUDA_TARGET}/lib/libcublas_static.a",
+    f"{CUDA_TARGET}/lib/libcudadevrt.a",
+    f"{CUDA_TARGET}/lib/stubs/libcuda.so.1",
+    f"{CUDA_TARGET}/lib/cmake/thrust/thrust-config.cmake",
+    f"{CUDA}/bin/nvcc",
+    f"{CUDA}/nvvm/lib64/libnvvm.so",
+    f"{CUDA}/samples/README.md",
+    f"{CUDA}/doc/man/man1/nvcc.1",
+    "usr/local/cuda-samples/README.md",
+    f"usr/include/{T}/cudnn_version_v9.h",
+]
 LINKS = {
     "lib": "usr/lib",
     "etc/os-release": "../usr/lib/os-release",
@@ -68,6 +89,34 @@ LINKS = {
     "usr/bin/python3": "python3.13",
     f"usr/lib/python3.13/config-3.13-{T}/libpython3.13.so": f"../../{T}/libpython3.13.so.1.0",
     "usr/lib/python3.13/sitecustomize.py": "/etc/python3.13/sitecustomize.py",
+    # JetPack's links to its CUDA and cuDNN, through update-alternatives:
+    "usr/local/cuda": "/etc/alternatives/cuda",
+    "usr/local/cuda-12": "/etc/alternatives/cuda-12",
+    "etc/alternatives/cuda": f"/{CUDA}",
+    "etc/alternatives/cuda-12": f"/{CUDA}",
+    "etc/alternatives/cudnn_version_h": f"/usr/include/{T}/cudnn_version_v9.h",
+    "etc/alternatives/editor": "/usr/bin/vim.basic",
+    "usr/include/cudnn_version.h": "/etc/alternatives/cudnn_version_h",
+    f"{CUDA}/include": "targets/aarch64-linux/include",
+    f"{CUDA}/lib64": "targets/aarch64-linux/lib",
+    f"{CUDA_TARGET}/lib/libcudart.so": "libcudart.so.12.6.68",
+    f"{CUDA_TARGET}/lib/libcudart_static_link.a": "libcudadevrt.a",
+}
+# Of CUDA, what a sysroot holds: headers, shared libraries, the driver's stub, version.json, links.
+CUDA_KEPT = {
+    "usr/local/cuda",
+    "usr/local/cuda-12",
+    "etc/alternatives/cuda",
+    "etc/alternatives/cuda-12",
+    f"{CUDA}/version.json",
+    f"{CUDA}/include",
+    f"{CUDA}/lib64",
+    f"{CUDA_TARGET}/include/cuda_runtime_api.h",
+    f"{CUDA_TARGET}/include/crt/host_config.h",
+    f"{CUDA_TARGET}/lib/libcudart.so.12.6.68",
+    f"{CUDA_TARGET}/lib/libcudart.so",
+    f"{CUDA_TARGET}/lib/libcublas.so.12.6.1.4",
+    f"{CUDA_TARGET}/lib/stubs/libcuda.so",
 }
 # Of Python, what a sysroot holds: the interpreter, the standard library, the shared libpython.
 PYTHON_KEPT = {
@@ -84,7 +133,7 @@ PYTHON_KEPT = {
 
 
 def _rootfs(root: Path) -> Path:
-    for name in FILES:
+    for name in [*FILES, *CUDA_FILES]:
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(name)
@@ -122,7 +171,7 @@ def test_the_script_packs_exactly_what_the_store_keeps(tmp_path: Path) -> None:
     assert packed == kept, f"packed but thrown away by the store: {sorted(packed - kept)}"
     expected = {
         name
-        for name in [*FILES, *LINKS]
+        for name in [*FILES, *CUDA_FILES, *LINKS]
         if wanted(PurePosixPath(name), kind="link" if name in LINKS else "file")
     } | {"usr/lib/python3.13"}
     assert packed == expected
@@ -132,6 +181,11 @@ def test_the_script_packs_exactly_what_the_store_keeps(tmp_path: Path) -> None:
     assert f"usr/lib/{T}/nvidia/firmware.bin" not in packed
     assert {name for name in packed if "python" in name and not name.startswith("usr/include")} == PYTHON_KEPT
     assert members[f"usr/lib/python3.13/config-3.13-{T}/libpython3.13.so"].issym()
+    # CUDA: no static library, program, nvvm, sample or doc; its links as links.
+    assert {name for name in packed if "cuda" in name and "cudnn" not in name} == CUDA_KEPT
+    assert members["usr/local/cuda"].linkname == "/etc/alternatives/cuda" and members[f"{CUDA}/lib64"].issym()
+    assert {"etc/alternatives/cudnn_version_h", "usr/include/cudnn_version.h"} <= packed
+    assert "etc/alternatives/editor" not in packed
     assert (
         int(values["entries"]) == len(packed)
         and int(values["bytes"]) == Path(values["tarball"]).stat().st_size

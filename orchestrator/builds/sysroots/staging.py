@@ -47,6 +47,11 @@ _LOADER_DIRS = frozenset({"lib", "usr/lib", "lib64", "usr/lib64"})
 _OS_FILES = frozenset(
     {"etc/os-release", "usr/lib/os-release", "etc/debian_version", "etc/lsb-release", "etc/nv_tegra_release"}
 )
+# CUDA as JetPack installs it: usr/local/cuda -> cuda-12.6 (perhaps through etc/alternatives/cuda),
+# and usr/local/cuda-12.6 with version.json, the include and lib64 links at its top and the toolkit
+# under targets/<t>/. Names: cuda, cuda-12, cuda-12.6 (not cuda-samples or other programs' names).
+_CUDA_NAME = re.compile(r"^cuda(-\d[\d.]*)?$")
+_CUDA_TOP_LINKS = frozenset({"include", "lib64"})
 _CHUNK = 1 << 20
 
 
@@ -55,6 +60,10 @@ _CHUNK = 1 << 20
 
 def _library_file(name: str) -> bool:
     return name.endswith((".so", ".a", ".o")) or ".so." in name
+
+
+def _shared_library(name: str) -> bool:
+    return name.endswith(".so") or ".so." in name
 
 
 def wanted(path: PurePosixPath, *, kind: EntryKind) -> bool:
@@ -70,6 +79,8 @@ def wanted(path: PurePosixPath, *, kind: EntryKind) -> bool:
     if kind == "dir":
         return len(parts) == 3 and parts[:2] == ("usr", "lib") and bool(_PYTHON_LIB.match(parts[2]))
     known = _known_entry(path, kind)
+    if known is None:
+        known = _cuda_place(parts, kind)
     if known is not None:
         return known
     rest = _under_triplet(parts)
@@ -97,6 +108,38 @@ def _known_entry(path: PurePosixPath, kind: EntryKind) -> bool | None:
     if len(parts) >= 4 and parts[:2] == ("usr", "lib") and _PYTHON_LIB.match(parts[2]):
         return not PYTHON_LEFT_OUT.intersection(parts[3:-1])
     return None
+
+
+def _cuda_place(parts: tuple[str, ...], kind: EntryKind) -> bool | None:
+    """CUDA's toolkit (``usr/local/cuda*``) and the ``etc/alternatives`` links that lead to it and to
+    cuDNN's headers and libraries (JetPack's ``usr/local/cuda -> /etc/alternatives/cuda``); None for
+    every other path."""
+    if len(parts) == 3 and parts[:2] == ("etc", "alternatives"):
+        return kind == "link" and (bool(_CUDA_NAME.match(parts[2])) or "cudnn" in parts[2])
+    if len(parts) >= 3 and parts[:2] == ("usr", "local") and _CUDA_NAME.match(parts[2]):
+        return _cuda_entry(parts[3:], kind)
+    return None
+
+
+def _cuda_entry(rest: tuple[str, ...], kind: EntryKind) -> bool:
+    """Of ``usr/local/cuda*`` (``rest`` follows it): a link itself; in a real CUDA directory, its
+    ``version.json``, the ``include``/``lib64`` links at its top, every header under
+    ``targets/<t>/include`` and the shared libraries of ``targets/<t>/lib`` and ``lib/stubs`` (the
+    driver's stub ``libcuda.so``). Never the static libraries (GBs), programs, nvvm, samples or docs."""
+    if not rest:
+        return kind == "link"  # usr/local/cuda -> cuda-12.6
+    if len(rest) == 1:
+        return rest[0] == "version.json" or (rest[0] in _CUDA_TOP_LINKS and kind == "link")
+    if len(rest) < 4 or rest[0] != "targets":
+        return False
+    below = rest[3:]  # targets/<t>/<where>/...
+    return rest[2] == "include" or (
+        rest[2] == "lib"
+        and (
+            (len(below) == 1 and _shared_library(below[0]))
+            or (len(below) == 2 and below[0] == "stubs" and below[1].endswith(".so"))
+        )
+    )
 
 
 def _under_triplet(parts: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -270,13 +313,37 @@ def _stage_missed_links(
                     tree.hardlink(other, first)
 
 
+_ENTERED = frozenset(
+    {
+        "usr",
+        "etc",
+        "lib",
+        "lib64",
+        "lib32",
+        "libx32",
+        "usr/lib",
+        "usr/lib64",
+        "usr/bin",
+        "usr/local",
+        "etc/alternatives",
+    }
+)
+
+
 def _worth_entering(rel: PurePosixPath) -> bool:
     """Could a directory hold wanted files? (A rootfs holds GBs elsewhere: /usr/share, /var, /opt...)"""
     parts = rel.parts
-    if rel.as_posix() in ("usr", "etc", "lib", "lib64", "lib32", "libx32", "usr/lib", "usr/lib64", "usr/bin"):
+    if rel.as_posix() in _ENTERED:
         return True
     if parts[:2] == ("usr", "include") or parts[:3] == ("usr", "lib", "gcc"):
         return True
+    if len(parts) >= 3 and parts[:2] == ("usr", "local") and _CUDA_NAME.match(parts[2]):
+        rest = parts[3:]  # a CUDA directory: targets/<t>/include (all of it), targets/<t>/lib(/stubs)
+        return (len(rest) <= 2 and rest[:1] in ((), ("targets",))) or (
+            len(rest) >= 3
+            and rest[0] == "targets"
+            and (rest[2] == "include" or rest[2:] in (("lib",), ("lib", "stubs")))
+        )
     if len(parts) >= 3 and parts[:2] == ("usr", "lib") and _PYTHON_LIB.match(parts[2]):
         return not PYTHON_LEFT_OUT.intersection(parts[3:])
     if len(parts) >= 2 and parts[0] == "lib" and _TRIPLET.match(parts[1]):

@@ -3,7 +3,8 @@
 Layout under ``$ORCH_HOME/sysroots/``::
 
     <digest>/root/          the tree (usr/include, lib/<triplet>, usr/lib/<triplet>, ...)
-    <digest>/sysroot.json   where it came from, when, the board's facts, glibc, Python, files, size
+    <digest>/sysroot.json   where it came from, when, the board's facts, glibc, Python, the GPU
+                            stack (CUDA, cuDNN, TensorRT), files, size
     index.json              name (a board, or the --name of an added rootfs) -> digest
 
 The digest is a SHA-256 over the tree's content (each path with its file hash or link target),
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from orchestrator.builds.sysroots.contents import Sysroot, SysrootError
+from orchestrator.builds.sysroots.gpu import GpuStack, read_gpu_stack
 from orchestrator.builds.sysroots.staging import StagingTree, stage_directory, stage_tarball
 from orchestrator.common.json_fields import JsonFields, JsonSource
 from orchestrator.errors import UsageError
@@ -66,7 +68,16 @@ class OsRelease(TypedDict):
 Headers = TypedDict("Headers", {"libc": bool, "python": bool, "c++": bool})
 
 
-class SysrootDescription(TypedDict):
+class GpuVersions(TypedDict, total=False):
+    """The GPU stack a tree holds (``gpu.read_gpu_stack``), each None when it has none. A record
+    stored before orch read them has none of these keys: unknown, not absent."""
+
+    cuda: str | None  # "12.6.1" (version.json) or "12.4" (CUDART_VERSION)
+    cudnn: str | None  # "9.3.0"
+    tensorrt: str | None  # "10.3.0"
+
+
+class SysrootDescription(GpuVersions):
     """What a stored tree says about itself (read from its files)."""
 
     glibc: str | None
@@ -198,8 +209,37 @@ def record_from_json(document: object, *, source: str | Path) -> SysrootRecord:
         size=f.required_integer("size"),
         digest=f.required_text("digest"),
     )
+    _add_gpu(record, _read_gpu(f))
     _add_provenance(record, _read_provenance(f))
     return record
+
+
+def _read_gpu(f: JsonFields) -> GpuVersions:
+    """The GPU keys a record has (an older record has none: unknown)."""
+    gpu = GpuVersions()
+    if "cuda" in f.document:
+        gpu["cuda"] = f.text("cuda")
+    if "cudnn" in f.document:
+        gpu["cudnn"] = f.text("cudnn")
+    if "tensorrt" in f.document:
+        gpu["tensorrt"] = f.text("tensorrt")
+    return gpu
+
+
+def _add_gpu(record: SysrootDescription, gpu: GpuVersions) -> None:
+    if "cuda" in gpu:
+        record["cuda"] = gpu["cuda"]
+    if "cudnn" in gpu:
+        record["cudnn"] = gpu["cudnn"]
+    if "tensorrt" in gpu:
+        record["tensorrt"] = gpu["tensorrt"]
+
+
+def gpu_stack(record: GpuVersions) -> GpuStack | None:
+    """The GPU stack a record names; None for a record stored before orch read it (unknown)."""
+    if not any(key in record for key in ("cuda", "cudnn", "tensorrt")):
+        return None
+    return GpuStack(cuda=record.get("cuda"), cudnn=record.get("cudnn"), tensorrt=record.get("tensorrt"))
 
 
 # -- the store ----------------------------------------------------------------------------------------
@@ -303,6 +343,7 @@ def _read_index(root: Path) -> SysrootIndex:
 def describe(sysroot: Sysroot) -> SysrootDescription:
     """What a stored tree says about itself (the part of sysroot.json read from the files)."""
     os_release = sysroot.os_release()
+    gpu = read_gpu_stack(sysroot.root, sysroot.triplet)
     return SysrootDescription(
         glibc=sysroot.glibc,
         python=sysroot.python_version,
@@ -318,6 +359,9 @@ def describe(sysroot: Sysroot) -> SysrootDescription:
             "c++": sysroot.has_cxx_headers,
         },
         missing_dev_packages=list(sysroot.missing_dev_packages()),
+        cuda=gpu.cuda,
+        cudnn=gpu.cudnn,
+        tensorrt=gpu.tensorrt,
     )
 
 
@@ -364,6 +408,7 @@ def store(
             size=tree.size,
             digest=digest,
         )
+        _add_gpu(record, described)
         _add_provenance(record, extra or Provenance())
         new = _move_in(staging, target, record)
     finally:
