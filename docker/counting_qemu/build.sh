@@ -32,7 +32,10 @@ done
 # glibc dlopen()s libgcc_s when a thread exits (pthread_exit unwinds): qemu aborts at exit without
 # it, before the plugin prints its count. ldd cannot see it.
 cp -L "$(gcc -print-file-name=libgcc_s.so.1)" "$bundle/lib/"
-loader=$(cd "$bundle/lib" && ls ld-linux-*.so.* | head -n 1)
+for loader in "$bundle"/lib/ld-linux-*.so.*; do
+  loader=$(basename "$loader")
+  break
+done
 cat > "$bundle/run" <<RUN
 #!/bin/sh
 # qemu-aarch64 with plugins, through the bundle's own loader and libraries (none of the root's).
@@ -41,7 +44,10 @@ exec "\$here/lib/$loader" --library-path "\$here/lib" "\$here/bin/qemu-aarch64" 
 RUN
 chmod 755 "$bundle/run"
 version=$(./qemu-aarch64 --version | head -n 1)
-package=$(ls "$src_dir"/qemu_*.dsc | sed 's/.*qemu_\(.*\)\.dsc/\1/')
+for dsc in "$src_dir"/qemu_*.dsc; do
+  package=$(basename "$dsc" .dsc)
+  package=${package#qemu_}
+done
 printf '%s\nDebian source package qemu %s\n' "$version" "$package" > "$bundle/VERSION"
 cat "$bundle/VERSION"
 du -sh "$bundle"
