@@ -69,6 +69,7 @@ def test_the_count_runs_the_release_python_under_the_counting_qemu_with_one_thre
     qemu = argv.index("orch/counting-qemu/abc/run")
     assert "PYTHONHASHSEED=0" in argv[:qemu] and "OPENBLAS_NUM_THREADS=1" in argv[:qemu]
     assert argv[argv.index("-cpu") + 1] == "cortex-a76"
+    assert argv[argv.index("-R") + 1] == "0x4000000000"  # guest addresses repeat from process to process
     assert argv[argv.index("-plugin") + 1] == "orch/counting-qemu/abc/plugins/libinsn.so,inline=on"
     assert argv[argv.index("-D") + 1] == "orch/counting-qemu/abc/count.log"
     python = argv.index("orch/releases/stock-1/venv/bin/python")
