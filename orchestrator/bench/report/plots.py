@@ -70,36 +70,23 @@ def plot_p50_ci(series: Sequence[Series], path: Path) -> Path:
         f"{m:.3g} ms\n{len(s.runs)} runs, n={len(s.latencies_ms)}"
         for m, s in zip(medians, series, strict=True)
     ]
-    positions = _annotated_bars(ax, medians, (lows, highs), notes, color="#4c72b0")
-    ax.set_xticks(positions, [_short(s, many) for s in series], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("p50 latency (ms)\nbars: 95% CI (hierarchical bootstrap over runs)")
-    ax.set_title("Median latency with 95% confidence interval")
-    ax.grid(axis="y", alpha=0.3)
-    return _save(fig, path, plt)
-
-
-def _annotated_bars(
-    ax: Any,
-    values: Sequence[float],
-    errors: tuple[Sequence[float], Sequence[float]],
-    notes: Sequence[str],
-    *,
-    color: str,
-) -> list[int]:
-    """One bar per value with its error bar (below, above) and a note over it; the bars' positions."""
-    positions = list(range(len(values)))
-    ax.bar(positions, values, yerr=[list(errors[0]), list(errors[1])], capsize=6, color=color, alpha=0.8)
-    for position, value, note in zip(positions, values, notes, strict=True):
+    positions = list(range(len(series)))
+    ax.bar(positions, medians, yerr=[lows, highs], capsize=6, color="#4c72b0", alpha=0.8)
+    for position, median, note in zip(positions, medians, notes, strict=True):
         ax.annotate(
             note,
-            (position, value),
+            (position, median),
             ha="center",
             va="bottom",
             fontsize=7,
             xytext=(0, 4),
             textcoords="offset points",
         )
-    return positions
+    ax.set_xticks(positions, [_short(s, many) for s in series], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("p50 latency (ms)\nbars: 95% CI (hierarchical bootstrap over runs)")
+    ax.set_title("Median latency with 95% confidence interval")
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, path, plt)
 
 
 def plot_over_runs(series: Sequence[Series], path: Path) -> Path:
@@ -120,27 +107,36 @@ def plot_over_runs(series: Sequence[Series], path: Path) -> Path:
 
 
 def plot_count_medians(series: Sequence[SeriesDocument], path: Path) -> Path:
-    """Median instructions per inference of each release of an instruction-count run (bars: the
-    lowest and highest round): what the verdicts compare, in millions."""
+    """Instructions per inference of each release of an instruction-count run: every round a dot,
+    the median a bar across them. The axis starts near the values, not at zero: the differences that
+    verdicts call are fractions of a percent, which bars from zero would flatten; the axis says so."""
     plt = _pyplot()
     many = len({s["board"] for s in series}) > 1
     fig, ax = plt.subplots(figsize=FIG_SIZE, dpi=DPI, layout="constrained")
-    medians = [s["median"] / 1e6 for s in series]
-    lows = [m - min(s["per_inference"]) / 1e6 for m, s in zip(medians, series, strict=True)]
-    highs = [max(s["per_inference"]) / 1e6 - m for m, s in zip(medians, series, strict=True)]
-    notes = [
-        f"{m:,.2f} M\n{s['rounds']} rounds, spread {s['spread']:.2%}"
-        for m, s in zip(medians, series, strict=True)
-    ]
-    positions = _annotated_bars(ax, medians, (lows, highs), notes, color="#55a868")
+    positions = list(range(len(series)))
+    for position, item in zip(positions, series, strict=True):
+        rounds = item["per_inference"]
+        ax.scatter([position] * len(rounds), rounds, color="#55a868", s=18, zorder=3)
+        ax.hlines(item["median"], position - 0.3, position + 0.3, color="#333", linewidth=1.5)
+        ax.annotate(
+            f"{item['median']:,.0f}\n{item['rounds']} rounds, spread {item['spread']:.3%}",
+            (position, max(rounds)),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            xytext=(0, 6),
+            textcoords="offset points",
+        )
     labels = [
         " ".join([*([s["board"]] if many else []), s["variant"], s["model"].removesuffix(".onnx")])
         for s in series
     ]
     ax.set_xticks(positions, labels, rotation=20, ha="right", fontsize=8)
-    ax.set_ylim(0, max((m + h for m, h in zip(medians, highs, strict=True)), default=1.0) * 1.15 or 1.0)
-    ax.set_ylabel("instructions per inference (millions)\nwhiskers: lowest and highest round")
-    ax.set_title("Median instructions per inference (emulated CPU)")
+    ax.set_xlim(-0.6, len(series) - 0.4)
+    ax.margins(y=0.25)
+    ax.ticklabel_format(axis="y", style="plain", useOffset=False)
+    ax.set_ylabel("instructions per inference\n(axis not from zero; dots: rounds, bar: median)")
+    ax.set_title("Instructions per inference (emulated CPU)")
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, path, plt)
 
