@@ -417,8 +417,9 @@ def test_instruction_counts_repeat_and_fail_the_detuned_copy(deployed):
     assert k * estimate >= 300_000_000 or k == 5000, board
     for one in series.values():
         assert one["rounds"] == 3 and len(one["per_inference"]) == 3
-        # Identical runs agree: well under 1% between rounds (0.04% seen on the demo model).
-        assert one["spread"] < 0.005, one
+        # Identical runs agree: far under 1% between rounds (0.0001-0.0036% seen on the demo's builds;
+        # 0.2-1.3% before the guest's addresses were made to repeat, which this bound would catch).
+        assert one["spread"] < 0.001, one
         assert one["median"] > 10_000, one  # a real inference, not the difference of two start-ups
     [comparison] = document["comparisons"]
     assert (comparison["baseline"], comparison["candidate"]) == (
