@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich.markup import escape
 
@@ -131,12 +130,12 @@ def _refuse_twice(option: str, refs: tuple[str, ...], ids: list[str]) -> None:
             )
 
 
-def _document(written: WrittenReport, counted: list[CountRunDocument]) -> dict[str, Any]:
+def _document(written: WrittenReport, counted: list[CountRunDocument]) -> dict[str, object]:
     """--json: one run's document as it always was; several runs' documents in a list."""
-    runs = [
+    runs: list[dict[str, str]] = [
         {"run_id": run_id, **{k: str(p) for k, p in files.items()}} for run_id, files in written.runs.items()
     ]
-    document: dict[str, Any] = (
+    document: dict[str, object] = (
         {**runs[0], "html": str(written.html)}
         if len(runs) == 1
         else {"html": str(written.html), "runs": runs}
