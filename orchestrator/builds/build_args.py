@@ -3,7 +3,6 @@ execution provider's, and a reduced build's operator config."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -18,22 +17,9 @@ from orchestrator.targets import TargetProfile
 BuildScope = Literal["wheel", "library", "mlas-test"]
 # The shared library's CMake target (cmake/onnxruntime.cmake: add_library(onnxruntime SHARED ...)).
 LIBRARY_TARGET = "onnxruntime"
-# What `--ep cuda` needs in the image and can't get offline or from a Debian archive.
-CUDA_TOOLKIT_NOTE = (
-    "a CUDA build needs the NVIDIA L4T CUDA cross toolkit (cuda-cross-aarch64, cuDNN for aarch64) "
-    "installed in the build image; the stock build image does not carry it"
-)
+# JetPack's paths on a Jetson (the on-board route builds there, with JetPack's own toolkit).
 CUDA_HOME = "/usr/local/cuda"
 CUDNN_HOME = "/usr/lib/aarch64-linux-gnu"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProviderArgs:
-    """What an execution provider adds to build.py's arguments, and why a build may be refused here."""
-
-    args: tuple[str, ...] = ()
-    refused: str | None = None
-    notes: tuple[str, ...] = ()
 
 
 def build_args(variant: Variant, parallel: int, scope: BuildScope) -> list[str]:
@@ -76,22 +62,20 @@ def variant_args(variant: Variant, flags: tuple[str, ...], *, newer_compiler: bo
     return args
 
 
-def provider_args(provider: str, profile: TargetProfile, args: list[str]) -> ProviderArgs:
-    """The execution provider's arguments, given the ``args`` the build has so far; CUDA and
-    TensorRT builds are planned but refused here (the stock build image has no toolkit)."""
+def provider_args(provider: str, profile: TargetProfile, args: list[str]) -> tuple[str, ...]:
+    """The execution provider's arguments on a board with JetPack (the on-board route), given the
+    ``args`` the build has so far. The sysroot route's CUDA is ``cuda_route``'s."""
     cuda: tuple[str, ...] = ("--use_cuda", "--cuda_home", CUDA_HOME, "--cudnn_home", CUDNN_HOME)
     if profile.cuda_version:
         cuda += ("--cuda_version", profile.cuda_version)
     if provider == "cuda":
-        return ProviderArgs(args=cuda, refused=CUDA_TOOLKIT_NOTE, notes=(CUDA_TOOLKIT_NOTE,))
+        return cuda
     if provider == "tensorrt":
         # TensorRT's provider is built with CUDA's, from JetPack's libraries.
-        refused = CUDA_TOOLKIT_NOTE + " (and TensorRT)"
-        tensorrt = ("--use_tensorrt", "--tensorrt_home", "/usr/lib/aarch64-linux-gnu", *cuda)
-        return ProviderArgs(args=tensorrt, refused=refused, notes=(refused,))
+        return ("--use_tensorrt", "--tensorrt_home", "/usr/lib/aarch64-linux-gnu", *cuda)
     if provider == "xnnpack" and "--use_xnnpack" not in args:
-        return ProviderArgs(args=("--use_xnnpack",))
-    return ProviderArgs()
+        return ("--use_xnnpack",)
+    return ()
 
 
 def operator_config_path(config: OperatorConfig) -> str:

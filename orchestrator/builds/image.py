@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from orchestrator.builds.image_plan import ImagePlan
 from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.toolchain import SYSROOT_WAYS
 from orchestrator.errors import BuildError
@@ -22,11 +23,19 @@ Log = Callable[[str], None]
 def ensure_build_image(engine: Engine, plan: BuildPlan, log: Log, *, local: Engine | None = None) -> str:
     """The build image's id on ``engine``: sent from ``local`` when that has it (same tag = same
     inputs), else built there on the base image (bootstrapped offline when possible)."""
-    image = plan.image
+    return _ensure_image(engine, plan, plan.image, log, local=local)
+
+
+def _ensure_image(
+    engine: Engine, plan: BuildPlan, image: ImagePlan, log: Log, *, local: Engine | None
+) -> str:
     existing = engine.image_id(image.tag) or _sent_from(local, engine, image.tag, log)
     if existing:
         return existing
-    ensure_base_image_on(engine, plan, log, local=local)
+    if image.under is not None:  # a layer: the image below first, made as a build image is
+        _ensure_image(engine, plan, image.under, log, local=local)
+    else:
+        ensure_base_image_on(engine, plan, log, local=local)
     log(f"building image {image.tag} from {image.dockerfile.name} on {image.base_image}")
     return engine.build_image(
         context=image.context,
@@ -42,6 +51,8 @@ def ensure_base_image_on(engine: Engine, plan: BuildPlan, log: Log, *, local: En
     """The base image of the build image on ``engine``: bootstrapped offline, sent from ``local``, or
     (registry images) already there; a clear error when it cannot be had."""
     image = plan.image
+    while image.under is not None:  # a layer's base is made from the image below it
+        image = image.under
     if engine.image_id(image.base_image) or _sent_from(local, engine, image.base_image, log):
         return image.base_image
     if made_offline(plan):

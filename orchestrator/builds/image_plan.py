@@ -17,6 +17,8 @@ from orchestrator.paths import DOCKER_DIR
 from orchestrator.targets import TargetProfile
 
 DOCKERFILE = DOCKER_DIR / "build.Dockerfile"
+# --ep cuda on the sysroot route: the clang image plus Debian's CUDA toolkit, one layer above it.
+CUDA_DOCKERFILE = DOCKER_DIR / "build-cuda.Dockerfile"
 CLANG_PACKAGES = PACKAGES_DIR / "clang-sysroot.txt"  # the sysroot route's one build container
 
 
@@ -32,11 +34,15 @@ class ImagePlan:
     context: Path
     buildargs: tuple[tuple[str, str], ...]
     inputs_sha256: str
+    # The build image this one is a layer on (its base_image), made first: the CUDA image's clang one.
+    under: ImagePlan | None = None
 
     @property
     def base_made_offline(self) -> bool:
-        """Whether orch makes the base image itself (debootstrap), so no engine must have it: a Debian
-        suite's, unless a registry image is configured for that suite."""
+        """Whether orch makes the base image itself (debootstrap, or the image it is a layer on), so
+        no engine must have it: a Debian suite's, unless a registry image is configured for that suite."""
+        if self.under is not None:
+            return self.under.base_made_offline
         return bool(self.base_suite) and not registry_override(str(self.base_suite))
 
 
@@ -71,9 +77,14 @@ def plan_image(
     route: DependencyRoute,
     build_arch: str = "amd64",
     toolchain: Toolchain = "gcc-multiarch",
+    *,
+    cuda: bool = False,
 ) -> ImagePlan:
     """The build image of a target, dependency route and toolchain, named by what its layers hold:
-    the board's distribution (gcc-multiarch), or the one clang image for every board (clang-sysroot)."""
+    the board's distribution (gcc-multiarch), or the one clang image for every board (clang-sysroot),
+    with ``cuda`` the CUDA toolkit's layer on that clang image."""
+    if cuda:
+        return _cuda_layer(plan_image(profile, route, build_arch, toolchain))
     if toolchain == "clang-sysroot":
         suite: str | None = CLANG_SUITE
         packages = read_package_list(CLANG_PACKAGES)
@@ -107,11 +118,28 @@ def plan_image(
     )
 
 
-def _inputs_sha256(buildargs: tuple[tuple[str, str], ...]) -> str:
+def _cuda_layer(under: ImagePlan) -> ImagePlan:
+    """The CUDA toolkit's layer on ``under``, named by ``under``'s tag and its own Dockerfile."""
+    buildargs = (("BASE_IMAGE", under.tag),)
+    inputs = _inputs_sha256(buildargs, CUDA_DOCKERFILE)
+    return ImagePlan(
+        tag=f"{under.tag.split(':')[0]}-cuda:{inputs[:12]}",
+        base_image=under.tag,
+        base_suite=None,
+        base_arch=under.base_arch,
+        dockerfile=CUDA_DOCKERFILE,
+        context=DOCKER_DIR,
+        buildargs=buildargs,
+        inputs_sha256=inputs,
+        under=under,
+    )
+
+
+def _inputs_sha256(buildargs: tuple[tuple[str, str], ...], dockerfile: Path = DOCKERFILE) -> str:
     digest = hashlib.sha256()
     # The scripts under docker/build are mounted at run time (always current); the image is
     # named by what its layers hold: the Dockerfile and the build arguments (the package lists
     # are among them, so another target's list does not rename this image).
     digest.update(json.dumps(buildargs).encode())
-    digest.update(DOCKERFILE.read_bytes())
+    digest.update(dockerfile.read_bytes())
     return digest.hexdigest()

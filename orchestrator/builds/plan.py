@@ -25,6 +25,18 @@ from orchestrator.builds.build_args import (
     variant_args,
 )
 from orchestrator.builds.container_paths import BUILD, OUT, SCRIPTS, SRC
+from orchestrator.builds.cuda_route import (
+    CUDA_NOT_RUN,
+    CUDA_NOT_RUN_HINT,
+    GPU_PROVIDERS,
+    CudaSetting,
+    check_target,
+    cuda_build_args,
+    cuda_defines,
+    cuda_notes,
+    plan_cuda,
+    require_sysroot,
+)
 from orchestrator.builds.endpoints import RemoteCache, check_docker_host
 from orchestrator.builds.flags import check_without_tree
 from orchestrator.builds.image_plan import ImagePlan, plan_image
@@ -70,6 +82,9 @@ SCOPES: tuple[BuildScope, ...] = ("wheel", "library", "mlas-test")
 # cross build would lose it silently: the plan always sets it.
 KLEIDIAI_SINCE = (1, 22)
 KleidiAI = Literal["on", "off", "not in this release"]
+LTO_OFF_FOR_CUDA = (
+    "LTO is off for CUDA builds: nvcc objects do not take part in the host compiler's link-time optimisation"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +137,7 @@ class BuildPlan:
     linker_flags: tuple[str, ...] = ()
     # A profile-guided build's counters: (directory on the workstation, where the compiler reads them).
     profile_input: tuple[Path, str] | None = None
+    cuda: CudaSetting | None = None  # --ep cuda/tensorrt: the GPU and the sysroot's CUDA stack
 
     @property
     def artifact_variant(self) -> str:
@@ -240,6 +256,7 @@ class BuildPlan:
             "sysroot": self.sysroot.as_dict() if self.sysroot else None,
             "kleidiai": self.kleidiai,
             "operator_config": self.operator_config.as_dict() if self.operator_config else None,
+            "cuda": self.cuda.as_dict() if self.cuda else None,
         }
 
 
@@ -249,7 +266,7 @@ def refused_error(plan: BuildPlan) -> BuildError | None:
         return None
     return BuildError(
         f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
-        hint="`--dry-run` shows the exact build.py arguments for an image that has the toolkit",
+        hint=CUDA_NOT_RUN_HINT,
     )
 
 
@@ -291,8 +308,9 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     flags, toolchain_notes = _for_toolchain(
         variant.compiler_flags(mcpu=profile.mcpu, march=profile.march), toolchain
     )
-    # nvcc objects do not take part in GCC's link-time optimisation.
-    lto = variant.lto and provider != "cuda"
+    gpu = provider in GPU_PROVIDERS
+    # nvcc objects do not take part in the host compiler's link-time optimisation.
+    lto = variant.lto and not gpu
     parallel = options.parallel or choose_parallel(options.cpus, options.memory_bytes)
     defines = [
         *toolchain_defines(toolchain, profile),
@@ -309,8 +327,10 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         *(["--enable_lto"] if lto else []),
         *variant_args(variant, flags, newer_compiler=toolchain == "clang-sysroot"),
     ]
-    extra = provider_args(provider, profile, args)
-    args += extra.args
+    cuda = plan_cuda(profile, provider, options.source.version, options.sysroot) if gpu else None
+    args += cuda_build_args(cuda, provider) if cuda else provider_args(provider, profile, args)
+    if cuda:
+        defines += cuda_defines(cuda)
     config = options.operator_config
     if config is not None:
         args += reduced_args(config)
@@ -319,14 +339,10 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         defines.append(kleidiai.define)
     args += ["--cmake_extra_defines", *(f"{k}={v}" for k, v in defines)]
     notes = [
-        *(
-            ["LTO is off for CUDA builds: nvcc objects do not take part in GCC's link-time optimisation"]
-            if variant.lto and not lto
-            else []
-        ),
+        *([LTO_OFF_FOR_CUDA] if variant.lto and not lto else []),
         *_forced_names(variant, options),
         *toolchain_notes,
-        *extra.notes,
+        *(cuda_notes(cuda) if cuda else []),
         *([reduced_note(config)] if config is not None else []),
         kleidiai.note,
         *_sysroot_notes(profile, options.sysroot),
@@ -342,7 +358,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         scope=options.scope,
         dependencies=choice.route,
         toolchain=toolchain,
-        image=plan_image(profile, route.image_of, toolchain=toolchain),
+        image=plan_image(profile, route.image_of, toolchain=toolchain, cuda=cuda is not None),
         toolchain_file=toolchain_file(toolchain),
         defines=tuple(defines),
         build_args=tuple(args),
@@ -352,7 +368,8 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         ccache_volume=f"orch-ccache-{profile.name}",
         wheel_platform=f"linux_{profile.arch}",
         network=container_network(choice.route, route.needs),
-        refused=extra.refused,
+        refused=CUDA_NOT_RUN if cuda else None,
+        cuda=cuda,
         notes=tuple(notes),
         cache=options.cache,
         sysroot=options.sysroot,
@@ -420,6 +437,9 @@ def _check_options(profile: TargetProfile, variant: Variant, options: BuildOptio
     if options.scope not in SCOPES:
         raise UsageError(f"unknown build scope '{options.scope}' (known: {', '.join(SCOPES)})")
     provider = options.execution_provider
+    check_target(profile, provider)
+    if provider in GPU_PROVIDERS:
+        require_sysroot(provider, options.sysroot)
     if provider not in profile.execution_providers:
         raise UsageError(
             f"target '{profile.name}' has no execution provider '{provider}'",

@@ -267,7 +267,7 @@ CASES = [
     case("build-define-bad-name", "build --target lab --dry-run -D 9lives=ON", 2, "'9lives'", "not a CMake variable name"),
     case("build-define-forced", "build --target lab --dry-run --json --force-flags -D ONNX_ML=OFF", 0, "--force-flags: CMake define 'ONNX_ML'"),
     case("build-target-unknown", "build --target rpi9 --dry-run", 2, "rpi9"),
-    case("build-ep-unknown", "build --target lab --ep cuda --dry-run", 2, "has no execution provider 'cuda'"),
+    case("build-ep-unknown", "build --target lab --ep cuda --dry-run", 2, "target 'lab' has no NVIDIA GPU"),
     case("build-scope-unknown", "build --target lab --scope all --dry-run", 2, "invalid choice: 'all'"),
     case("build-parallel-zero", "build --target lab --parallel 0 --dry-run", 2, "argument --parallel: must be a whole number >= 1, not '0'"),
     case("build-parallel-text", "build --target lab --parallel many", 2, "argument --parallel: must be a whole number, not 'many'"),

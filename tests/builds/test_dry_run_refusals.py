@@ -11,7 +11,6 @@ base image offline), so for it only the dry run's verdict is compared with the p
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 
@@ -101,14 +100,12 @@ def test_the_jetson_message_offers_only_ways_that_work(orch_env: dict[str, str],
     assert "L4T sample root file system" in hint
 
 
-def test_a_cuda_plan_is_shown_and_refused_like_the_real_run(orch_env: dict[str, str], orch_cli) -> None:
+def test_cuda_without_a_sysroot_is_refused_alike_naming_the_ways(orch_env: dict[str, str], orch_cli) -> None:
     args = ("--target", "jetson", "--ep", "cuda", "--ort-version", "1.20.0")
     dry, real = both_runs(orch_cli, orch_env, *args)
-    assert dry.returncode == real.returncode == 5 and refusal(dry) == refusal(real)
-    assert "L4T CUDA cross toolkit" in refusal(dry)[0]
-    assert "--use_cuda --cuda_home /usr/local/cuda --cudnn_home" in dry.stderr  # the plan, then the refusal
-    as_json = orch_cli(orch_env, "build", *args, "--dry-run", "--json")
-    assert as_json.returncode == 5 and json.loads(as_json.stdout)["refused"]
+    assert dry.returncode == real.returncode == 2 and refusal(dry) == refusal(real)
+    assert "give --sysroot-from NAME" in refusal(dry)[0]
+    assert "orch sysroot stand-in" in refusal(dry)[1] and "--on-board BOARD" in refusal(dry)[1]
 
 
 def test_the_preflight_image_of_an_ubuntu_target_reads_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -192,8 +192,8 @@ def make_on_board_plan(
     if variant.lto and not cuda:
         args.append("--enable_lto")
     args += variant_args(variant, flags)
-    # The container route refuses CUDA (no toolkit in its image); on the board JetPack has it.
-    args += provider_args(provider, profile, args).args
+    # On the board JetPack has the toolkit, at its own paths.
+    args += provider_args(provider, profile, args)
     args += ["--cmake_extra_defines", *(f"{k}={v}" for k, v in defines)]
     notes = [
         (

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.builds.sysroots.contents import Sysroot, apt_install_command
-from orchestrator.builds.sysroots.store import StoredSysroot
+from orchestrator.builds.sysroots.gpu import GpuStack, read_gpu_stack
+from orchestrator.builds.sysroots.store import StoredSysroot, gpu_stack
 from orchestrator.errors import UsageError
 from orchestrator.targets import BoardOS, TargetProfile
 
@@ -40,6 +41,7 @@ class SysrootRef:
     root: Path
     board: str | None
     os: BoardOS
+    gpu: GpuStack | None = None  # CUDA, cuDNN and TensorRT as the sysroot's files say
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +51,7 @@ class SysrootRef:
             "os": f"{self.os.distro} {self.os.release} ({self.os.codename})",
             "glibc": self.os.glibc,
             "python": self.os.python,
+            "gpu": self.gpu.summary if self.gpu else None,
         }
 
 
@@ -103,6 +106,8 @@ def profile_for_sysroot(profile: TargetProfile, stored: StoredSysroot) -> tuple[
         root=stored.directory / "root",
         board=stored.record.get("board"),
         os=board_os,
+        # A record stored before orch read GPU stacks says nothing: read the tree itself.
+        gpu=gpu_stack(stored.record) or read_gpu_stack(stored.sysroot.root, stored.sysroot.triplet),
     )
     return adjusted, reference
 

@@ -1,0 +1,164 @@
+"""The CUDA provider's cross build, planned (pure): what `orch build --ep cuda --sysroot-from B`
+compiles for and against, and every refusal before any build, from sysroot trees made here."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from orchestrator.builds.cuda_route import CUDA_NOT_RUN, nvcc_host_flags
+from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan, refused_error
+from orchestrator.builds.sources.ort_spec import parse_source
+from orchestrator.builds.sysroots.gpu import GpuStack
+from orchestrator.builds.sysroots.target import SysrootRef
+from orchestrator.builds.variants import resolve_variant
+from orchestrator.errors import UsageError
+from orchestrator.targets import BoardOS, resolve_target
+
+pytestmark = pytest.mark.unit
+
+BOOKWORM = BoardOS(distro="debian", release="12", codename="bookworm", glibc="2.36", python="3.11")
+COMPLETE = (
+    "usr/include/stdio.h",
+    "usr/include/c++/12/vector",
+    "usr/include/python3.11/Python.h",
+    "usr/bin/python3.11",
+    "usr/lib/python3.11/os.py",
+)
+STAND_IN = GpuStack(cuda="12.4.1", cudnn="9.28.0")
+
+
+def _sysroot(root: Path, gpu: GpuStack | None = STAND_IN) -> SysrootRef:
+    for name in COMPLETE:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("")
+    return SysrootRef(name="orin-cuda", digest="ab" * 32, root=root, board=None, os=BOOKWORM, gpu=gpu)
+
+
+def _plan(
+    ref: SysrootRef | None, provider: str = "cuda", target: str = "jetson-orin", version: str | None = None
+) -> BuildPlan:
+    profile = resolve_target(target)
+    if ref is not None:
+        profile = replace(profile, os=ref.os, bootstrap_suite=ref.os.codename)
+    source = parse_source(None, version=version, suite="trixie")
+    return make_plan(
+        profile,
+        resolve_variant("tuned"),
+        BuildOptions(source=source, sysroot=ref, execution_provider=provider),
+    )
+
+
+def test_a_cuda_plan_compiles_for_the_boards_gpu_against_the_sysroots_cuda(tmp_path: Path) -> None:
+    plan = _plan(_sysroot(tmp_path))
+    argv = plan.build_argv
+    assert "--use_cuda" in argv
+    assert argv[argv.index("--cuda_home") + 1] == "/sysroot/usr/local/cuda"
+    assert argv[argv.index("--cudnn_home") + 1] == "/sysroot/usr"
+    assert argv[argv.index("--cuda_version") + 1] == "12.4"
+    defines = dict(plan.defines)
+    assert defines["CMAKE_CUDA_ARCHITECTURES"] == "87"  # Orin only: SASS + PTX (CMake's "87")
+    assert defines["CMAKE_CUDA_HOST_COMPILER"] == "clang++-17"
+    assert defines["CMAKE_CUDA_FLAGS"] == (
+        "-Xcompiler=--target=aarch64-linux-gnu,--sysroot=/sysroot -isystem /sysroot/usr/local/cuda/include"
+    )
+    assert defines["CMAKE_CUDA_RUNTIME_LIBRARY"] == "Shared"  # a sysroot keeps no libcudart_static.a
+    # The CPU parts as the variant says, nvcc objects without LTO, said in the plan.
+    assert "--enable_lto" not in argv and any("LTO is off for CUDA" in n for n in plan.notes)
+    assert any("sm_87 (SASS and PTX) by nvcc 12.4" in n and "cuDNN 9.28.0" in n for n in plan.notes)
+    # The CUDA toolkit's layer on the route's clang image.
+    assert plan.image.tag.startswith("orch/build-clang-sysroot-cuda:")
+    assert plan.image.under is not None and plan.image.under.tag == plan.image.base_image
+    assert plan.image.under.tag.startswith("orch/build-clang-sysroot:") and plan.image.base_made_offline
+    assert plan.cuda is not None and plan.as_dict()["cuda"] == {
+        "architectures": ["sm_87"],
+        "cuda": "12.4.1",
+        "cudnn": "9.28.0",
+        "tensorrt": None,
+        "nvcc": "12.4",
+        "host_compiler": "clang++-17",
+    }
+    # Planned, not run yet: the dry run and the real run refuse alike, pointing at the board.
+    assert plan.refused == CUDA_NOT_RUN
+    error = refused_error(plan)
+    assert error is not None and "--on-board BOARD" in str(error.hint)
+
+
+def test_the_plans_nvcc_flags_keep_the_build_machines_headers_out() -> None:
+    flags = nvcc_host_flags("/sysroot")
+    assert flags[:2] == ("-ccbin", "clang++-17")
+    assert "--sysroot=/sysroot" in flags[2] and "--target=aarch64-linux-gnu" in flags[2]
+
+
+def test_a_nano_compiles_for_sm_53_and_another_cuda_12_release_is_noted(tmp_path: Path) -> None:
+    ref = _sysroot(tmp_path, GpuStack(cuda="12.2.140", cudnn="9.3.0"))
+    plan = _plan(ref, target="jetson-nano")
+    assert dict(plan.defines)["CMAKE_CUDA_ARCHITECTURES"] == "53"
+    assert any("nvcc 12.4 compiles against the board's CUDA 12.2.140" in n for n in plan.notes)
+
+
+def test_tensorrt_builds_with_cuda_from_the_sysroot(tmp_path: Path) -> None:
+    ref = _sysroot(tmp_path, GpuStack(cuda="12.6.1", cudnn="9.3.0", tensorrt="10.3.0"))
+    argv = _plan(ref, provider="tensorrt").build_argv
+    assert argv[argv.index("--tensorrt_home") + 1] == "/sysroot/usr" and "--use_cuda" in argv
+
+
+@pytest.mark.parametrize(
+    ("gpu", "provider", "message", "hint"),
+    [
+        (GpuStack(), "cuda", "has no CUDA", "sudo apt install nvidia-jetpack"),
+        (GpuStack(cuda="11.4.315", cudnn="8.6.0"), "cuda", "CUDA 11.4.315, older than", "CUDA 12.x"),
+        (GpuStack(cuda="13.0.1", cudnn="9.12.0"), "cuda", "CUDA 13.0.1, newer than", "CUDA 12.x"),
+        (GpuStack(cuda="12.4.1"), "cuda", "no cuDNN", "libcudnn9-dev-cuda-12"),
+        (GpuStack(cuda="12.2.140", cudnn="8.9.4"), "cuda", "cuDNN 8.9.4, older than", "cuDNN 9.x"),
+        (STAND_IN, "tensorrt", "has no TensorRT", "or build --ep cuda"),
+        (
+            GpuStack(cuda="12.2.140", cudnn="9.3.0", tensorrt="8.6.2"),
+            "tensorrt",
+            "TensorRT 8.6.2, older",
+            "10.x",
+        ),
+    ],
+)
+def test_a_sysroot_that_cannot_give_the_provider_is_refused_before_any_build(
+    tmp_path: Path, gpu: GpuStack, provider: str, message: str, hint: str
+) -> None:
+    with pytest.raises(UsageError, match=message) as refused:
+        _plan(_sysroot(tmp_path, gpu), provider=provider)
+    assert hint in str(refused.value.hint)
+
+
+def test_without_a_sysroot_cuda_names_the_sysroot_way_the_stand_in_and_the_board() -> None:
+    with pytest.raises(UsageError, match="give --sysroot-from NAME") as refused:
+        _plan(None)
+    hint = str(refused.value.hint)
+    assert "orch sysroot pull --host BOARD" in hint and "orch sysroot stand-in" in hint
+    assert "--on-board BOARD" in hint
+
+
+def test_a_raspberry_pi_has_no_gpu_for_cuda_and_is_told_which_targets_do() -> None:
+    with pytest.raises(UsageError, match="target 'rpi5' has no NVIDIA GPU") as refused:
+        _plan(None, target="rpi5")
+    hint = str(refused.value.hint)
+    assert "jetson-orin (sm_87)" in hint and "jetson-nano (sm_53)" in hint and "--ep cpu" in hint
+
+
+def test_a_profile_without_a_gpu_architecture_is_refused(tmp_path: Path) -> None:
+    profile = replace(
+        resolve_target("jetson-orin"), cuda_architectures=None, os=BOOKWORM, bootstrap_suite="bookworm"
+    )
+    source = parse_source(None, version=None, suite="trixie")
+    with pytest.raises(UsageError, match="names no GPU architecture") as refused:
+        make_plan(
+            profile,
+            resolve_variant("tuned"),
+            BuildOptions(source=source, sysroot=_sysroot(tmp_path), execution_provider="cuda"),
+        )
+    assert "architectures" in str(refused.value.hint)
+
+
+def test_a_release_before_orch_knows_its_cuda_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"1\.19 and later; this build is 1\.18\.0"):
+        _plan(_sysroot(tmp_path), version="1.18.0")
