@@ -12,9 +12,10 @@ import contextlib
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.adapters import process
 from orchestrator.adapters.engine_containers import (
@@ -373,6 +374,21 @@ class Engine:
                 image, list(argv) if argv is not None else None, name=name, **options
             )
         return str(container.id)
+
+    def export_filesystem(self, image: str, dest: Path) -> int:
+        """The file system of ``image`` as one tarball at ``dest`` (``docker export`` of a container
+        made from it and never started), streamed to disk; returns its size in bytes."""
+        container = self.create(image, ["true"], name=f"orch-export-{uuid.uuid4().hex[:12]}")
+        written = 0
+        try:
+            with translated(f"exporting the file system of {image}"), dest.open("wb") as out:
+                for chunk in self._get(container).export():
+                    data = cast("bytes", chunk)  # the SDK's stubs say str; the stream is bytes
+                    out.write(data)
+                    written += len(data)
+        finally:
+            self.remove(container)
+        return written
 
     def start_existing(self, container: str) -> None:
         """Start a created (or stopped) container."""

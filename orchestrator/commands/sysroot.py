@@ -10,6 +10,7 @@ libraries.
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Literal, TypedDict
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.adapters.engine import Engine
 from orchestrator.adapters.ssh import connect
 from orchestrator.artifacts.store import Artifact, read_manifest
 from orchestrator.board import Board
@@ -47,6 +49,9 @@ from orchestrator.console import console, emit_json
 from orchestrator.errors import BuildError, UsageError
 from orchestrator.fleet.board_probe import read_facts
 from orchestrator.fleet.parallel import print_failures, run_on_boards
+from orchestrator.lab.gpu_stand_in import make_stand_in_image
+from orchestrator.paths import orch_home
+from orchestrator.targets import resolve_target
 
 NAME = "sysroot"
 HELP = "pull sysroots from boards, add root file systems, check wheels against them"
@@ -86,6 +91,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add.add_argument("path", type=options.path_arg, metavar="PATH", help="a rootfs tarball or directory")
     add.add_argument("--name", required=True, metavar="NAME", help="what to call it (--sysroot-from NAME)")
     add_json_option(add)
+    stand_in = sub.add_parser(
+        "stand-in",
+        help="make a JetPack-like sysroot offline (a Jetson target's stand-in OS with CUDA and cuDNN)",
+        description="Make, offline, the sysroot of a Jetson stand-in and store it as NAME: the target's lab"
+        " stand-in OS (Debian 12 for jetson-orin) with CUDA 12.4 for arm64 from Debian's contrib/non-free"
+        " packages and cuDNN 9 from NVIDIA's aarch64 wheel (through pip's configured sources), laid out as"
+        " JetPack lays them. For `orch build --ep cuda --sysroot-from NAME` without a Jetson at hand. It"
+        " is not L4T: no NVIDIA driver, no TensorRT.",
+    )
+    stand_in.add_argument(
+        "--target",
+        default="jetson-orin",
+        metavar="NAME",
+        help="a Jetson target profile (default jetson-orin)",
+    )
+    stand_in.add_argument(
+        "--name", required=True, metavar="NAME", help="what to call it (--sysroot-from NAME)"
+    )
+    add_json_option(stand_in)
     listing = sub.add_parser(
         "list", help="the stored sysroots: OS, glibc, Python, GPU stack (CUDA, cuDNN, TensorRT), size"
     )
@@ -133,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if action == "add":
         return _add(AddRequest(name=args.name, path=Path(args.path), json=args.json))
+    if action == "stand-in":
+        return _stand_in(StandInRequest(name=args.name, target=args.target, json=args.json))
     if action == "list":
         return _list(as_json=args.json)
     if action == "check":
@@ -157,6 +183,13 @@ class PullRequest:
 class AddRequest:
     name: str
     path: Path  # a rootfs tarball or directory
+    json: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class StandInRequest:
+    name: str
+    target: str  # a Jetson target profile
     json: bool
 
 
@@ -348,6 +381,55 @@ def _add(request: AddRequest) -> int:
     note = _headers_note(name, stored.record, where="in that root file system", again="add it again")
     if note:
         console.print(f"  [yellow]note:[/] {escape(note)}", soft_wrap=True)
+    return 0
+
+
+def _stand_in(request: StandInRequest) -> int:
+    name = check_name(request.name)
+    profile = resolve_target(request.target)
+    started = time.monotonic()
+    engine = Engine()
+
+    def log(line: str) -> None:
+        console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
+
+    image = make_stand_in_image(engine, profile, log)
+    scratch = orch_home() / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="stand-in-") as directory:
+        tarball = Path(directory) / "rootfs.tar"
+        size = engine.export_filesystem(image.tag, tarball)
+        log(f"exported {image.tag}'s file system ({size / 1e9:.2f} GB)")
+        outcome = store_tarball(
+            name,
+            tarball,
+            kind="stand-in",
+            source=f"orch sysroot stand-in --target {profile.name} ({image.tag}; cuDNN {image.cudnn_wheel}"
+            f" sha256 {image.cudnn_sha256[:12]})",
+            extra={"added_at": now()},
+        )
+    stored = outcome.stored
+    if request.json:
+        emit_json(
+            {
+                "name": name,
+                "new": outcome.new,
+                "digest": stored.digest,
+                "path": str(stored.directory),
+                "image": image.tag,
+                "record": stored.record,
+            }
+        )
+        return 0
+    console.print(
+        f"[green]✓[/] {escape(name)}: {escape(_stored_text(outcome))} in {time.monotonic() - started:.1f} s",
+        soft_wrap=True,
+    )
+    console.print(
+        f"  a stand-in for {escape(profile.name)}, not L4T: no NVIDIA driver; build with"
+        f" orch build --target {escape(profile.name)} --sysroot-from {escape(name)} --ep cuda",
+        soft_wrap=True,
+    )
     return 0
 
 
