@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from orchestrator.bench import results
 from orchestrator.bench.calibration import parse_specs
+from orchestrator.bench.counting.mlas_plan import WORKLOADS
 from orchestrator.bench.execute import BenchRun, run_bench
 from orchestrator.bench.plan import (
     OPT_LEVELS,
@@ -36,7 +37,7 @@ from orchestrator.bench.report.native_tables import after_run_tables, cold_start
 from orchestrator.bench.report.tables import comparison_warnings, run_tables
 from orchestrator.bench.series import pairings_within
 from orchestrator.commands import options
-from orchestrator.commands.bench_count import count_plan, run_counting
+from orchestrator.commands.bench_count import count_plan, run_counting, run_mlas_counting
 from orchestrator.console import console, emit_json, print_whole
 from orchestrator.deploy.lock_settings import DEFAULT_LOCK_TIMEOUT
 from orchestrator.errors import BenchError, PartialFailure, UsageError
@@ -98,6 +99,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="time",
         help="time: wall time per inference (default); instructions: instructions retired per inference,"
         " counted on the lab's emulated boards (repeatable where emulated time is not; not cycles)",
+    )
+    what.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="models",
+        help="--metric instructions: what is counted: models (default), the deployed releases' inferences;"
+        " mlas-test, ORT's MLAS kernel tests in the newest `orch build --scope mlas-test` build of each"
+        " --variant for the board's target (a compiler flag's verdict in minutes, no wheel)",
     )
     what.add_argument(
         "--fail-above",
@@ -432,8 +441,12 @@ def run(args: argparse.Namespace) -> int:
     plan = make_bench_plan(request)
     if args.fail_above is not None and args.metric != "instructions":
         raise UsageError("--fail-above guards instruction counts: add --metric instructions")
+    if args.workload != "models" and args.metric != "instructions":
+        raise UsageError(f"--workload {args.workload} is counted: add --metric instructions")
     if args.metric == "instructions":
         count = count_plan(plan, rounds=request.rounds, fail_above=args.fail_above)
+        if args.workload == "mlas-test":
+            return run_mlas_counting(plan, count, dry_run=request.dry_run, as_json=request.json)
         return run_counting(plan, count, dry_run=request.dry_run, as_json=request.json)
     if request.dry_run:
         _dry_run(plan, as_json=request.json)

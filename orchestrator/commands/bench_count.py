@@ -13,21 +13,35 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.adapters.engine import Engine
+from orchestrator.artifacts.mlas_tests import MLAS_TEST_EXE, MlasTestBuild, builds_root, list_mlas_test_builds
 from orchestrator.bench.counting.execute import BoardCounts, count_on_boards
+from orchestrator.bench.counting.mlas_execute import count_mlas_on_boards
+from orchestrator.bench.counting.mlas_plan import (
+    BASE_REPEATS,
+    GTEST_QUIET,
+    MlasCountPlan,
+    choose_builds,
+)
 from orchestrator.bench.counting.plan import (
     BASE_INFERENCES,
     COUNT_ENVIRONMENT,
     TARGET_INSTRUCTIONS,
     CountPlan,
 )
-from orchestrator.bench.counting.store import SCHEMA, BoardCountDocument, write_counts
+from orchestrator.bench.counting.store import (
+    SCHEMA,
+    BoardCountDocument,
+    BuildDocument,
+    WorkloadDocument,
+    write_counts,
+)
 from orchestrator.bench.counting.verdict import (
     RULE,
     CountComparison,
     CountSeries,
     comparisons,
 )
-from orchestrator.bench.plan import BenchPlan
+from orchestrator.bench.plan import BenchPlan, Setting
 from orchestrator.bench.results import new_run_id, utc_now
 from orchestrator.console import console, emit_json, print_whole
 from orchestrator.errors import BenchError, PartialFailure, UsageError
@@ -37,6 +51,12 @@ WHAT_A_COUNT_IS = (
     "instructions retired per inference under qemu's emulated CPU: repeatable, not cycles (memory"
     " stalls, caches and vector width are invisible) and comparable only under the same -cpu"
 )
+WHAT_AN_MLAS_COUNT_IS = (
+    "instructions retired per repetition of the filtered MLAS tests (their kernels and the tests' own"
+    " reference code) under qemu's emulated CPU: repeatable, not cycles (memory stalls, caches and"
+    " vector width are invisible) and comparable only under the same -cpu"
+)
+MODELS_WORKLOAD: WorkloadDocument = {"name": "models", "unit": "one inference"}
 
 
 def refuse_unsupported(plan: BenchPlan) -> None:
@@ -67,13 +87,7 @@ def run_counting(plan: BenchPlan, count: CountPlan, *, dry_run: bool, as_json: b
     if dry_run:
         _show_plan(plan, count, as_json=as_json)
         return 0
-    engine = Engine()
-    try:
-        # The bundle runs where the engine runs: the workstation, whose architecture qemu emulates from.
-        arch = str(engine.info().get("Architecture", "x86_64"))
-        kit = ensure_counting_qemu(engine, arch, lambda line: console.print(escape(line), soft_wrap=True))
-    finally:
-        engine.close()
+    kit = _counting_qemu()
     run_id = new_run_id()
     console.print(
         f"instruction counts [bold]{run_id}[/] on {len(plan.boards)} board(s):"
@@ -83,12 +97,137 @@ def run_counting(plan: BenchPlan, count: CountPlan, *, dry_run: bool, as_json: b
     counted = outcome.values()
     series = [one for board in counted.values() for one in board.series]
     compared = comparisons(series)
-    path = _store(run_id, kit, counted, compared, {n: o.message for n, o in outcome.failed.items()})
-    _show(series, compared, as_json=as_json, run_id=run_id, path=path)
+    path = _store(
+        run_id,
+        kit,
+        counted,
+        compared,
+        {n: o.message for n, o in outcome.failed.items()},
+        workload=MODELS_WORKLOAD,
+        note=WHAT_A_COUNT_IS,
+    )
+    _show(series, compared, as_json=as_json, run_id=run_id, path=path, unit="inference", note=WHAT_A_COUNT_IS)
     for name, failure in outcome.failed.items():
         console.print(f"[red]{escape(name)} failed[/]: {escape(failure.message)}", soft_wrap=True)
-    _check(outcome.failed, outcome.succeeded, compared, count, path)
+    _check(outcome.failed, outcome.succeeded, compared, count.fail_above, path)
     return 0
+
+
+def refuse_for_mlas(plan: BenchPlan) -> None:
+    """What the MLAS tests' count does not take: the options of a model's inference."""
+    for given, option in (
+        (plan.runners != ("python",), "--runner"),
+        (bool(plan.models), "--model"),
+        (plan.quantize is not None, "--quantize"),
+        (plan.settings != (Setting(),), "--threads, --opt-level, --ep and --inter-threads"),
+        (bool(plan.agent.shapes), "--shape"),
+        (plan.allow_version_mismatch, "--allow-version-mismatch"),
+    ):
+        if given:
+            raise UsageError(
+                f"--workload mlas-test counts ORT's MLAS tests, one thread, on builds of one release:"
+                f" leave {option} out"
+            )
+
+
+def mlas_count_plan(plan: BenchPlan, count: CountPlan) -> MlasCountPlan:
+    """The builds to count per target (a UsageError naming what to build when one is missing)."""
+    refuse_for_mlas(plan)
+    targets = choose_builds(
+        [(board.name, board.target) for board in plan.boards],
+        plan.variants,
+        list_mlas_test_builds,
+        ort_versions=plan.ort_versions,
+        where=str(builds_root()),
+    )
+    return MlasCountPlan(targets=targets, rounds=count.rounds, fail_above=count.fail_above)
+
+
+def run_mlas_counting(plan: BenchPlan, count: CountPlan, *, dry_run: bool, as_json: bool) -> int:
+    """``--workload mlas-test``: the MLAS tests of each --variant's newest mlas-test build, counted."""
+    mlas = mlas_count_plan(plan, count)
+    workload = _mlas_workload(mlas)
+    if dry_run:
+        document = {
+            "metric": "instructions",
+            "workload": workload,
+            "boards": [board.name for board in plan.boards],
+            "rounds": mlas.rounds,
+            "fail_above": mlas.fail_above,
+            "per_round": f"{BASE_REPEATS} and {BASE_REPEATS}+k repetitions (--gtest_repeat), one process each,"
+            f" per build; k chosen from the baseline so that k repetitions retire >= {TARGET_INSTRUCTIONS:,}"
+            " instructions",
+            "environment": list(COUNT_ENVIRONMENT),
+            "note": WHAT_AN_MLAS_COUNT_IS,
+        }
+        if as_json:
+            emit_json(document)
+        else:
+            console.print_json(data=document)
+        return 0
+    kit = _counting_qemu()
+    run_id = new_run_id()
+    console.print(
+        f"instruction counts [bold]{run_id}[/] of {MLAS_TEST_EXE} on {len(plan.boards)} board(s):"
+        f" {escape(', '.join(b.name for b in plan.boards))} ({escape(kit.version)})"
+    )
+    outcome = count_mlas_on_boards(plan, mlas, kit)
+    counted = outcome.values()
+    series = [one for board in counted.values() for one in board.series]
+    compared = comparisons(series)
+    failed = {n: o.message for n, o in outcome.failed.items()}
+    path = _store(run_id, kit, counted, compared, failed, workload=workload, note=WHAT_AN_MLAS_COUNT_IS)
+    _show(
+        series,
+        compared,
+        as_json=as_json,
+        run_id=run_id,
+        path=path,
+        unit=f"repetition of the {MLAS_TEST_EXE} filter",
+        note=WHAT_AN_MLAS_COUNT_IS,
+    )
+    for name, failure in outcome.failed.items():
+        console.print(f"[red]{escape(name)} failed[/]: {escape(failure.message)}", soft_wrap=True)
+    _check(outcome.failed, outcome.succeeded, compared, mlas.fail_above, path)
+    return 0
+
+
+def _mlas_workload(mlas: MlasCountPlan) -> WorkloadDocument:
+    builds = [build for one in mlas.targets for build in one.builds]
+    return {
+        "name": "mlas-test",
+        "unit": "one repetition of the filtered tests (--gtest_repeat)",
+        "executable": MLAS_TEST_EXE,
+        "filter": mlas.gtest_filter,
+        "arguments": list(GTEST_QUIET),
+        "builds": [_build_document(build) for build in builds],
+    }
+
+
+def _build_document(build: MlasTestBuild) -> BuildDocument:
+    return {
+        "id": build.id,
+        "target": build.target,
+        "variant": build.variant,
+        "ort_version": build.ort_version,
+        "config": build.config,
+        "lto": build.lto,
+        "compiler_flags": list(build.compiler_flags),
+        "linker_flags": list(build.linker_flags),
+        "compiler": build.compiler,
+        "created": build.created,
+        "directory": str(build.directory),
+    }
+
+
+def _counting_qemu() -> CountingQemu:
+    engine = Engine()
+    try:
+        # The bundle runs where the engine runs: the workstation, whose architecture qemu emulates from.
+        arch = str(engine.info().get("Architecture", "x86_64"))
+        return ensure_counting_qemu(engine, arch, lambda line: console.print(escape(line), soft_wrap=True))
+    finally:
+        engine.close()
 
 
 def _show_plan(plan: BenchPlan, count: CountPlan, *, as_json: bool) -> None:
@@ -112,12 +251,15 @@ def _show_plan(plan: BenchPlan, count: CountPlan, *, as_json: bool) -> None:
         console.print_json(data=document)
 
 
-def _store(
+def _store(  # noqa: PLR0913 -- the run's parts; what was counted and what a count is, keyword-only
     run_id: str,
     kit: CountingQemu,
     counted: dict[str, BoardCounts],
     compared: list[CountComparison],
     failed: dict[str, str],
+    *,
+    workload: WorkloadDocument,
+    note: str,
 ) -> Path:
     boards: dict[str, BoardCountDocument] = {
         name: {"status": "ok", "cpu": b.cpu, "extra_inferences": b.extra, "calibration": b.calibration}
@@ -131,22 +273,30 @@ def _store(
             "created": utc_now(),
             "command": shlex.join(["orch", *sys.argv[1:]]),
             "metric": "instructions",
-            "note": WHAT_A_COUNT_IS,
+            "note": note,
             "counter": {"qemu": kit.version, "plugin": "insn (inline)", "bundle": kit.tag},
             "boards": boards,
             "series": [one.as_json() for board in counted.values() for one in board.series],
             "comparisons": [c.as_json() for c in compared],
+            "workload": workload,
         }
     )
 
 
-def _show(
-    series: list[CountSeries], compared: list[CountComparison], *, as_json: bool, run_id: str, path: Path
+def _show(  # noqa: PLR0913 -- the counts, then how they are shown, keyword-only
+    series: list[CountSeries],
+    compared: list[CountComparison],
+    *,
+    as_json: bool,
+    run_id: str,
+    path: Path,
+    unit: str,
+    note: str,
 ) -> None:
     if as_json:
         emit_json(json.loads(path.read_text()))
         return
-    table = Table(title=f"instructions per inference ({run_id})")
+    table = Table(title=f"instructions per {unit} ({run_id})")
     for column in ("board", "model", "release", "median", "rounds", "spread"):
         table.add_column(column)
     for one in series:
@@ -175,7 +325,7 @@ def _show(
             )
         print_whole(verdicts)
     console.print(RULE)
-    console.print(f"note: {WHAT_A_COUNT_IS}")
+    console.print(f"note: {note}")
     console.print(f"counts stored in [bold]{escape(str(path))}[/]")
 
 
@@ -183,11 +333,11 @@ def _check(
     failed: Mapping[str, object],
     succeeded: Mapping[str, object],
     compared: list[CountComparison],
-    count: CountPlan,
+    fail_above: float | None,
     path: Path,
 ) -> None:
-    if count.fail_above is not None:
-        over = [c for c in compared if c.regression_above(count.fail_above)]
+    if fail_above is not None:
+        over = [c for c in compared if c.regression_above(fail_above)]
         if over:
             listed = "; ".join(
                 f"{c.baseline.board} {c.baseline.model}: {c.candidate.variant} {c.ratio - 1:+.2%} vs"
@@ -195,7 +345,7 @@ def _check(
                 for c in over
             )
             raise BenchError(
-                f"instruction count regression above {count.fail_above:.1%}: {listed}",
+                f"instruction count regression above {fail_above:.1%}: {listed}",
                 hint=f"the counts are stored in {path}",
             )
     if failed:

@@ -8,6 +8,7 @@ import posixpath
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rich.markup import escape
 
@@ -64,6 +65,58 @@ def count_on_boards(plan: BenchPlan, count: CountPlan, kit: CountingQemu) -> Fle
     return run_on_boards(plan.boards, body, parallel=plan.parallel, label="orch bench --metric instructions")
 
 
+def send_kit(session: BoardSession, kit: CountingQemu, say: Callable[[str], None]) -> str:
+    """The counting qemu's directory on the board, sent once."""
+    directory = kit_path(releases.layout_for(session.board).workdir, kit.digest)
+    send_once(session, kit.tarball, directory, marker="run", what="the counting qemu", say=say)
+    return directory
+
+
+def send_once(  # noqa: PLR0913 -- the bundle, where it goes, how it is known and said, keyword-only
+    session: BoardSession,
+    tarball: Path,
+    directory: str,
+    *,
+    marker: str,
+    what: str,
+    say: Callable[[str], None],
+) -> None:
+    """``tarball`` unpacked into ``directory`` on the board, unless ``directory/marker`` is there
+    already: sent and unpacked beside it, then renamed into place when whole (a count never runs
+    from half a bundle). ``directory`` names the content (its digest), so what is there is it."""
+    if session.stat(posixpath.join(directory, marker)) is not None:
+        return
+    say(f"sending {what} ({tarball.stat().st_size / 1e6:.0f} MB, once)")
+    staging = directory + ".partial"
+    packed = staging + ".tar.gz"
+    session.run(["rm", "-rf", staging], timeout=120)
+    session.mkdir_p(staging)
+    session.put(tarball, packed)
+    session.run(["tar", "-xzf", packed, "-C", staging], timeout=600)
+    session.run(["rm", "-f", packed], timeout=60)
+    session.rename(staging, directory)
+
+
+def emulated_cpu(session: BoardSession) -> str:
+    """The CPU the board's qemu emulates (its QEMU_CPU): what every count is tied to."""
+    cpu = session.run_script(_EMULATED_CPU, timeout=60).stdout.strip()
+    if not cpu:
+        raise BenchError(
+            f"{session.board.name}: not an emulated board (no QEMU_CPU in its environment):"
+            " instructions are counted by the lab's counting qemu",
+            hint="count on the lab's boards (orch lab up); on a real board, time it (--metric time)",
+        )
+    return cpu
+
+
+def total_of(session: BoardSession, log_file: str, what: str) -> int:
+    """The plugin's total in ``log_file`` on the board."""
+    total = parse_total(session.run(["cat", log_file], timeout=60).stdout)
+    if total is None:
+        raise BenchError(f"{session.board.name}: the counting qemu printed no total for {what}")
+    return total
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Counter:
     session: BoardSession
@@ -110,31 +163,10 @@ class _Counter:
         return counts
 
     def _emulated_cpu(self) -> str:
-        cpu = self.session.run_script(_EMULATED_CPU, timeout=60).stdout.strip()
-        if not cpu:
-            raise BenchError(
-                f"{self.session.board.name}: not an emulated board (no QEMU_CPU in its environment):"
-                " instructions are counted by the lab's counting qemu",
-                hint="count on the lab's boards (orch lab up); on a real board, time it (--metric time)",
-            )
-        return cpu
+        return emulated_cpu(self.session)
 
     def _send_kit(self) -> str:
-        """The bundle's directory on the board, sent and unpacked once (renamed into place when whole)."""
-        workdir = releases.layout_for(self.session.board).workdir
-        kit = kit_path(workdir, self.kit.digest)
-        if self.session.stat(posixpath.join(kit, "run")) is not None:
-            return kit
-        self.say(f"sending the counting qemu ({self.kit.tarball.stat().st_size / 1e6:.0f} MB, once)")
-        staging = kit + ".partial"
-        tarball = staging + ".tar.gz"
-        self.session.run(["rm", "-rf", staging], timeout=120)
-        self.session.mkdir_p(staging)
-        self.session.put(self.kit.tarball, tarball)
-        self.session.run(["tar", "-xzf", tarball, "-C", staging], timeout=600)
-        self.session.run(["rm", "-f", tarball], timeout=60)
-        self.session.rename(staging, kit)
-        return kit
+        return send_kit(self.session, self.kit, self.say)
 
     def _per_inference(self, kit: str, cpu: str, release: ReleaseRef, model: str, extra: int) -> float:
         base = self._count(kit, cpu, release, model, BASE_INFERENCES)
@@ -160,7 +192,4 @@ class _Counter:
                 f"{self.session.board.name}: counting {model} in {release.id} failed"
                 f" (exit {result.exit_code}): {result.tail()}"
             )
-        total = parse_total(self.session.run(["cat", log_file], timeout=60).stdout)
-        if total is None:
-            raise BenchError(f"{self.session.board.name}: the counting qemu printed no total for {model}")
-        return total
+        return total_of(self.session, log_file, model)

@@ -66,19 +66,10 @@ def kit_path(workdir: str, digest: str) -> str:
     return posixpath.join(workdir, KIT_DIR, digest)
 
 
-def count_argv(  # noqa: PLR0913 -- the count's parts, each keyword-only
-    *,
-    kit: str,
-    cpu: str,
-    log_file: str,
-    release: ReleaseRef,
-    model: str,
-    inferences: int,
-    agent_text: str,
-    plan: CountPlan,
-) -> list[str]:
-    """The argv that runs ``inferences`` inferences of ``model`` in ``release``'s Python under the
-    counting qemu emulating ``cpu``, its count written to ``log_file``."""
+def counter_argv(*, kit: str, cpu: str, log_file: str) -> list[str]:
+    """What every count runs its guest program under: the counting qemu from the bundle in ``kit``,
+    emulating ``cpu`` over the board's own root, guest addresses repeating, the total written to
+    ``log_file``."""
     return [
         "env",
         *COUNT_ENVIRONMENT,
@@ -95,6 +86,24 @@ def count_argv(  # noqa: PLR0913 -- the count's parts, each keyword-only
         "plugin",
         "-D",
         log_file,
+    ]
+
+
+def count_argv(  # noqa: PLR0913 -- the count's parts, each keyword-only
+    *,
+    kit: str,
+    cpu: str,
+    log_file: str,
+    release: ReleaseRef,
+    model: str,
+    inferences: int,
+    agent_text: str,
+    plan: CountPlan,
+) -> list[str]:
+    """The argv that runs ``inferences`` inferences of ``model`` in ``release``'s Python under the
+    counting qemu emulating ``cpu``, its count written to ``log_file``."""
+    return [
+        *counter_argv(kit=kit, cpu=cpu, log_file=log_file),
         release.python,
         "-c",
         agent_text,

@@ -33,7 +33,38 @@ class BoardCountDocument(TypedDict, total=False):
     error: str
 
 
-class CountRunDocument(TypedDict):
+class BuildDocument(TypedDict):
+    """One ``--scope mlas-test`` build counted (``--workload mlas-test``), as its manifest says."""
+
+    id: str  # target/variant/<release>-mlas-test@<digest of its out/>: what the series' "release" names
+    target: str
+    variant: str
+    ort_version: str
+    config: str  # build.py --config
+    lto: bool
+    compiler_flags: list[str]
+    linker_flags: list[str]
+    compiler: str
+    created: str
+    directory: str
+
+
+class _WorkloadName(TypedDict):
+    name: str
+    unit: str  # what one value of a series is: one inference, one repetition of the filtered tests
+
+
+class WorkloadDocument(_WorkloadName, total=False):
+    """What was counted: ``models`` (the deployed releases' inferences) or ``mlas-test``, for which
+    the rest is said."""
+
+    executable: str  # onnxruntime_mlas_test
+    filter: str  # the gtest filter
+    arguments: list[str]  # gtest's other arguments
+    builds: list[BuildDocument]  # baseline first
+
+
+class _CountRunRequired(TypedDict):
     schema: str
     run_id: str
     created: str
@@ -46,7 +77,13 @@ class CountRunDocument(TypedDict):
     comparisons: list[ComparisonDocument]
 
 
-_REQUIRED = tuple(CountRunDocument.__annotations__)
+class CountRunDocument(_CountRunRequired, total=False):
+    workload: WorkloadDocument  # absent in the runs of an orch before workloads (models)
+
+
+_REQUIRED = tuple(
+    key for key in CountRunDocument.__annotations__ if key in CountRunDocument.__required_keys__
+)
 
 
 def counts_dir(root: Path | None = None) -> Path:
