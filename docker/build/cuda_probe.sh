@@ -8,15 +8,14 @@
 # check off (what the full configure would test); Boost's header-only mp11 is the image's, seen
 # through a directory that holds only it (as toolchains/cmake-shims/boost-headers does).
 #
-# Usage: cuda_probe.sh OUT ARCH NVCC_HOST_FLAGS...   (ARCH: 87; the flags: cuda_route.nvcc_host_flags)
+# Usage: cuda_probe.sh OUT ARCH -ccbin HOST_COMPILER   (ARCH: 87; the rest: cuda_route.nvcc_host_flags,
+# whose host compiler is the cross toolkit's bin/aarch64-linux-gnu-clang++ beside its nvcc)
 set -eu
 out="$1"
 arch="$2"
-shift 2
-nvcc_host_flags="$*"  # no spaces inside one flag: -ccbin NAME -Xcompiler=A,B -isystem DIR
-# The host compiler's own options among them: -Xcompiler=... (its target and sysroot), -isystem DIR.
-host=$(printf '%s\n' "$@" | sed -n 's/^-Xcompiler=//p' | tr ',' ' ')
-cuda_include=$(printf '%s\n' "$@" | sed -n '/^-isystem$/{n;p;}')
+host="$4"  # after -ccbin: clang aimed at aarch64 and the sysroot
+toolkit=$(dirname "$(dirname "$host")")
+nvcc="$toolkit/bin/nvcc"
 work=$(mktemp -d)  # what only the compiles need (a link into this image among them), never in OUT
 mkdir -p "$out" "$work/gen" "$work/boost-include"
 ln -sfn /usr/include/boost "$work/boost-include/boost"
@@ -33,21 +32,18 @@ set -- \
   -DUSE_CUDA=1 -DSHARED_PROVIDER=1 -DORT_API_MANUAL_INIT -DONNX_NAMESPACE=onnx -DONNX_ML=1 -DEIGEN_MPL2_ONLY
 kernel=onnxruntime/core/providers/cuda/tensor/transpose_impl.cu
 echo "orch: nvcc $kernel for sm_$arch"
-# shellcheck disable=SC2086 # one word per flag
-nvcc $nvcc_host_flags "$@" -std=c++17 --expt-relaxed-constexpr -Xcompiler=-fPIC \
+"$nvcc" -ccbin "$host" "$@" -std=c++17 --expt-relaxed-constexpr -Xcompiler=-fPIC \
   "-gencode=arch=compute_$arch,code=[sm_$arch,compute_$arch]" -w -c "/src/$kernel" -o "$out/kernel.o"
 for source in onnxruntime/core/providers/shared_library/provider_bridge_provider.cc \
   onnxruntime/core/providers/cuda/cuda_provider_factory.cc; do
   echo "orch: clang++ $source"
   name=$(basename "$source" .cc)
-  # shellcheck disable=SC2086 # $host: the host compiler's options, one word each
-  clang++ $host -isystem "$cuda_include" -std=c++17 -fPIC -w "$@" -c "/src/$source" -o "$out/$name.o" 2>&1 \
+  "$host" -isystem "$toolkit/include" -std=c++17 -fPIC -w "$@" -c "/src/$source" -o "$out/$name.o" 2>&1 \
     | grep -v -e '^clang.*argument unused' || true
   test -s "$out/$name.o"
 done
-# shellcheck disable=SC2086
-clang++ $host -fuse-ld=lld -shared "$out/kernel.o" "$out/provider_bridge_provider.o" \
-  "$out/cuda_provider_factory.o" -L"$(dirname "$cuda_include")/lib64" -lcudart -o "$out/libprobe.so"
+"$host" -shared "$out/kernel.o" "$out/provider_bridge_provider.o" \
+  "$out/cuda_provider_factory.o" -L"$toolkit/lib64" -lcudart -o "$out/libprobe.so"
 echo "orch: cuobjdump --list-elf kernel.o"
 cuobjdump --list-elf "$out/kernel.o" | tee "$out/elf.txt"
 cuobjdump --list-ptx "$out/kernel.o" | tee "$out/ptx.txt"

@@ -4,11 +4,12 @@
 # lays them, so that a sysroot (or a lab board) made with it looks to orch like a Jetson's:
 #   usr/local/cuda -> cuda-X.Y; cuda-X.Y/{include,lib64} -> targets/aarch64-linux/{include,lib};
 #   targets/aarch64-linux/lib: the shared libraries ORT's CUDA provider links (cudart, cuBLAS,
-#   cuBLASLt, cuFFT, cuRAND), their development links, and stubs/ (libcuda.so: the driver is the
+#   cuBLASLt, cuFFT, cuRAND), their development links, the device runtime and static runtime nvcc
+#   links into every program (libcudadevrt.a, libcudart_static.a), and stubs/ (libcuda.so: the driver is the
 #   board's, never taken from here); version.json; etc/ld.so.conf.d/988_cuda-12.conf;
 #   cuDNN in usr/lib/aarch64-linux-gnu, its headers in usr/include/aarch64-linux-gnu (JetPack reaches
 #   them from usr/include through etc/alternatives; plain links here).
-# No static libraries, tools or documentation (the gigabytes a build does not need), and no
+# No other static libraries, tools or documentation (the gigabytes a build does not need), and no
 # etc/nv_tegra_release: this is not L4T, and nothing should take it for one.
 #
 # Usage: stage.sh OUT CUDNN_WHEEL   (as root, in a Debian 13 container for the build machine)
@@ -47,6 +48,8 @@ for library in cudart cublas cublasLt cufft curand; do
   cp -a "tree/usr/lib/$triplet/lib$library.so" "tree/usr/lib/$triplet/lib$library.so."* "$target/lib/"
 done
 cp -a "tree/usr/lib/$triplet/stubs/libcuda.so" "$target/lib/stubs/"
+# The two archives nvcc links into every program it links (CMake's check of the compiler does).
+cp -a "tree/usr/lib/$triplet/libcudadevrt.a" "tree/usr/lib/$triplet/libcudart_static.a" "$target/lib/"
 ln -s targets/aarch64-linux/include "$cuda/include"
 ln -s targets/aarch64-linux/lib "$cuda/lib64"
 ln -s "cuda-$major_minor" "$out/usr/local/cuda"

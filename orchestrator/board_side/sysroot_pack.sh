@@ -19,8 +19,9 @@
 #   CUDA's toolkit, for builds against the board's own CUDA: each usr/local/cuda* entry named cuda,
 #   cuda-12 or cuda-12.6 that is a link (usr/local/cuda -> cuda-12.6), and from each real one only
 #   version.json, the include and lib64 links at its top, all of targets/*/include, and of
-#   targets/*/lib only the shared libraries (*.so, *.so.*) and lib/stubs/*.so (the driver's stub
-#   libcuda.so) -- never the static *.a libraries (GBs), bin, nvvm, samples or docs; and the
+#   targets/*/lib only the shared libraries (*.so, *.so.*), lib/stubs/*.so (the driver's stub
+#   libcuda.so) and the two archives nvcc links into every program (libcudadevrt.a,
+#   libcudart_static.a) -- never the other static *.a libraries (GBs), bin, nvvm, samples or docs; and the
 #   etc/alternatives links named like those entries or with "cudnn" in their name (JetPack's
 #   usr/local/cuda and usr/include/cudnn*.h lead through them).
 # orchestrator.builds.sysroots.staging.wanted keeps exactly these paths (the store's rules).
@@ -52,9 +53,11 @@ cuda_name() {
 }
 
 cuda_libraries() {
-  # $1 = targets/<t>/lib of a CUDA directory: its shared libraries and lib/stubs/*.so, no other directory.
+  # $1 = targets/<t>/lib of a CUDA directory: its shared libraries, lib/stubs/*.so and the two archives
+  # nvcc links into every program; no other directory.
   find "$1" \( -type d ! -path "$1" ! -path "$1/stubs" -prune \) -o \( \( -type f -o -type l \) \
-    \( -path "$1/stubs/*" -name '*.so' -o ! -path "$1/stubs/*" \( -name '*.so' -o -name '*.so.*' \) \) \
+    \( -path "$1/stubs/*" -name '*.so' -o ! -path "$1/stubs/*" \( -name '*.so' -o -name '*.so.*' \
+       -o -name libcudadevrt.a -o -name libcudart_static.a \) \) \
     -print \) >> "$list" || echo "warning: could not read all of /$1 (find failed)" >&2
 }
 

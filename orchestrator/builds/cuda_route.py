@@ -27,13 +27,23 @@ from orchestrator.errors import UsageError
 from orchestrator.targets import TargetProfile, load_profiles
 
 GPU_PROVIDERS = ("cuda", "tensorrt")
-NVCC = "nvcc"
 NVCC_VERSION = "12.4"  # the build image's (Debian 13 non-free nvidia-cuda-toolkit 12.4.131)
-NVCC_HOST_COMPILER = "clang++-17"
+# The build image's cross toolkit (docker/build-cuda.Dockerfile), laid out as NVIDIA's
+# cuda-cross-aarch64: bin/nvcc is the build machine's with a profile that takes CUDA's headers and
+# libraries from the sysroot; include, lib64 and targets/aarch64-linux are the sysroot's.
+CROSS_CUDA_HOME = "/opt/orch-cuda"
+NVCC = f"{CROSS_CUDA_HOME}/bin/nvcc"
+# nvcc's host compiler: clang 17 (the newest nvcc 12.4 accepts) aimed at aarch64 and the sysroot by a
+# wrapper, so that CMake's links of CUDA objects (which hand the host compiler none of nvcc's
+# -Xcompiler options) are for the board too.
+NVCC_HOST_COMPILER = f"{CROSS_CUDA_HOME}/bin/aarch64-linux-gnu-clang++"
+HOST_COMPILER_NAME = "clang 17"
 CUDA_IMAGE_NOTE = (
-    "built in the sysroot route's clang image with Debian's nvidia-cuda-toolkit (nvcc 12.4) and"
-    " clang 17 as nvcc's host compiler"
+    "built in the sysroot route's clang image with Debian's nvidia-cuda-toolkit (nvcc 12.4), as a cross"
+    f" toolkit at {CROSS_CUDA_HOME} whose headers and libraries are the sysroot's"
 )
+
+
 # The CUDA, cuDNN and TensorRT major versions a release's providers build with, from the release
 # that began to (ORT's own requirements: CUDA 12 with cuDNN 9 from 1.19; CUDA 13 also from 1.24).
 _SUPPORTED: tuple[tuple[tuple[int, int], dict[str, tuple[int, ...]]], ...] = (
@@ -51,7 +61,7 @@ class CudaSetting:
     cudnn: str | None
     tensorrt: str | None
     nvcc: str = NVCC_VERSION
-    host_compiler: str = NVCC_HOST_COMPILER
+    host_compiler: str = HOST_COMPILER_NAME
 
     @property
     def gencode(self) -> tuple[str, ...]:
@@ -69,21 +79,9 @@ class CudaSetting:
         }
 
 
-def cuda_home(sysroot: str = SYSROOT) -> str:
-    """JetPack's toolkit link, inside the sysroot as the build container mounts it."""
-    return posixpath.join(sysroot, "usr/local/cuda")
-
-
-def nvcc_host_flags(sysroot: str = SYSROOT) -> tuple[str, ...]:
-    """nvcc's options that make its host compiler compile for the board against its sysroot."""
-    return (
-        "-ccbin",
-        NVCC_HOST_COMPILER,
-        f"-Xcompiler=--target=aarch64-linux-gnu,--sysroot={sysroot}",
-        # The toolkit's headers of the board, not the build machine's /usr/include.
-        "-isystem",
-        posixpath.join(cuda_home(sysroot), "include"),
-    )
+def nvcc_host_flags() -> tuple[str, ...]:
+    """nvcc's option that makes its host compiler compile for the board against its sysroot."""
+    return ("-ccbin", NVCC_HOST_COMPILER)
 
 
 def gpu_profiles() -> list[str]:
@@ -216,11 +214,12 @@ CUDA_NOT_RUN_HINT = (
 
 
 def cuda_build_args(setting: CudaSetting, provider: str, sysroot: str = SYSROOT) -> list[str]:
-    """build.py's provider arguments, every path inside the sysroot (JetPack's layout)."""
+    """build.py's provider arguments: CUDA from the image's cross toolkit (the sysroot's headers and
+    libraries behind the build machine's nvcc), cuDNN and TensorRT from the sysroot."""
     args = [
         "--use_cuda",
         "--cuda_home",
-        cuda_home(sysroot),
+        CROSS_CUDA_HOME,
         "--cudnn_home",
         posixpath.join(sysroot, "usr"),
         "--cuda_version",
@@ -231,16 +230,14 @@ def cuda_build_args(setting: CudaSetting, provider: str, sysroot: str = SYSROOT)
     return args
 
 
-def cuda_defines(setting: CudaSetting, sysroot: str = SYSROOT) -> list[tuple[str, str]]:
+def cuda_defines(setting: CudaSetting) -> list[tuple[str, str]]:
     """CMake's CUDA language for the board: its GPU's architectures (CMake's "87" is SASS and PTX),
-    nvcc's host compiler aimed at the sysroot, and the runtime as a shared library (CMake's default
-    links libcudart_static.a, which a sysroot never holds: it keeps no static libraries)."""
-    host = nvcc_host_flags(sysroot)
+    the cross toolkit's nvcc and host compiler, and the runtime as a shared library (the board's
+    libcudart.so.12, not CMake's default static one)."""
     return [
         ("CMAKE_CUDA_ARCHITECTURES", ";".join(setting.architectures)),
-        ("CMAKE_CUDA_COMPILER", f"/usr/bin/{NVCC}"),
+        ("CMAKE_CUDA_COMPILER", NVCC),
         ("CMAKE_CUDA_HOST_COMPILER", NVCC_HOST_COMPILER),
-        ("CMAKE_CUDA_FLAGS", " ".join(host[2:])),
         ("CMAKE_CUDA_RUNTIME_LIBRARY", "Shared"),
     ]
 

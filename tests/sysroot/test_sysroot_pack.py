@@ -102,8 +102,10 @@ LINKS = {
     f"{CUDA_TARGET}/lib/libcudart.so": "libcudart.so.12.6.68",
     f"{CUDA_TARGET}/lib/libcudart_static_link.a": "libcudadevrt.a",
 }
-# Of CUDA, what a sysroot holds: headers, shared libraries, the driver's stub, version.json, links.
+# Of CUDA, what a sysroot holds: headers, shared libraries, the driver's stub, the archives nvcc links
+# into every program, version.json, links.
 CUDA_KEPT = {
+    f"{CUDA_TARGET}/lib/libcudadevrt.a",  # one of the two archives nvcc links into every program
     "usr/local/cuda",
     "usr/local/cuda-12",
     "etc/alternatives/cuda",
@@ -181,7 +183,7 @@ def test_the_script_packs_exactly_what_the_store_keeps(tmp_path: Path) -> None:
     assert f"usr/lib/{T}/nvidia/firmware.bin" not in packed
     assert {name for name in packed if "python" in name and not name.startswith("usr/include")} == PYTHON_KEPT
     assert members[f"usr/lib/python3.13/config-3.13-{T}/libpython3.13.so"].issym()
-    # CUDA: no static library, program, nvvm, sample or doc; its links as links.
+    # CUDA: no other static library, no program, nvvm, sample or doc; its links as links.
     assert {name for name in packed if "cuda" in name and "cudnn" not in name} == CUDA_KEPT
     assert members["usr/local/cuda"].linkname == "/etc/alternatives/cuda" and members[f"{CUDA}/lib64"].issym()
     assert {"etc/alternatives/cudnn_version_h", "usr/include/cudnn_version.h"} <= packed

@@ -51,6 +51,9 @@ _OS_FILES = frozenset(
 # and usr/local/cuda-12.6 with version.json, the include and lib64 links at its top and the toolkit
 # under targets/<t>/. Names: cuda, cuda-12, cuda-12.6 (not cuda-samples or other programs' names).
 _CUDA_NAME = re.compile(r"^cuda(-\d[\d.]*)?$")
+# The static libraries nvcc links into every program (the device runtime and, unless told otherwise,
+# the runtime itself): about 3 MB of the toolkit's GBs of archives.
+NVCC_LINKED_ARCHIVES = ("libcudadevrt.a", "libcudart_static.a")
 _CUDA_TOP_LINKS = frozenset({"include", "lib64"})
 _CHUNK = 1 << 20
 
@@ -124,8 +127,10 @@ def _cuda_place(parts: tuple[str, ...], kind: EntryKind) -> bool | None:
 def _cuda_entry(rest: tuple[str, ...], kind: EntryKind) -> bool:
     """Of ``usr/local/cuda*`` (``rest`` follows it): a link itself; in a real CUDA directory, its
     ``version.json``, the ``include``/``lib64`` links at its top, every header under
-    ``targets/<t>/include`` and the shared libraries of ``targets/<t>/lib`` and ``lib/stubs`` (the
-    driver's stub ``libcuda.so``). Never the static libraries (GBs), programs, nvvm, samples or docs."""
+    ``targets/<t>/include``, the shared libraries of ``targets/<t>/lib`` and ``lib/stubs`` (the
+    driver's stub ``libcuda.so``), and of the static libraries only the two nvcc links into every
+    program it links (CMake's check of the CUDA compiler links one). Never the other static
+    libraries (GBs), programs, nvvm, samples or docs."""
     if not rest:
         return kind == "link"  # usr/local/cuda -> cuda-12.6
     if len(rest) == 1:
@@ -136,7 +141,7 @@ def _cuda_entry(rest: tuple[str, ...], kind: EntryKind) -> bool:
     return rest[2] == "include" or (
         rest[2] == "lib"
         and (
-            (len(below) == 1 and _shared_library(below[0]))
+            (len(below) == 1 and (_shared_library(below[0]) or below[0] in NVCC_LINKED_ARCHIVES))
             or (len(below) == 2 and below[0] == "stubs" and below[1].endswith(".so"))
         )
     )
