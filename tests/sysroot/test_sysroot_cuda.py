@@ -291,9 +291,7 @@ def test_a_cuda_build_against_the_sysroot_is_planned_for_its_gpu_and_refused_ali
     real = orch_cli(orch_env, *args, timeout=300)
     assert dry.returncode == real.returncode == 5, (dry.stderr, real.stderr)
     said = " ".join(dry.stderr.split())
-    assert (
-        "--use_cuda --cuda_home /opt/orch-cuda --cudnn_home /sysroot/usr --cuda_version 12.4" in said
-    )
+    assert "--use_cuda --cuda_home /opt/orch-cuda --cudnn_home /sysroot/usr --cuda_version 12.4" in said
     assert "CMAKE_CUDA_ARCHITECTURES=87" in said and "sm_87 (SASS and PTX) by nvcc 12.4" in said
     refused = [line for line in real.stderr.splitlines() if "cannot build" in line]
     assert refused and refused[0] in dry.stderr and "does not run it yet" in " ".join(real.stderr.split())
