@@ -239,6 +239,8 @@ def cuda_defines(setting: CudaSetting) -> list[tuple[str, str]]:
         ("CMAKE_CUDA_COMPILER", NVCC),
         ("CMAKE_CUDA_HOST_COMPILER", NVCC_HOST_COMPILER),
         ("CMAKE_CUDA_RUNTIME_LIBRARY", "Shared"),
+        # ccache knows nvcc: a build cut short, or configured again, compiles only what changed.
+        ("CMAKE_CUDA_COMPILER_LAUNCHER", "ccache"),
     ]
 
 
