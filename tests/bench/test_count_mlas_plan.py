@@ -194,3 +194,21 @@ def test_a_stored_count_names_its_workload_and_older_ones_still_load(tmp_path: P
     }
     write_counts(document, tmp_path)
     assert load_counts("latest", tmp_path).get("workload", {}).get("filter") == FILTER
+
+
+def test_the_command_refuses_the_mlas_tests_untimed_or_unbuilt(orch_env, orch_cli, tmp_path: Path) -> None:
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text("all:\n  hosts:\n    pi01: {hostname: 127.0.0.1, port: 1, target: rpi5}\n")
+    bench = ("bench", "-i", str(inventory), "--host", "pi01", "--workload", "mlas-test", "--dry-run")
+    done = orch_cli(orch_env, *bench, "--variant", "tuned")
+    assert done.returncode == 2 and "add --metric instructions" in done.stderr, done.stderr
+    done = orch_cli(orch_env, *bench, "--metric", "instructions", "--variant", "tuned,o0")
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2, done.stderr
+    assert "no mlas-test build of variants 'tuned', 'o0' for target 'rpi5' (board pi01)" in said, said
+    assert (
+        "build it first: orch build --target rpi5 --scope mlas-test --variant tuned;"
+        " orch build --target rpi5 --scope mlas-test --variant o0" in said
+    ), said
+    done = orch_cli(orch_env, *bench, "--metric", "instructions", "--variant", "tuned", "--model", "m")
+    assert done.returncode == 2 and "leave --model out" in done.stderr, done.stderr
