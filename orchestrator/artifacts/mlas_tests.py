@@ -24,9 +24,9 @@ from orchestrator.paths import orch_home
 
 MLAS_TEST_EXE = "onnxruntime_mlas_test"
 SCOPE_SUFFIX = "-mlas-test"
-_RECORD = re.compile(
-    r"^(?P<version>\d+\.\d+\.\d+)-mlas-test$"
-)  # not -on-<board>: those bring back no libraries
+# Container builds only: an on-board build (<version>-mlas-test-on-<board>) brings back the executable
+# alone, linked against the libraries of the board that built it.
+_RECORD = re.compile(r"^(?P<version>\d+\.\d+\.\d+)-mlas-test$")
 
 
 def builds_root() -> Path:
