@@ -361,8 +361,19 @@ def _add(request: AddRequest) -> int:
         )
     else:
         raise UsageError(f"{path}: no such file or directory", hint="give a rootfs tarball or directory")
+    if _said_stored(name, outcome, started, as_json=request.json):
+        return 0
+    note = _headers_note(name, outcome.stored.record, where="in that root file system", again="add it again")
+    if note:
+        console.print(f"  [yellow]note:[/] {escape(note)}", soft_wrap=True)
+    return 0
+
+
+def _said_stored(name: str, outcome: StoreOutcome, started: float, *, as_json: bool, **extra: str) -> bool:
+    """What `add` and `stand-in` print of a stored tree (``extra``: more keys of the JSON document);
+    True when that was the JSON document, which nothing may follow."""
     stored = outcome.stored
-    if request.json:
+    if as_json:
         emit_json(
             {
                 "name": name,
@@ -370,18 +381,16 @@ def _add(request: AddRequest) -> int:
                 "digest": stored.digest,
                 "path": str(stored.directory),
                 "previous_digest": outcome.previous_digest,
+                **extra,
                 "record": stored.record,
             }
         )
-        return 0
+        return True
     console.print(
         f"[green]✓[/] {escape(name)}: {escape(_stored_text(outcome))} in {time.monotonic() - started:.1f} s",
         soft_wrap=True,
     )
-    note = _headers_note(name, stored.record, where="in that root file system", again="add it again")
-    if note:
-        console.print(f"  [yellow]note:[/] {escape(note)}", soft_wrap=True)
-    return 0
+    return False
 
 
 def _stand_in(request: StandInRequest) -> int:
@@ -408,23 +417,8 @@ def _stand_in(request: StandInRequest) -> int:
             f" sha256 {image.cudnn_sha256[:12]})",
             extra={"added_at": now()},
         )
-    stored = outcome.stored
-    if request.json:
-        emit_json(
-            {
-                "name": name,
-                "new": outcome.new,
-                "digest": stored.digest,
-                "path": str(stored.directory),
-                "image": image.tag,
-                "record": stored.record,
-            }
-        )
+    if _said_stored(name, outcome, started, as_json=request.json, image=image.tag):
         return 0
-    console.print(
-        f"[green]✓[/] {escape(name)}: {escape(_stored_text(outcome))} in {time.monotonic() - started:.1f} s",
-        soft_wrap=True,
-    )
     console.print(
         f"  a stand-in for {escape(profile.name)}, not L4T: no NVIDIA driver; build with"
         f" orch build --target {escape(profile.name)} --sysroot-from {escape(name)} --ep cuda",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.adapters import process
+from orchestrator.common.digests import file_sha256
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.lab.base_images import ensure_base_image
 from orchestrator.lab.boards import ensure_board_image
@@ -135,7 +136,11 @@ def _ensure_stack_image(engine: Engine, log: Log) -> str:
             STACK_DOCKERFILE,
             tag,
             buildargs={"BASE_IMAGE": base, "CUDNN_WHEEL": wheel.name},
-            labels={"orch.role": "gpu-stack", LABEL_WHEEL: wheel.name, LABEL_WHEEL_SHA256: _sha256(wheel)},
+            labels={
+                "orch.role": "gpu-stack",
+                LABEL_WHEEL: wheel.name,
+                LABEL_WHEEL_SHA256: file_sha256(wheel),
+            },
             on_log=log,
         )
     return tag
@@ -145,11 +150,3 @@ def _cudnn_of(engine: Engine, stack: str) -> tuple[str, str]:
     """The cuDNN wheel's file name and sha256 the stack image was made with (its labels)."""
     labels = engine.image_labels(stack)
     return labels.get(LABEL_WHEEL, "?"), labels.get(LABEL_WHEEL_SHA256, "?")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -15,18 +15,11 @@ from orchestrator.builds.sysroots.gpu import GpuStack
 from orchestrator.builds.sysroots.target import SysrootRef
 from orchestrator.builds.variants import resolve_variant
 from orchestrator.errors import UsageError
-from orchestrator.targets import BoardOS, resolve_target
+from orchestrator.targets import resolve_target
+from tests.builds.test_sysroot_plan import BOOKWORM, COMPLETE
 
 pytestmark = pytest.mark.unit
 
-BOOKWORM = BoardOS(distro="debian", release="12", codename="bookworm", glibc="2.36", python="3.11")
-COMPLETE = (
-    "usr/include/stdio.h",
-    "usr/include/c++/12/vector",
-    "usr/include/python3.11/Python.h",
-    "usr/bin/python3.11",
-    "usr/lib/python3.11/os.py",
-)
 STAND_IN = GpuStack(cuda="12.4.1", cudnn="9.28.0")
 
 
