@@ -38,6 +38,7 @@ from orchestrator.bench.report.tables import comparison_warnings, run_tables
 from orchestrator.bench.series import pairings_within
 from orchestrator.commands import options
 from orchestrator.commands.bench_count import count_plan, run_counting, run_mlas_counting
+from orchestrator.commands.bench_cycles import run_cycle_counting
 from orchestrator.console import console, emit_json, print_whole
 from orchestrator.deploy.lock_settings import DEFAULT_LOCK_TIMEOUT
 from orchestrator.errors import BenchError, PartialFailure, UsageError
@@ -95,10 +96,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_quantize_options(what)
     what.add_argument(
         "--metric",
-        choices=("time", "instructions"),
+        choices=("time", "instructions", "cycles"),
         default="time",
         help="time: wall time per inference (default); instructions: instructions retired per inference,"
-        " counted on the lab's emulated boards (repeatable where emulated time is not; not cycles)",
+        " counted on the lab's emulated boards (repeatable where emulated time is not; not cycles);"
+        " cycles: CPU cycles per inference from a real board's PMU (perf), where the board can count",
     )
     what.add_argument(
         "--workload",
@@ -443,6 +445,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--fail-above guards instruction counts: add --metric instructions")
     if args.workload != "models" and args.metric != "instructions":
         raise UsageError(f"--workload {args.workload} is counted: add --metric instructions")
+    if args.metric == "cycles":
+        count = count_plan(plan, rounds=request.rounds, fail_above=args.fail_above, metric="cycles")
+        return run_cycle_counting(plan, count, dry_run=request.dry_run, as_json=request.json)
     if args.metric == "instructions":
         count = count_plan(plan, rounds=request.rounds, fail_above=args.fail_above)
         if args.workload == "mlas-test":

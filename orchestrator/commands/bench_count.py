@@ -32,6 +32,7 @@ from orchestrator.bench.counting.store import (
     SCHEMA,
     BoardCountDocument,
     BuildDocument,
+    CounterDocument,
     WorkloadDocument,
     write_counts,
 )
@@ -59,22 +60,24 @@ WHAT_AN_MLAS_COUNT_IS = (
 MODELS_WORKLOAD: WorkloadDocument = {"name": "models", "unit": "one inference"}
 
 
-def refuse_unsupported(plan: BenchPlan) -> None:
+def refuse_unsupported(plan: BenchPlan, metric: str = "instructions") -> None:
     """What a count cannot do yet, refused by the dry run and the real run alike."""
     if plan.runners != ("python",):
-        raise UsageError("--metric instructions counts the Python agent's process: leave --runner out")
+        raise UsageError(f"--metric {metric} counts the Python agent's process: leave --runner out")
     if plan.quantize:
-        raise UsageError("--metric instructions does not count int8 copies (--quantize) yet")
+        raise UsageError(f"--metric {metric} does not count int8 copies (--quantize) yet")
     if len(plan.settings) > 1:
-        raise UsageError("--metric instructions counts one setting: give at most one --opt-level and --ep")
+        raise UsageError(f"--metric {metric} counts one setting: give at most one --opt-level and --ep")
     if any(setting.intra_threads not in (0, 1) for setting in plan.settings):
-        raise UsageError("--metric instructions counts with one intra-op thread: leave --threads out")
+        raise UsageError(f"--metric {metric} counts with one intra-op thread: leave --threads out")
 
 
-def count_plan(plan: BenchPlan, *, rounds: int | None, fail_above: float | None) -> CountPlan:
+def count_plan(
+    plan: BenchPlan, *, rounds: int | None, fail_above: float | None, metric: str = "instructions"
+) -> CountPlan:
     if rounds == 1:
         raise UsageError(
-            "--metric instructions needs 2 rounds at least: the verdict compares with the noise between them"
+            f"--metric {metric} needs 2 rounds at least: the verdict compares with the noise between them"
         )
     setting = plan.settings[0]
     return CountPlan(
@@ -97,16 +100,18 @@ def run_counting(plan: BenchPlan, count: CountPlan, *, dry_run: bool, as_json: b
     counted = outcome.values()
     series = [one for board in counted.values() for one in board.series]
     compared = comparisons(series)
-    path = _store(
+    path = store_counts(
         run_id,
-        kit,
+        qemu_counter(kit),
         counted,
         compared,
         {n: o.message for n, o in outcome.failed.items()},
         workload=MODELS_WORKLOAD,
         note=WHAT_A_COUNT_IS,
     )
-    _show(series, compared, as_json=as_json, run_id=run_id, path=path, unit="inference", note=WHAT_A_COUNT_IS)
+    show_counts(
+        series, compared, as_json=as_json, run_id=run_id, path=path, unit="inference", note=WHAT_A_COUNT_IS
+    )
     for name, failure in outcome.failed.items():
         console.print(f"[red]{escape(name)} failed[/]: {escape(failure.message)}", soft_wrap=True)
     _check(outcome.failed, outcome.succeeded, compared, count.fail_above, path)
@@ -176,8 +181,10 @@ def run_mlas_counting(plan: BenchPlan, count: CountPlan, *, dry_run: bool, as_js
     series = [one for board in counted.values() for one in board.series]
     compared = comparisons(series)
     failed = {n: o.message for n, o in outcome.failed.items()}
-    path = _store(run_id, kit, counted, compared, failed, workload=workload, note=WHAT_AN_MLAS_COUNT_IS)
-    _show(
+    path = store_counts(
+        run_id, qemu_counter(kit), counted, compared, failed, workload=workload, note=WHAT_AN_MLAS_COUNT_IS
+    )
+    show_counts(
         series,
         compared,
         as_json=as_json,
@@ -251,30 +258,39 @@ def _show_plan(plan: BenchPlan, count: CountPlan, *, as_json: bool) -> None:
         console.print_json(data=document)
 
 
-def _store(  # noqa: PLR0913 -- the run's parts; what was counted and what a count is, keyword-only
+def qemu_counter(kit: CountingQemu) -> CounterDocument:
+    return {"qemu": kit.version, "plugin": "insn (inline)", "bundle": kit.tag}
+
+
+def store_counts(  # noqa: PLR0913 -- the run's parts; what was counted and what a count is, keyword-only
     run_id: str,
-    kit: CountingQemu,
+    counter: CounterDocument,
     counted: dict[str, BoardCounts],
     compared: list[CountComparison],
     failed: dict[str, str],
     *,
     workload: WorkloadDocument,
     note: str,
+    metric: str = "instructions",
+    without_counters: dict[str, str] | None = None,
 ) -> Path:
     boards: dict[str, BoardCountDocument] = {
         name: {"status": "ok", "cpu": b.cpu, "extra_inferences": b.extra, "calibration": b.calibration}
         for name, b in counted.items()
     }
     boards.update({name: {"status": "failed", "error": error} for name, error in failed.items()})
+    boards.update(
+        {name: {"status": "no counters", "error": why} for name, why in (without_counters or {}).items()}
+    )
     return write_counts(
         {
             "schema": SCHEMA,
             "run_id": run_id,
             "created": utc_now(),
             "command": shlex.join(["orch", *sys.argv[1:]]),
-            "metric": "instructions",
+            "metric": metric,
             "note": note,
-            "counter": {"qemu": kit.version, "plugin": "insn (inline)", "bundle": kit.tag},
+            "counter": counter,
             "boards": boards,
             "series": [one.as_json() for board in counted.values() for one in board.series],
             "comparisons": [c.as_json() for c in compared],
@@ -283,7 +299,7 @@ def _store(  # noqa: PLR0913 -- the run's parts; what was counted and what a cou
     )
 
 
-def _show(  # noqa: PLR0913 -- the counts, then how they are shown, keyword-only
+def show_counts(  # noqa: PLR0913 -- the counts, then how they are shown, keyword-only
     series: list[CountSeries],
     compared: list[CountComparison],
     *,
@@ -292,11 +308,12 @@ def _show(  # noqa: PLR0913 -- the counts, then how they are shown, keyword-only
     path: Path,
     unit: str,
     note: str,
+    metric: str = "instructions",
 ) -> None:
     if as_json:
         emit_json(json.loads(path.read_text()))
         return
-    table = Table(title=f"instructions per {unit} ({run_id})")
+    table = Table(title=f"{metric} per {unit} ({run_id})")
     for column in ("board", "model", "release", "median", "rounds", "spread"):
         table.add_column(column)
     for one in series:
@@ -310,7 +327,7 @@ def _show(  # noqa: PLR0913 -- the counts, then how they are shown, keyword-only
         )
     print_whole(table)
     if compared:
-        verdicts = Table(title="A/B by instruction count")
+        verdicts = Table(title=f"A/B by {metric}")
         for column in ("board", "model", "baseline -> candidate", "ratio", "noise", "threshold", "verdict"):
             verdicts.add_column(column)
         for c in compared:

@@ -434,6 +434,30 @@ def test_instruction_counts_repeat_and_fail_the_detuned_copy(deployed):
     assert all(run["run_id"] != "instructions" for run in json.loads(listed.stdout))
 
 
+def test_cycles_on_emulated_boards_name_each_board_that_cannot_count_in_one_line(deployed):
+    """`--metric cycles` reads a real board's PMU through perf. The lab's boards have none: each is
+    named once, with why and what to use instead, without a traceback; with no board left to count,
+    the run fails (exit 7) and stores nothing. The dry run shows the perf command."""
+    lab = deployed
+    stored = Path(lab.env["ORCH_RESULTS"]) / "instructions"
+    before = set(stored.iterdir()) if stored.is_dir() else set()
+    done = lab.orch("bench", "--all-devices", "--metric", "cycles", timeout=600)
+    assert done.returncode == 7, f"{done.stdout}\n{done.stderr}"
+    said = [line for line in done.stderr.splitlines() if "no hardware counters" in line]
+    assert len(said) == 2 and {line.split(":")[0].split()[-1] for line in said} == {"lab1", "lab2"}, said
+    for line in said:
+        assert (
+            "an emulated board (cortex-a72 under qemu) has no PMU" in line and "--metric instructions" in line
+        )
+    assert "no board could count its cycles" in done.stderr and "Traceback" not in done.stderr
+    assert (set(stored.iterdir()) if stored.is_dir() else set()) == before
+    dry = lab.orch("bench", "--host", "lab1", "--metric", "cycles", "--dry-run", "--json", check=True)
+    plan = json.loads(dry.stdout)
+    assert plan["metric"] == "cycles" and "perf stat -x , -e instructions:u,cycles:u" in plan["per_round"]
+    refused = lab.orch("bench", "--host", "lab1", "--metric", "cycles", "--threads", "2", "--dry-run")
+    assert refused.returncode == 2 and "--metric cycles counts with one intra-op thread" in refused.stderr
+
+
 def test_instruction_counts_refuse_what_they_cannot_count(deployed):
     lab = deployed
     for extra, message in (

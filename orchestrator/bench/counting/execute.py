@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from rich.markup import escape
 
@@ -40,6 +41,21 @@ _EMULATED_CPU = 'printf "%s" "${QEMU_CPU:-}"'  # the lab's boards are told their
 _COUNT_TIMEOUT_S = 1800.0
 
 
+class Meter(Protocol):
+    """What a count reads on one board: the emulated CPU's retired instructions (the counting qemu)
+    or the board's own PMU (perf). Made per board; ``prepare`` runs once before any count."""
+
+    unit: str  # what one value counts: "instructions", "cycles"
+
+    def prepare(self, session: BoardSession, say: Callable[[str], None]) -> str:
+        """The CPU the counts are tied to (said in the results); raises when this board cannot count."""
+        ...
+
+    def measure(self, session: BoardSession, release: ReleaseRef, model: str, inferences: int) -> int:
+        """The count of one process running ``inferences`` inferences (after the first) of ``model``."""
+        ...
+
+
 @dataclass(kw_only=True)
 class BoardCounts:
     """What one board counted: the emulated CPU, k per model, and one series per release and model."""
@@ -51,6 +67,16 @@ class BoardCounts:
 
 
 def count_on_boards(plan: BenchPlan, count: CountPlan, kit: CountingQemu) -> FleetResult[BoardCounts]:
+    """Instructions under the counting qemu, on the lab's emulated boards."""
+    return measure_on_boards(
+        plan, count, lambda: QemuMeter(kit=kit, count=count), label="orch bench --metric instructions"
+    )
+
+
+def measure_on_boards(
+    plan: BenchPlan, count: CountPlan, meter_for: Callable[[], Meter], *, label: str
+) -> FleetResult[BoardCounts]:
+    """Per board (in parallel): connect, take the board lock, then count with a meter of its own."""
     lock = threading.Lock()
 
     def progress(board: str, message: str) -> None:
@@ -60,9 +86,11 @@ def count_on_boards(plan: BenchPlan, count: CountPlan, kit: CountingQemu) -> Fle
     def body(board: Board) -> BoardCounts:
         progress(board.name, "connecting")
         with ssh.connect(board) as session, board_locked(session, plan, "bench", progress):
-            return _Counter(session=session, plan=plan, count=count, kit=kit, progress=progress).run()
+            return _Counter(
+                session=session, plan=plan, count=count, meter=meter_for(), progress=progress
+            ).run()
 
-    return run_on_boards(plan.boards, body, parallel=plan.parallel, label="orch bench --metric instructions")
+    return run_on_boards(plan.boards, body, parallel=plan.parallel, label=label)
 
 
 def send_kit(session: BoardSession, kit: CountingQemu, say: Callable[[str], None]) -> str:
@@ -117,37 +145,78 @@ def total_of(session: BoardSession, log_file: str, what: str) -> int:
     return total
 
 
+@dataclass(kw_only=True)
+class QemuMeter:
+    """Instructions the emulated CPU retires, counted by the counting qemu sent to the board."""
+
+    kit: CountingQemu
+    count: CountPlan
+    unit: str = "instructions"
+    _directory: str = ""
+    _cpu: str = ""
+
+    def prepare(self, session: BoardSession, say: Callable[[str], None]) -> str:
+        self._cpu = emulated_cpu(session)
+        self._directory = send_kit(session, self.kit, say)
+        return self._cpu
+
+    def measure(self, session: BoardSession, release: ReleaseRef, model: str, inferences: int) -> int:
+        log_file = posixpath.join(self._directory, "count.log")
+        argv = count_argv(
+            kit=self._directory,
+            cpu=self._cpu,
+            log_file=log_file,
+            release=release,
+            model=model,
+            inferences=inferences,
+            agent_text=read_text("count_agent.py"),
+            plan=self.count,
+        )
+        session.run(["rm", "-f", log_file], timeout=60)  # never a total from an earlier count
+        run_counted(session, argv, f"{model} in {release.id}")
+        return total_of(session, log_file, model)
+
+
+def run_counted(session: BoardSession, argv: list[str], what: str) -> None:
+    """One counted process; its failure named with the end of its output."""
+    result = session.run(argv, timeout=_COUNT_TIMEOUT_S, check=False)
+    if not result.ok:
+        raise BenchError(
+            f"{session.board.name}: counting {what} failed (exit {result.exit_code}): {result.tail()}"
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Counter:
     session: BoardSession
     plan: BenchPlan
     count: CountPlan
-    kit: CountingQemu
+    meter: Meter
     progress: Progress
 
     def say(self, message: str) -> None:
         self.progress(self.session.board.name, message)
 
     def run(self) -> BoardCounts:
-        board = self.session.board
+        board, unit = self.session.board, self.meter.unit
+        # Whether the board can count at all comes first: it is the more basic fact.
+        counts = BoardCounts(cpu=self.meter.prepare(self.session, self.say))
         found = [ReleaseRef.from_info(info) for info in releases.list_releases(self.session, board)]
         chosen = pick_releases(self.plan, found, board.name)
         models = pick_models(self.plan, chosen, board.name)
-        counts = BoardCounts(cpu=self._emulated_cpu())
-        kit = self._send_kit()
         for model in models:
-            calibration = self._per_inference(kit, counts.cpu, chosen[0], model, CALIBRATION_EXTRA)
+            calibration = self._per_inference(chosen[0], model, CALIBRATION_EXTRA)
             counts.calibration[model] = calibration
             k = counts.extra[model] = extra_inferences(calibration)
-            self.say(f"{escape(model)}: ~{calibration:,.0f} instructions per inference; k = {k}")
+            self.say(f"{escape(model)}: ~{calibration:,.0f} {unit} per inference; k = {k}")
             rounds: dict[str, list[float]] = {release.id: [] for release in chosen}
             for number in range(1, self.count.rounds + 1):
                 for release in chosen:
-                    value = self._per_inference(kit, counts.cpu, release, model, k)
+                    value = self._per_inference(release, model, k)
                     rounds[release.id].append(value)
                     self.say(
                         f"round {number}/{self.count.rounds} {escape(release.variant)} {escape(model)}:"
-                        f" {value:,.0f} instructions per inference"
+                        f" {value:,.0f} {unit} per inference"
                     )
             counts.series += [
                 CountSeries(
@@ -162,34 +231,7 @@ class _Counter:
             ]
         return counts
 
-    def _emulated_cpu(self) -> str:
-        return emulated_cpu(self.session)
-
-    def _send_kit(self) -> str:
-        return send_kit(self.session, self.kit, self.say)
-
-    def _per_inference(self, kit: str, cpu: str, release: ReleaseRef, model: str, extra: int) -> float:
-        base = self._count(kit, cpu, release, model, BASE_INFERENCES)
-        more = self._count(kit, cpu, release, model, BASE_INFERENCES + extra)
+    def _per_inference(self, release: ReleaseRef, model: str, extra: int) -> float:
+        base = self.meter.measure(self.session, release, model, BASE_INFERENCES)
+        more = self.meter.measure(self.session, release, model, BASE_INFERENCES + extra)
         return (more - base) / extra
-
-    def _count(self, kit: str, cpu: str, release: ReleaseRef, model: str, inferences: int) -> int:
-        log_file = posixpath.join(kit, "count.log")
-        argv = count_argv(
-            kit=kit,
-            cpu=cpu,
-            log_file=log_file,
-            release=release,
-            model=model,
-            inferences=inferences,
-            agent_text=read_text("count_agent.py"),
-            plan=self.count,
-        )
-        self.session.run(["rm", "-f", log_file], timeout=60)  # never a total from an earlier count
-        result = self.session.run(argv, timeout=_COUNT_TIMEOUT_S, check=False)
-        if not result.ok:
-            raise BenchError(
-                f"{self.session.board.name}: counting {model} in {release.id} failed"
-                f" (exit {result.exit_code}): {result.tail()}"
-            )
-        return total_of(self.session, log_file, model)

@@ -104,6 +104,15 @@ def count_argv(  # noqa: PLR0913 -- the count's parts, each keyword-only
     counting qemu emulating ``cpu``, its count written to ``log_file``."""
     return [
         *counter_argv(kit=kit, cpu=cpu, log_file=log_file),
+        *agent_argv(release=release, model=model, inferences=inferences, agent_text=agent_text, plan=plan),
+    ]
+
+
+def agent_argv(
+    *, release: ReleaseRef, model: str, inferences: int, agent_text: str, plan: CountPlan
+) -> list[str]:
+    """The counting agent in ``release``'s Python: ``inferences`` inferences of ``model`` after the first."""
+    return [
         release.python,
         "-c",
         agent_text,

@@ -19,14 +19,24 @@ from orchestrator.paths import results_dir
 SCHEMA = "orch-instruction-counts/1"
 
 
-class CounterDocument(TypedDict):
-    qemu: str
+class CounterDocument(TypedDict, total=False):
+    """What counted: the counting qemu (instructions on the lab) or each board's perf (cycles)."""
+
+    qemu: str  # qemu's version line
     plugin: str
-    bundle: str
+    bundle: str  # the counting qemu's image tag
+    perf: str  # "perf stat" with its events, on each board (its PMU)
+
+
+def counter_text(counter: CounterDocument) -> str:
+    """``qemu-aarch64 version 10.0.13 (insn (inline))`` or ``perf stat -e cycles:u (each board's PMU)``."""
+    if "qemu" in counter:
+        return f"{counter['qemu']} ({counter.get('plugin', '')})"
+    return f"{counter.get('perf', '?')} (each board's PMU)"
 
 
 class BoardCountDocument(TypedDict, total=False):
-    status: str  # "ok" or "failed"
+    status: str  # "ok", "failed", or "no counters" (--metric cycles: the board cannot count; why in error)
     cpu: str  # the CPU the board emulates (qemu's -cpu): counts compare only under the same one
     extra_inferences: dict[str, int]  # k per model
     calibration: dict[str, float]  # per model: instructions per inference of the first pair, which chose k

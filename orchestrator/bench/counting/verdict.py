@@ -25,7 +25,10 @@ RULE = (
     f"a change is called when |ratio - 1| > max({MIN_CHANGE:.1%}, {NOISE_MARGIN:g} x the larger"
     " spread between rounds)"
 )
-Verdict = Literal["more instructions", "fewer instructions", "no significant change"]
+Verdict = Literal[
+    "more instructions", "fewer instructions", "more cycles", "fewer cycles", "no significant change"
+]
+Metric = Literal["instructions", "cycles"]
 
 
 class SeriesDocument(TypedDict):
@@ -92,6 +95,7 @@ class ComparisonDocument(TypedDict):
 class CountComparison:
     baseline: CountSeries
     candidate: CountSeries
+    metric: Metric = "instructions"
 
     @property
     def ratio(self) -> float:
@@ -111,11 +115,13 @@ class CountComparison:
         change = self.ratio - 1
         if abs(change) <= self.threshold:
             return "no significant change"
+        if self.metric == "cycles":
+            return "more cycles" if change > 0 else "fewer cycles"
         return "more instructions" if change > 0 else "fewer instructions"
 
     def regression_above(self, fail_above: float) -> bool:
         """Whether the candidate counts significantly more, and more than ``fail_above`` (a fraction)."""
-        return self.verdict == "more instructions" and self.ratio - 1 > fail_above
+        return self.verdict.startswith("more") and self.ratio - 1 > fail_above
 
     def as_json(self) -> ComparisonDocument:
         return {
@@ -132,12 +138,14 @@ class CountComparison:
         }
 
 
-def comparisons(series: list[CountSeries]) -> list[CountComparison]:
+def comparisons(series: list[CountSeries], metric: Metric = "instructions") -> list[CountComparison]:
     """Per board and model, every other release against the first one measured (the first --variant)."""
     found: list[CountComparison] = []
     groups: dict[tuple[str, str], list[CountSeries]] = {}
     for one in series:
         groups.setdefault((one.board, one.model), []).append(one)
     for members in groups.values():
-        found += [CountComparison(baseline=members[0], candidate=other) for other in members[1:]]
+        found += [
+            CountComparison(baseline=members[0], candidate=other, metric=metric) for other in members[1:]
+        ]
     return found

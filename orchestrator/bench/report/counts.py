@@ -9,7 +9,7 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from orchestrator.bench.counting.store import CountRunDocument
+from orchestrator.bench.counting.store import CountRunDocument, counter_text
 from orchestrator.bench.counting.verdict import RULE, ComparisonDocument
 from orchestrator.bench.report.plots import PLOT_PIXELS
 from orchestrator.bench.report.tables import a_to_b
@@ -40,7 +40,12 @@ COMPARISON_HEADERS = (
 )
 BOARD_HEADERS = ("board", "status", "emulated CPU", "k (extra inferences per round)", "error")
 # The verdicts' colours: fewer instructions is the good news, as "faster" is for a time.
-VERDICT_CLASSES = {"fewer instructions": "fewer", "more instructions": "more"}
+VERDICT_CLASSES = {
+    "fewer instructions": "fewer",
+    "more instructions": "more",
+    "fewer cycles": "fewer",
+    "more cycles": "more",
+}
 
 
 def compared_label(document: CountRunDocument) -> str:
@@ -65,20 +70,19 @@ def count_section(document: CountRunDocument, table: Table, plot: str | None = N
         f"<h2 id='{html.escape(anchor(document))}'>{html.escape(title(document))}</h2>",
         (
             f"<p>Command: <code>{html.escape(document['command'])}</code><br>"
-            f"Counted {html.escape(document['created'])} by {html.escape(counter['qemu'])}"
-            f" ({html.escape(counter['plugin'])})</p>"
+            f"Counted {html.escape(document['created'])} by {html.escape(counter_text(counter))}</p>"
         ),
         f"<p>Note: {html.escape(document['note'])}</p>",
         "<h3>Boards</h3>",
         _boards_table(document, table),
-        "<h3>Instructions per inference per board and release</h3>",
+        f"<h3>{html.escape(document['metric'].capitalize())} per inference per board and release</h3>",
         table(SERIES_HEADERS, _series_rows(document)),
     ]
     if document["comparisons"]:
         verdicts = table(COMPARISON_HEADERS, _comparison_rows(document))
         for verdict, css in VERDICT_CLASSES.items():
             verdicts = verdicts.replace(f"<td>{verdict}</td>", f"<td class='{css}'>{verdict}</td>")
-        parts += ["<h3>A/B by instruction count (B vs baseline A)</h3>", verdicts]
+        parts += [f"<h3>A/B by {html.escape(document['metric'])} (B vs baseline A)</h3>", verdicts]
     parts.append(f"<p>The rule: {html.escape(RULE)}.</p>")
     if plot:
         alt = "Median instructions per inference"
