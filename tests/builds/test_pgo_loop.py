@@ -17,7 +17,11 @@ from pathlib import Path
 import pytest
 from board_checks import compile_commands, exec_count, mlas_commands, mlas_shard
 
-pytestmark = pytest.mark.integration
+# In `full` since the cold CI budget (docs/development.md): two MLAS builds, the training on both
+# lab boards and a test shard, about 10 minutes on a new machine; CI keeps the loop's plans, profiles
+# and refusals (test_pgo_plan.py, test_pgo_profiles.py) and compiles the system route's MLAS scope
+# in the instruction-count test (tests/bench/test_count_mlas_lab.py).
+pytestmark = [pytest.mark.integration, pytest.mark.full]
 
 MLAS_TIMEOUT = 3600
 ARGS = ("build", "--target", "lab", "--variant", "pgo", "--scope", "mlas-test")
