@@ -54,7 +54,7 @@ _SUPPORTED: tuple[tuple[tuple[int, int], dict[str, tuple[int, ...]]], ...] = (
 
 @dataclass(frozen=True, kw_only=True)
 class CudaSetting:
-    """What a CUDA build compiles for and against: recorded in the plan and the manifest."""
+    """What a CUDA build compiles for and against, as the plan (and its --json document) says."""
 
     architectures: tuple[str, ...]  # "87"
     cuda: str  # the sysroot's CUDA, "12.4.1"
