@@ -22,7 +22,7 @@ SERIES_HEADERS = (
     "variant",
     "release",
     "ORT",
-    "median instructions per inference",
+    "median",  # of what: measured_per(document), said in the section's heading
     "rounds",
     "spread between rounds",
 )
@@ -58,6 +58,13 @@ def title(document: CountRunDocument) -> str:
     return f"Instruction counts {document['run_id']}" + (f": {compared}" if compared else "")
 
 
+def measured_per(document: CountRunDocument) -> str:
+    """What one value counts: "instructions per inference", "instructions per repetition of the
+    filtered tests (--gtest_repeat)" (an MLAS count), "cycles per inference"."""
+    unit = document.get("workload", {}).get("unit", "one inference")
+    return f"{document['metric']} per {unit.removeprefix('one ')}"
+
+
 def anchor(document: CountRunDocument) -> str:
     return f"counts-{document['run_id']}"
 
@@ -75,7 +82,7 @@ def count_section(document: CountRunDocument, table: Table, plot: str | None = N
         f"<p>Note: {html.escape(document['note'])}</p>",
         "<h3>Boards</h3>",
         _boards_table(document, table),
-        f"<h3>{html.escape(document['metric'].capitalize())} per inference per board and release</h3>",
+        f"<h3>{html.escape(measured_per(document).capitalize())}, per board and release</h3>",
         table(SERIES_HEADERS, _series_rows(document)),
     ]
     if document["comparisons"]:
@@ -85,7 +92,7 @@ def count_section(document: CountRunDocument, table: Table, plot: str | None = N
         parts += [f"<h3>A/B by {html.escape(document['metric'])} (B vs baseline A)</h3>", verdicts]
     parts.append(f"<p>The rule: {html.escape(RULE)}.</p>")
     if plot:
-        alt = "Median instructions per inference"
+        alt = html.escape(f"Median {measured_per(document)}")
         parts.append(
             f"<h3>{alt}</h3><img src='{html.escape(plot)}' alt='{alt}' "
             f"width='{PLOT_PIXELS[0]}' height='{PLOT_PIXELS[1]}'>"
