@@ -238,19 +238,41 @@ def _counting_qemu() -> CountingQemu:
 
 
 def _show_plan(plan: BenchPlan, count: CountPlan, *, as_json: bool) -> None:
+    show_count_plan(
+        plan,
+        count,
+        as_json=as_json,
+        metric="instructions",
+        how=f"k chosen per model so that k inferences retire >= {TARGET_INSTRUCTIONS:,} instructions",
+        note=WHAT_A_COUNT_IS,
+        fail_above=count.fail_above,
+    )
+
+
+def show_count_plan(  # noqa: PLR0913 -- the plan, then what its document says, keyword-only
+    plan: BenchPlan,
+    count: CountPlan,
+    *,
+    as_json: bool,
+    metric: str,
+    how: str,
+    note: str,
+    **more: object,
+) -> None:
+    """A count's dry run: its boards, releases, models and settings, and how each round counts."""
     document = {
-        "metric": "instructions",
+        "metric": metric,
         "boards": [board.name for board in plan.boards],
         "variants": list(plan.variants),
         "models": list(plan.models),
         "rounds": count.rounds,
         "opt_level": count.opt_level,
         "ep": count.ep,
-        "fail_above": count.fail_above,
+        **more,
         "per_round": f"{BASE_INFERENCES} and {BASE_INFERENCES}+k inferences, one process each, per release"
-        f" and model; k chosen per model so that k inferences retire >= {TARGET_INSTRUCTIONS:,} instructions",
+        f" and model; {how}",
         "environment": list(COUNT_ENVIRONMENT),
-        "note": WHAT_A_COUNT_IS,
+        "note": note,
     }
     if as_json:
         emit_json(document)
@@ -365,6 +387,11 @@ def _check(
                 f"instruction count regression above {fail_above:.1%}: {listed}",
                 hint=f"the counts are stored in {path}",
             )
+    raise_for_failures(failed, succeeded, path)
+
+
+def raise_for_failures(failed: Mapping[str, object], succeeded: Mapping[str, object], path: Path) -> None:
+    """Exit 8 when some boards failed and the others' counts are stored; 7 when every board failed."""
     if failed:
         names = ", ".join(failed)
         if succeeded:

@@ -7,22 +7,23 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from orchestrator.bench.counting.execute import BoardCounts, measure_on_boards
+from orchestrator.bench.counting.execute import measure_on_boards
 from orchestrator.bench.counting.perf_counters import CYCLES, EVENTS, SEPARATOR
 from orchestrator.bench.counting.perf_execute import NoCounters, PerfMeter
-from orchestrator.bench.counting.plan import BASE_INFERENCES, COUNT_ENVIRONMENT, CountPlan
+from orchestrator.bench.counting.plan import CountPlan
 from orchestrator.bench.counting.verdict import comparisons
 from orchestrator.bench.plan import BenchPlan
 from orchestrator.bench.results import new_run_id
 from orchestrator.commands.bench_count import (
     MODELS_WORKLOAD,
+    raise_for_failures,
     refuse_unsupported,
+    show_count_plan,
     show_counts,
     store_counts,
 )
-from orchestrator.console import console, emit_json
-from orchestrator.errors import BenchError, PartialFailure
-from orchestrator.fleet.parallel import FleetResult
+from orchestrator.console import console
+from orchestrator.errors import BenchError
 
 WHAT_CYCLES_ARE = (
     "user-space CPU cycles per inference from the board's own PMU (perf stat -e cycles:u): they include"
@@ -71,37 +72,20 @@ def run_cycle_counting(plan: BenchPlan, count: CountPlan, *, dry_run: bool, as_j
         series, compared, as_json=as_json, run_id=run_id, path=path, unit="inference", note=WHAT_CYCLES_ARE,
         metric="cycles",
     )  # fmt: skip
-    _check(outcome, failed, path=str(path))
+    for name, message in failed.items():
+        console.print(f"[red]{escape(name)} failed[/]: {escape(message)}", soft_wrap=True)
+    raise_for_failures(failed, outcome.succeeded, path)
     return 0
 
 
-def _check(outcome: FleetResult[BoardCounts], failed: dict[str, str], *, path: str) -> None:
-    for name, message in failed.items():
-        console.print(f"[red]{escape(name)} failed[/]: {escape(message)}", soft_wrap=True)
-    if failed:
-        names = ", ".join(failed)
-        if outcome.succeeded:
-            raise PartialFailure(f"counting failed on {names}; the other boards' counts are stored in {path}")
-        raise BenchError(f"counting failed on every board ({names})", hint="see the errors above")
-
-
 def _show_plan(plan: BenchPlan, count: CountPlan, *, as_json: bool) -> None:
-    document = {
-        "metric": "cycles",
-        "boards": [board.name for board in plan.boards],
-        "variants": list(plan.variants),
-        "models": list(plan.models),
-        "rounds": count.rounds,
-        "opt_level": count.opt_level,
-        "ep": count.ep,
-        "per_round": f"{BASE_INFERENCES} and {BASE_INFERENCES}+k inferences, one process each, per release"
-        f" and model, each under perf stat -x {SEPARATOR} -e {','.join(EVENTS)}",
-        "environment": list(COUNT_ENVIRONMENT),
-        "boards_without_counters": "named in one line each and left out; the board's facts say why"
+    show_count_plan(
+        plan,
+        count,
+        as_json=as_json,
+        metric="cycles",
+        how=f"each under perf stat -x {SEPARATOR} -e {','.join(EVENTS)}",
+        note=WHAT_CYCLES_ARE,
+        boards_without_counters="named in one line each and left out; the board's facts say why"
         " (orch inventory show NAME --probe)",
-        "note": WHAT_CYCLES_ARE,
-    }
-    if as_json:
-        emit_json(document)
-    else:
-        console.print_json(data=document)
+    )
