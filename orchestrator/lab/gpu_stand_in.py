@@ -4,8 +4,9 @@ aarch64 wheel, laid out as JetPack lays them (docker/gpu_stack/stage.sh). ``orch
 stores its file system as a sysroot, which ``orch build --ep cuda --sysroot-from`` builds against.
 
 Three images, each named by its inputs and made once: the GPU stack (``orch/gpu-stack``, for the
-workstation; the cuDNN wheel is fetched through the workstation's own pip sources and named by its
-sha256), the target's board image, and the board image with the stack copied in (``orch/lab-board-gpu``).
+workstation, named by its script, its base image and the cuDNN release; the wheel is fetched through
+the workstation's own pip sources only to build it, and its sha256 kept as a label), the target's
+board image, and the board image with the stack copied in (``orch/lab-board-gpu``).
 """
 
 from __future__ import annotations
