@@ -45,8 +45,21 @@ def resolve(name: str, libdirs: list[Path]) -> Path | None:
     return None
 
 
-def copy_dependencies(roots: list[Path], dest: Path, readelf: str, libdirs: list[Path]) -> list[str]:
-    """Copy into ``dest`` every non-system library ``roots`` need, transitively; returns their names."""
+# A Jetson's GPU stack (JetPack's CUDA, cuDNN, TensorRT): the board's own, so a CUDA wheel links
+# against exactly what the board has. Checked to be in the sysroot, never bundled.
+BOARD_STACK = re.compile(
+    r"^lib(cudart|cublas|cublasLt|cudnn\w*|cufft|curand|cusparse|cusolver|nvrtc|nvJitLink|nvinfer\w*"
+    r"|nvonnxparser)\.so(\.\d+)*$"
+)
+# The NVIDIA driver: L4T's, never in a sysroot's CUDA (only its link stub is).
+DRIVER = re.compile(r"^libcuda\.so(\.\d+)*$")
+
+
+def copy_dependencies(
+    roots: list[Path], dest: Path, readelf: str, libdirs: list[Path], board: dict[str, str] | None = None
+) -> list[str]:
+    """Copy into ``dest`` every non-system library ``roots`` need, transitively; returns their names.
+    ``board`` collects the GPU stack's libraries (name -> the sysroot's file it resolves to)."""
     queue = list(roots)
     seen = {root.name for root in roots}
     copied: list[str] = []
@@ -56,11 +69,17 @@ def copy_dependencies(roots: list[Path], dest: Path, readelf: str, libdirs: list
             if name in seen or SYSTEM_LIBS.match(name):
                 continue
             seen.add(name)
+            if board is not None and DRIVER.match(name):
+                board[name] = "the board's NVIDIA driver"
+                continue
             found = resolve(name, libdirs)
             if found is None:
                 sys.exit(
                     f"package_wheel: {current.name} needs {name}, not found in {', '.join(map(str, libdirs))}"
                 )
+            if board is not None and BOARD_STACK.match(name):
+                board[name] = str(found.resolve())
+                continue
             target = dest / name
             shutil.copy2(found.resolve(), target)
             target.chmod(0o755)
@@ -69,10 +88,10 @@ def copy_dependencies(roots: list[Path], dest: Path, readelf: str, libdirs: list
     return sorted(copied)
 
 
-def bundle(capi: Path, readelf: str, libdirs: list[Path]) -> list[str]:
+def bundle(capi: Path, readelf: str, libdirs: list[Path], board: dict[str, str] | None = None) -> list[str]:
     """Copy every non-system library the wheel's objects need (transitively) into ``capi``."""
     own = sorted(capi.glob("*.so*"))
-    bundled = copy_dependencies(own, capi, readelf, libdirs)
+    bundled = copy_dependencies(own, capi, readelf, libdirs, board)
     # Only ORT's own objects get an RPATH: rewriting the distribution's libraries with patchelf
     # corrupted their embedded protobuf descriptors (abort at import). DT_RPATH (not RUNPATH)
     # also serves the bundled libraries' own dependencies (abseil of re2, ...), which the
@@ -117,6 +136,28 @@ def bundle_library(library: Path, out: Path, readelf: str, libdirs: list[Path]) 
         (lib / name).unlink(missing_ok=True)
         (lib / name).symlink_to(library.name)
     return copy_dependencies([lib / library.name], lib, readelf, libdirs)
+
+
+def gpu_code(provider: Path, architectures: list[str]) -> dict[str, object]:
+    """The GPU code in the CUDA provider, read with the toolkit's cuobjdump: its SASS (cubins) must
+    be for the board's architectures exactly, or the build fails here."""
+    found: dict[str, object] = {}
+    for kind in ("elf", "ptx"):
+        listed = subprocess.run(
+            ["cuobjdump", f"--list-{kind}", str(provider)], check=True, capture_output=True, text=True
+        ).stdout
+        # "ELF file    1: libonnxruntime_providers_cuda.1.sm_87.cubin"
+        files = re.findall(rf"^{kind.upper()} file\s+\d+: \S+\.(sm_\d+)\.\w+$", listed, flags=re.MULTILINE)
+        name = "sass" if kind == "elf" else "ptx"
+        found[name] = sorted(set(files))
+        found[f"{name}_files"] = len(files)
+    wanted = sorted(f"sm_{a}" for a in architectures)
+    if found["sass"] != wanted:
+        sys.exit(
+            f"package_wheel: {provider.name} has SASS for {', '.join(found['sass']) or 'no GPU'},"  # type: ignore[arg-type]
+            f" not exactly {', '.join(wanted)} (the board's GPU)"
+        )
+    return found
 
 
 def pin_numpy_abi(root: Path) -> None:
@@ -172,6 +213,8 @@ def main() -> int:
     parser.add_argument("--readelf", default="aarch64-linux-gnu-readelf")
     parser.add_argument("--libdir", action="append", type=Path, default=[])
     parser.add_argument("--no-bundle", action="store_true")
+    # A CUDA build: the board's GPU architectures (87), checked in the provider's code with cuobjdump.
+    parser.add_argument("--gpu-arch", action="append", default=[])
     # The sysroot route runs the build machine's Python: the wheel is tagged for the board's (cp311).
     parser.add_argument("--python-tag")
     args = parser.parse_args()
@@ -195,12 +238,16 @@ def main() -> int:
         sys.exit(f"package_wheel: expected one wheel in {dist}, found {[w.name for w in wheels]}")
     wheel = wheels[0]
     bundled: list[str] = []
+    board: dict[str, str] | None = {} if args.gpu_arch else None
+    gpu: dict[str, object] | None = None
     if not args.no_bundle:
         unpacked = Path(tempfile.mkdtemp(prefix="orch-unpack-"))
         subprocess.run([sys.executable, "-m", "wheel", "unpack", str(wheel), "-d", str(unpacked)], check=True)
         root = next(unpacked.iterdir())
         libdirs = args.libdir or DEFAULT_LIBDIRS
-        bundled = bundle(root / "onnxruntime" / "capi", args.readelf, libdirs)
+        bundled = bundle(root / "onnxruntime" / "capi", args.readelf, libdirs, board)
+        if args.gpu_arch:
+            gpu = gpu_code(root / "onnxruntime" / "capi" / "libonnxruntime_providers_cuda.so", args.gpu_arch)
         pin_numpy_abi(root)
         wheel.unlink()
         # `wheel pack` rewrites RECORD with the new files' hashes.
@@ -213,7 +260,10 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     final = args.out / wheel.name
     shutil.copy2(wheel, final)
-    print("ORCH-PACKAGE " + json.dumps({"wheel": final.name, "bundled": bundled}), flush=True)
+    report: dict[str, object] = {"wheel": final.name, "bundled": bundled}
+    if board is not None:
+        report |= {"board_libraries": board, "gpu_code": gpu}
+    print("ORCH-PACKAGE " + json.dumps(report), flush=True)
     return 0
 
 

@@ -215,6 +215,9 @@ class BuildRecord:
     # A profile-guided build: the profile's key and digest, where it was trained (board, CPU, what
     # ran, runs), what its counters covered and how many compiled sources had counters.
     profile: dict[str, object] | None = None
+    # A CUDA build: nvcc, the GPU architectures, the sysroot's CUDA/cuDNN/TensorRT, the board's GPU
+    # libraries the provider links (name -> the sysroot's file), the GPU code cuobjdump found.
+    cuda: dict[str, object] | None = None
 
     def to_json(self) -> dict[str, object]:
         return _recorded(self)
@@ -251,6 +254,7 @@ class BuildRecord:
             kleidiai=f.text("kleidiai"),
             operator_config=f.document_value("operator_config"),
             profile=f.document_value("profile"),
+            cuda=f.document_value("cuda"),
         )
 
 

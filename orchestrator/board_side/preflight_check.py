@@ -10,8 +10,11 @@ instruction (``ORCH-SIGILL {json}``, exit status 132).
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
 import time
+from pathlib import Path
 
 # First: an instruction the emulated CPU lacks is then reported (ORCH-SIGILL ...), not just fatal.
 import sigill_guard  # type: ignore[import-not-found]  # noqa: F401 -- /pf/sigill_guard.py, beside this file
@@ -26,11 +29,66 @@ session = ort.InferenceSession("/pf/model.onnx", providers=["CPUExecutionProvide
 feed = {"input": np.load("/pf/input.npy")}
 output = session.run(None, feed)[0]
 np.save("/pf/output.npy", output)
-report = {
+report: dict[str, object] = {
     "ort_version": ort.__version__,
     "providers": ort.get_available_providers(),
     "import_s": round(t1 - t0, 2),
     "run_s": round(time.time() - t1, 2),
     "shape": list(output.shape),
 }
+
+
+def cuda_runtime(soname: str) -> dict[str, object]:
+    """What the board's CUDA runtime (``libcudart.so.12``) says: its GPUs, or in its own words why none."""
+    try:
+        cudart = ctypes.CDLL(soname)
+    except OSError as error:
+        return {"devices": 0, "runtime_says": str(error)}
+    count = ctypes.c_int(0)
+    code = cudart.cudaGetDeviceCount(ctypes.byref(count))
+    if code == 0:
+        return {"devices": count.value}
+    cudart.cudaGetErrorString.restype = ctypes.c_char_p
+    return {"devices": 0, "runtime_says": cudart.cudaGetErrorString(code).decode()}
+
+
+def cuda_path() -> dict[str, object]:
+    """A CUDA wheel (ORCH_PREFLIGHT_GPU): is the provider listed, does it load (every library it
+    needs found on this board), what the CUDA runtime finds, and with a GPU, the CUDA provider alone
+    runs the model (output in /pf/output_gpu.npy)."""
+    found: dict[str, object] = {"provider_listed": "CUDAExecutionProvider" in ort.get_available_providers()}
+    found |= cuda_runtime(os.environ.get("ORCH_CUDA_RUNTIME", "libcudart.so.12"))
+    provider = Path(ort.__file__).parent / "capi" / "libonnxruntime_providers_cuda.so"
+    try:
+        ctypes.CDLL(str(provider))
+        found["provider_loads"] = True
+    except OSError as error:
+        found |= {"provider_loads": False, "load_error": str(error)}
+        return found
+    # The CUDA provider alone: where it cannot be created ORT falls back to the CPU, which is no
+    # GPU result; what the session really got is what is reported.
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        cuda = ort.InferenceSession("/pf/model.onnx", options, providers=["CUDAExecutionProvider"])
+    except Exception as error:  # noqa: BLE001 -- whatever ORT raises is the reason, reported
+        found |= {"ran": False, "reason": f"the CUDA provider failed: {error}"}
+        return found
+    found["session_providers"] = cuda.get_providers()
+    if "CUDAExecutionProvider" not in cuda.get_providers():
+        said = found.get("runtime_says")
+        reason = (
+            f"no NVIDIA GPU usable on this board: {said}"
+            if said
+            else "ORT could not create the CUDA provider"
+        )
+        found |= {"ran": False, "reason": reason}
+        return found
+    np.save("/pf/output_gpu.npy", cuda.run(None, feed)[0])
+    found["ran"] = True
+    return found
+
+
+if os.environ.get("ORCH_PREFLIGHT_GPU"):
+    report["gpu"] = cuda_path()
 print("ORCH-PREFLIGHT " + json.dumps(report), flush=True)

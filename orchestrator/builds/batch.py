@@ -25,7 +25,7 @@ from orchestrator.builds.request import BuildRequest, PlanContext, plan_build
 from orchestrator.builds.variants import Variant, resolve_variant
 from orchestrator.builds.view import BuildView
 from orchestrator.console import PlainProgress
-from orchestrator.errors import BuildError, UsageError
+from orchestrator.errors import UsageError
 from orchestrator.targets import TargetProfile, resolve_target
 
 
@@ -61,9 +61,6 @@ def run_batch_request(request: BuildRequest, cache: RemoteCache | None, view: Bu
     builds = [QueuedBuild(target=t, variant=v) for t in request.targets for v in request.variants]
     # Every build's plan for this machine, first: a plan any build refuses stops the batch before it starts.
     plans = {build: batch.plan(build, None) for build in builds}
-    for build, planned in plans.items():
-        if planned.refused:
-            raise BuildError(f"cannot build {build.name} here: {planned.refused}")
     # Before any source is fetched (a git clone) and in the dry run alike: a registry base image the
     # workstation's engine lacks (it makes every build image of the batch) stops the batch.
     _refuse_missing_base_images(list(plans.values()))

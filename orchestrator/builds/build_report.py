@@ -103,6 +103,10 @@ class PackageReport:
 
     wheel: str
     bundled: tuple[str, ...]
+    # A CUDA build: the board's GPU libraries the wheel links (name -> the sysroot's file, never
+    # bundled) and the provider's GPU code (cuobjdump's SASS and PTX architectures).
+    board_libraries: dict[str, str] | None = None
+    gpu_code: dict[str, object] | None = None
 
 
 def configure_stamp(
@@ -241,4 +245,11 @@ def read_package_report(log_path: Path) -> PackageReport:
         or not all(isinstance(b, str) for b in bundled)
     ):
         raise BuildError(f"the packaging step's report is malformed: {line}", hint=hint)
-    return PackageReport(wheel=wheel, bundled=tuple(bundled))
+    board = document.get("board_libraries")
+    gpu = document.get("gpu_code")
+    return PackageReport(
+        wheel=wheel,
+        bundled=tuple(bundled),
+        board_libraries={str(k): str(v) for k, v in board.items()} if isinstance(board, dict) else None,
+        gpu_code=gpu if isinstance(gpu, dict) else None,
+    )

@@ -32,6 +32,7 @@ NVCC_VERSION = "12.4"  # the build image's (Debian 13 non-free nvidia-cuda-toolk
 # cuda-cross-aarch64: bin/nvcc is the build machine's with a profile that takes CUDA's headers and
 # libraries from the sysroot; include, lib64 and targets/aarch64-linux are the sysroot's.
 CROSS_CUDA_HOME = "/opt/orch-cuda"
+CUDA_LIBRARIES = "usr/local/cuda/targets/aarch64-linux/lib"  # JetPack's, inside the sysroot
 NVCC = f"{CROSS_CUDA_HOME}/bin/nvcc"
 # nvcc's host compiler: clang 17 (the newest nvcc 12.4 accepts) aimed at aarch64 and the sysroot by a
 # wrapper, so that CMake's links of CUDA objects (which hand the host compiler none of nvcc's
@@ -201,18 +202,6 @@ def nvcc_version_note(setting: CudaSetting) -> str | None:
     )
 
 
-# Why a planned CUDA cross build does not run (yet): said by the dry run and the real run alike.
-CUDA_NOT_RUN = (
-    "orch plans the CUDA provider's cross build (above) but does not run it yet: what is proven here is"
-    " its toolchain (nvcc 12.4 compiling ORT's CUDA sources for the board's GPU against the sysroot);"
-    " ORT's whole CUDA configure, the onnxruntime-gpu wheel and its checks are not"
-)
-CUDA_NOT_RUN_HINT = (
-    "build on the Jetson itself (--on-board BOARD), which runs build.py --use_cuda with JetPack's own"
-    " toolkit; `--dry-run --json` shows this cross build's exact arguments"
-)
-
-
 def cuda_build_args(setting: CudaSetting, provider: str, sysroot: str = SYSROOT) -> list[str]:
     """build.py's provider arguments: CUDA from the image's cross toolkit (the sysroot's headers and
     libraries behind the build machine's nvcc), cuDNN and TensorRT from the sysroot."""
@@ -230,6 +219,15 @@ def cuda_build_args(setting: CudaSetting, provider: str, sysroot: str = SYSROOT)
     return args
 
 
+def cuda_package_args(setting: CudaSetting, sysroot: str = SYSROOT) -> list[str]:
+    """package_wheel.py's: the sysroot's CUDA libraries, where the board's GPU stack is checked
+    (never bundled), and the architectures the provider's SASS must be for (cuobjdump)."""
+    return [
+        f"--libdir={posixpath.join(sysroot, CUDA_LIBRARIES)}",
+        *(f"--gpu-arch={a}" for a in setting.architectures),
+    ]
+
+
 def cuda_defines(setting: CudaSetting) -> list[tuple[str, str]]:
     """CMake's CUDA language for the board: its GPU's architectures (CMake's "87" is SASS and PTX),
     the cross toolkit's nvcc and host compiler, and the runtime as a shared library (the board's
@@ -242,6 +240,34 @@ def cuda_defines(setting: CudaSetting) -> list[tuple[str, str]]:
         # ccache knows nvcc: a build cut short, or configured again, compiles only what changed.
         ("CMAKE_CUDA_COMPILER_LAUNCHER", "ccache"),
     ]
+
+
+# CUDA's attention kernels (flash, lean, memory-efficient: a quarter of the provider's nvcc work,
+# its slowest compiles) serve only the com.microsoft attention operators.
+ATTENTION_KERNELS = (
+    "onnxruntime_USE_FLASH_ATTENTION",
+    "onnxruntime_USE_LEAN_ATTENTION",
+    "onnxruntime_USE_MEMORY_EFFICIENT_ATTENTION",
+)
+
+
+def attention_kernels_unused(operator_config_text: str) -> bool:
+    """Whether a reduced build's operators (ORT's config: ``domain;opset;Op1,Op2`` lines) leave
+    CUDA's attention kernels without a user."""
+    for line in operator_config_text.splitlines():
+        domain, _, rest = line.partition(";")
+        if domain.strip() == "com.microsoft" and any(
+            op.strip().endswith("Attention") for op in rest.partition(";")[2].split(",")
+        ):
+            return False
+    return True
+
+
+def attention_defines() -> list[tuple[str, str]]:
+    return [(name, "OFF") for name in ATTENTION_KERNELS]
+
+
+ATTENTION_OFF_NOTE = "CUDA's attention kernels (flash, lean, memory-efficient) are left out: none of the models' operators uses them"
 
 
 def cuda_notes(setting: CudaSetting) -> list[str]:

@@ -48,7 +48,7 @@ from orchestrator.builds.library_record import publish_library
 from orchestrator.builds.native_runner.execute import CompileIn, header_from_tree
 from orchestrator.builds.native_runner.library import LibraryOutput, finish_library, proved_runner
 from orchestrator.builds.network import FetchedNeeds, fetch_failure, needs_after_fetch, planned_needs
-from orchestrator.builds.plan import BuildPlan, refused_error
+from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.record import MadeWheel, build_record, finish_artifact
 from orchestrator.builds.sources.dependencies import PreparedDependencies, prepare_dependencies
 from orchestrator.builds.sources.dependency_table import DEPS, load_table
@@ -107,9 +107,6 @@ def execute(
     plan: BuildPlan, engine: Engine, *, log: Log, options: ExecuteOptions | None = None
 ) -> BuildResult:
     """Run the whole build on ``engine``; raises BuildError (with the log path) when any step fails."""
-    refusal = refused_error(plan)
-    if refusal is not None:
-        raise refusal
     return _BuildRun(plan, engine, log, options or ExecuteOptions()).run()
 
 
@@ -390,6 +387,15 @@ class _BuildRun:
             self._record(inputs, container, compiled),
             compile_commands_readback=readback,
             bundled_libraries=package.bundled,
+            cuda=(
+                {
+                    **plan.cuda.as_dict(),
+                    "board_libraries": package.board_libraries,
+                    "gpu_code": package.gpu_code,
+                }
+                if plan.cuda
+                else None
+            ),
         )
         made = MadeWheel(
             profile=plan.target,
@@ -491,7 +497,7 @@ def _prepare_dependencies(
     """The self-contained route's dependency sources, downloaded and patched once (None: other routes)."""
     if plan.dependencies != "source":
         return None
-    table = load_table(plan.ort_version)
+    table = load_table(plan.ort_version, gpu=plan.cuda is not None)
     if table is None or fetch_image is None:
         raise BuildError(f"no dependency table for ORT {plan.ort_version} (toolchains/deps/)")
     return prepare_dependencies(table, engine=local, base_image=fetch_image, ort_tree=tree.path, log=log)

@@ -26,14 +26,16 @@ from orchestrator.builds.build_args import (
 )
 from orchestrator.builds.container_paths import BUILD, OUT, SCRIPTS, SRC
 from orchestrator.builds.cuda_route import (
-    CUDA_NOT_RUN,
-    CUDA_NOT_RUN_HINT,
+    ATTENTION_OFF_NOTE,
     GPU_PROVIDERS,
     CudaSetting,
+    attention_defines,
+    attention_kernels_unused,
     check_target,
     cuda_build_args,
     cuda_defines,
     cuda_notes,
+    cuda_package_args,
     plan_cuda,
     require_sysroot,
 )
@@ -71,7 +73,7 @@ from orchestrator.builds.toolchain import (
     toolchain_for,
 )
 from orchestrator.builds.variants import Variant, artifact_variant, release_tuple
-from orchestrator.errors import BuildError, UsageError
+from orchestrator.errors import UsageError
 from orchestrator.targets import TargetProfile
 
 # Roughly 2 GiB per C++ compile job of ORT (template-heavy sources; LTO links need more).
@@ -126,7 +128,6 @@ class BuildPlan:
     ccache_volume: str
     wheel_platform: str
     network: ContainerNetwork  # None: the engine's default network
-    refused: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     cache: RemoteCache | None = None
     sysroot: SysrootRef | None = None
@@ -195,6 +196,7 @@ class BuildPlan:
             "--readelf",
             f"{self.target.cross_prefix}readelf",
             *sysroot_args,
+            *(cuda_package_args(self.cuda) if self.cuda else []),
         ]
 
     @property
@@ -251,23 +253,12 @@ class BuildPlan:
                 "machine": "EM_AARCH64",
             },
             "preflight": {"qemu_cpu": self.target.qemu_cpu},
-            "refused": self.refused,
             "notes": list(self.notes),
             "sysroot": self.sysroot.as_dict() if self.sysroot else None,
             "kleidiai": self.kleidiai,
             "operator_config": self.operator_config.as_dict() if self.operator_config else None,
             "cuda": self.cuda.as_dict() if self.cuda else None,
         }
-
-
-def refused_error(plan: BuildPlan) -> BuildError | None:
-    """What running a plan with a ``refused`` reason raises, in the real run and the dry run alike."""
-    if not plan.refused:
-        return None
-    return BuildError(
-        f"cannot build {plan.target.name} with --ep {plan.execution_provider} here: {plan.refused}",
-        hint=CUDA_NOT_RUN_HINT,
-    )
 
 
 def choose_parallel(cpus: int, memory_bytes: int) -> int:
@@ -334,6 +325,9 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
     config = options.operator_config
     if config is not None:
         args += reduced_args(config)
+    attention_off = cuda is not None and config is not None and attention_kernels_unused(config.text)
+    if attention_off:
+        defines += attention_defines()
     kleidiai = kleidiai_setting(profile, variant, options.source.version)
     if kleidiai.define is not None:
         defines.append(kleidiai.define)
@@ -344,6 +338,7 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         *toolchain_notes,
         *(cuda_notes(cuda) if cuda else []),
         *([reduced_note(config)] if config is not None else []),
+        *([ATTENTION_OFF_NOTE] if attention_off else []),
         kleidiai.note,
         *_sysroot_notes(profile, options.sysroot),
         *route.notes,
@@ -368,7 +363,6 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         ccache_volume=f"orch-ccache-{profile.name}",
         wheel_platform=f"linux_{profile.arch}",
         network=container_network(choice.route, route.needs),
-        refused=CUDA_NOT_RUN if cuda else None,
         cuda=cuda,
         notes=tuple(notes),
         cache=options.cache,
@@ -395,7 +389,8 @@ def _plan_route(profile: TargetProfile, options: BuildOptions, toolchain: Toolch
     """The route; a release the build container's own CMake, GCC or Python cannot build, or a
     sysroot that lacks what the build needs, is refused now, not minutes into the configure step."""
     version = options.source.version
-    choice = choose_route(profile, version, toolchain, options.dependencies)
+    gpu = options.execution_provider in GPU_PROVIDERS
+    choice = choose_route(profile, version, toolchain, options.dependencies, gpu=gpu)
     image_of = image_route(choice.route, profile.os.codename)
     release_check = check_release(profile, image_of, version, options.scope, toolchain)
     # The release's minimums first: a board whose Python the release cannot target is told to build

@@ -105,8 +105,6 @@ def _print_commands(plan: BuildPlan, document: dict[str, Any]) -> None:
         c.print("[bold]flag validation:[/] against the source tree, before the build starts")
     for note in plan.notes:
         c.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
-    if plan.refused:
-        c.print(f"[red]running this plan is refused here:[/] {escape(plan.refused)}", soft_wrap=True)
 
 
 def _print_runner(runner: dict[str, Any]) -> None:

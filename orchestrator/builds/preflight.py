@@ -17,7 +17,8 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
@@ -43,6 +44,33 @@ _SIGNALS = {132: "SIGILL (illegal instruction)", 134: "SIGABRT", 135: "SIGBUS", 
 # machine; a pre-flight still running after this is hung (and is killed).
 PREFLIGHT_TIMEOUT_S = 900.0
 _SIGILL_LINE = "ORCH-SIGILL "
+
+
+# Where the build container sees the sysroot (the paths package_wheel.py reports are under it).
+_SYSROOT = PurePosixPath("/sysroot")
+GPU_NOT_RUN = "GPU path not run"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuLibraries:
+    """A CUDA wheel's pre-flight: the board's GPU libraries its provider links (soname -> the file
+    under /sysroot, as the build resolved it) and the stored sysroot that holds them."""
+
+    sysroot: Path
+    files: Mapping[str, str]
+
+    @property
+    def runtime(self) -> dict[str, str]:
+        """The CUDA runtime's soname the check asks for its GPUs (``libcudart.so.12``)."""
+        runtime = next((name for name in self.files if name.startswith("libcudart.so")), None)
+        return {"ORCH_CUDA_RUNTIME": runtime} if runtime else {}
+
+    def links(self, directory: Path) -> None:
+        """``directory``/<soname> -> the sysroot's file, as the board's loader would find it."""
+        directory.mkdir()
+        for soname, path in self.files.items():
+            if PurePosixPath(path).is_relative_to(_SYSROOT):
+                (directory / soname).symlink_to(path)
 
 
 class _ComparisonKeys(TypedDict):
@@ -145,19 +173,22 @@ def describe_sigill(report: Mapping[str, object], profile: TargetProfile) -> str
     return text
 
 
-def run_preflight(
+def run_preflight(  # noqa: PLR0913 -- the wheel and its board; log, timeout, a CUDA wheel's GPU libraries
     engine: Engine,
     profile: TargetProfile,
     wheel: Path,
     *,
     log: Callable[[str], object] = print,
     timeout: float = PREFLIGHT_TIMEOUT_S,
+    gpu: GpuLibraries | None = None,
 ) -> Preflight:
     """Install ``wheel`` on an emulated ``profile.qemu_cpu`` board, run a model, compare with x86 ORT.
 
     The verdict's details keep the run (qemu_cpu, image, exit code, duration), the container's
     report and the comparison. A wheel that dies of SIGILL is named with the instruction; a run
-    past ``timeout`` seconds is killed and fails the pre-flight."""
+    past ``timeout`` seconds is killed and fails the pre-flight. With ``gpu`` (a CUDA wheel) the
+    board's GPU libraries are there (the sysroot's, read-only) and the check also tries the CUDA
+    provider alone: where it cannot run, that is its own verdict, never a pass."""
     started = time.monotonic()
     image = board_image(engine, profile)
     deps = _dependencies(wheel, profile)
@@ -166,13 +197,18 @@ def run_preflight(
         model, inputs = _stage(work, [wheel, *deps])
         lines: list[str] = []
         result: dict[str, object] = {"qemu_cpu": profile.qemu_cpu, "image": image}
+        environment = {"QEMU_CPU": profile.qemu_cpu, "ORCH_WHEEL": wheel.name}
+        if gpu is not None:
+            gpu.links(work / "gpu-libs")
+            environment |= {"ORCH_PREFLIGHT_GPU": "1", "LD_LIBRARY_PATH": "/pf/gpu-libs", **gpu.runtime}
         try:
             code = engine.run(
                 image,
                 ["sh", "-c", read_text("preflight_install.sh")],
-                environment={"QEMU_CPU": profile.qemu_cpu, "ORCH_WHEEL": wheel.name},
+                environment=environment,
+                volumes={str(gpu.sysroot): {"bind": str(_SYSROOT), "mode": "ro"}} if gpu else None,
                 copy_in=[(work, "/pf")],
-                copy_out=[("/pf/output.npy", work)],
+                copy_out=[("/pf/output.npy", work), ("/pf/output_gpu.npy", work)],
                 network="none",
                 labels={"orch.role": "preflight"},
                 on_log=lines.append,
@@ -198,14 +234,20 @@ def run_preflight(
                 ": " + " | ".join(tail) if tail else ""
             )
             return Preflight(ok=False, error=reason, details=result)
-        comparison = compare(np.load(work / "output.npy"), reference_run(model, inputs))
+        reference = reference_run(model, inputs)
+        comparison = compare(np.load(work / "output.npy"), reference)
         result.update(report)
         result["comparison"] = comparison
         log(
             f"pre-flight on {profile.qemu_cpu}: import {report['import_s']} s, max |diff| "
             f"{comparison.get('max_abs_diff')}"
         )
-        return verdict(comparison, result)
+        if gpu is None:
+            return verdict(comparison, result)
+        gpu_result = gpu_verdict(report.get("gpu"), work / "output_gpu.npy", reference)
+        result["gpu"] = gpu_result
+        log(f"pre-flight, CUDA provider: {gpu_result['verdict']}")
+        return verdict(comparison, result, gpu=gpu_result)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -244,11 +286,30 @@ def stage_model(work: Path) -> tuple[Path, np.ndarray]:
     return model, inputs
 
 
-def verdict(comparison: Comparison, result: Mapping[str, object]) -> Preflight:
-    """Passed when the board's outputs match x86's; the details keep the run and the comparison."""
+def gpu_verdict(report: object, output: Path, reference: np.ndarray) -> dict[str, object]:
+    """The CUDA provider's part of the pre-flight, from the check's ``gpu`` report: listed, loaded
+    (every library it needs found), and run and compared with x86 where there is a GPU; where it
+    could not run, ``verdict`` says "GPU path not run (why)"."""
+    found = dict(report) if isinstance(report, dict) else {}
+    if not found:
+        return {"verdict": "the check reported nothing of the CUDA provider", "ok": False}
+    if not found.get("provider_listed") or not found.get("provider_loads"):
+        why = found.get("load_error") or "CUDAExecutionProvider is not among the wheel's providers"
+        return {**found, "ok": False, "verdict": f"the CUDA provider does not load: {why}"}
+    if not found.get("ran"):
+        return {**found, "ok": True, "verdict": f"{GPU_NOT_RUN} ({found.get('reason')})"}
+    comparison = compare(np.load(output), reference)
+    said = "matches x86" if comparison["match"] else "differs from x86"
+    return {**found, "comparison": comparison, "ok": comparison["match"], "verdict": f"GPU result {said}"}
+
+
+def verdict(
+    comparison: Comparison, result: Mapping[str, object], *, gpu: Mapping[str, object] | None = None
+) -> Preflight:
+    """Passed when the board's outputs match x86's (and a CUDA wheel's provider loads, and matches
+    where it ran); the details keep the run and the comparisons."""
     match = bool(comparison["match"])
-    return Preflight(
-        ok=match,
-        error=None if match else f"outputs differ from x86 onnxruntime: {comparison}",
-        details=result,
-    )
+    error = None if match else f"outputs differ from x86 onnxruntime: {comparison}"
+    if match and gpu is not None and not gpu.get("ok"):
+        error = f"CUDA provider: {gpu.get('verdict')}"
+    return Preflight(ok=error is None, error=error, details=result)

@@ -26,7 +26,7 @@ from orchestrator.artifacts.wheel import WheelInfo, compatibility_problems, insp
 from orchestrator.builds.build_log import Log
 from orchestrator.builds.build_report import compiler_version
 from orchestrator.builds.plan import BuildPlan
-from orchestrator.builds.preflight import run_preflight
+from orchestrator.builds.preflight import GpuLibraries, run_preflight
 from orchestrator.builds.sources.ort import SourceTree
 from orchestrator.builds.sources.ort_spec import SourceSpec
 from orchestrator.builds.sysroots.contents import Sysroot, check_wheel_against
@@ -106,6 +106,15 @@ def build_record(plan: BuildPlan, tree: SourceTree | None, *, report: Path | Non
     )
 
 
+def _gpu_libraries(made: MadeWheel) -> GpuLibraries | None:
+    """A CUDA wheel's pre-flight gets the sysroot's GPU libraries the provider links, as the board has them."""
+    cuda = made.record.cuda
+    libraries = cuda.get("board_libraries") if cuda else None
+    if made.sysroot is None or not isinstance(libraries, dict):
+        return None
+    return GpuLibraries(sysroot=made.sysroot.root, files={str(k): str(v) for k, v in libraries.items()})
+
+
 def finish_artifact(  # noqa: PLR0913 -- the wheel; where it goes, where it pre-flights, the log; two options
     made: MadeWheel,
     *,
@@ -153,7 +162,7 @@ def finish_artifact(  # noqa: PLR0913 -- the wheel; where it goes, where it pre-
         verdict = engine.check()
     else:
         log(f"pre-flight: import + one inference under qemu ({profile.qemu_cpu})")
-        verdict = run_preflight(engine, profile, staging / made.wheel.name, log=log)
+        verdict = run_preflight(engine, profile, staging / made.wheel.name, log=log, gpu=_gpu_libraries(made))
     manifest = replace(manifest, preflight=verdict)
     if before_publish is not None and (verdict.ok or not preflight):
         try:

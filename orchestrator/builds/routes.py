@@ -51,15 +51,17 @@ def choose_route(
     version: str,
     toolchain: Toolchain = "gcc-multiarch",
     wanted: DependencyChoice = "auto",
+    *,
+    gpu: bool = False,
 ) -> RouteChoice:
     """The first route that applies to the board's distribution, the ORT release and the toolchain
     (``wanted="fetch"``: ORT's own downloads, whatever else applies). On the sysroot route nothing of
     the board's distribution is installed in the build container: its dependencies are compiled from
-    source (or fetched), never taken from packages."""
+    source (or fetched), never taken from packages; ``gpu`` adds the CUDA provider's."""
     if wanted == "fetch":
         return RouteChoice(route="fetch", table=None, wanted=wanted)
     if toolchain == "clang-sysroot":
-        table = load_table(version)
+        table = load_table(version, gpu=gpu)
         return RouteChoice(route="source" if table else "fetch", table=table)
     if (profile.os.codename, version) in SYSTEM_DEPS:
         return RouteChoice(route="system", table=None)
@@ -134,13 +136,20 @@ def route_notes(
     if choice.table is not None:
         table = choice.table.path.relative_to(TOOLCHAINS_DIR.parent)
         if toolchain == "clang-sysroot":
-            return [
+            notes = [
                 (
                     f"self-contained: each of ORT {version}'s dependencies is compiled from a Debian source"
                     f" package of the release ORT pins ({table}) into the wheel, with clang against the"
                     f" sysroot's glibc and libstdc++; no network"
                 )
             ]
+            if choice.table.gpu_path is not None:
+                gpu_table = choice.table.gpu_path.relative_to(TOOLCHAINS_DIR.parent)
+                notes.append(
+                    "the CUDA provider's header-only dependencies (CUTLASS, the cuDNN frontend) at the releases"
+                    f" ORT pins, from NVIDIA's wheels through pip ({gpu_table})"
+                )
+            return notes
         return [
             (
                 f"self-contained: {profile.os.distro} {profile.os.codename} does not carry ORT {version}'s"

@@ -30,7 +30,7 @@ from orchestrator.builds.pgo.loop import (
     refuse_what_cannot_train,
     run_profile_guided,
 )
-from orchestrator.builds.plan import BuildPlan, refused_error
+from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.queue import LOCAL
 from orchestrator.builds.release_checks import check_stock_python
 from orchestrator.builds.request import BuildRequest, PlanContext, plan_build, remote_cache
@@ -192,11 +192,8 @@ def _build_one(request: BuildRequest, view: BuildView) -> BuildRun:
 
 def _refuse_as_the_real_run(plan: BuildPlan, docker_host: str | None) -> None:
     """The dry run ends with the refusal the real run would meet before any download or compile:
-    the plan's own (a toolkit the image lacks), then a base image no engine has and orch cannot
-    make offline (asked of the engine only then: Debian images are made offline)."""
-    refusal = refused_error(plan)
-    if refusal is not None:
-        raise refusal
+    a base image no engine has and orch cannot make offline (asked of the engine only then: Debian
+    images are made offline)."""
     if made_offline(plan):
         return
     engine = Engine(docker_host)
@@ -209,9 +206,6 @@ def _refuse_as_the_real_run(plan: BuildPlan, docker_host: str | None) -> None:
 def _execute(
     request: BuildRequest, plan: BuildPlan, engine: Engine, *, remote: bool, view: BuildView
 ) -> ContainerBuild:
-    refusal = refused_error(plan)
-    if refusal is not None:
-        raise refusal
     # With --docker-host the workstation's own engine still fetches the source, lends its images
     # and runs the pre-flight (its qemu emulation is the one `orch doctor` checked).
     options = ExecuteOptions(

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.builds.cuda_route import CUDA_NOT_RUN
-from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan, refused_error
+from orchestrator.builds.cuda_route import ATTENTION_KERNELS, attention_kernels_unused
+from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan
+from orchestrator.builds.reduced_ops import OperatorConfig
 from orchestrator.builds.sources.ort_spec import parse_source
 from orchestrator.builds.sysroots.gpu import GpuStack
 from orchestrator.builds.sysroots.target import SysrootRef
@@ -73,10 +74,42 @@ def test_a_cuda_plan_compiles_for_the_boards_gpu_against_the_sysroots_cuda(tmp_p
         "nvcc": "12.4",
         "host_compiler": "clang 17",
     }
-    # Planned, not run yet: the dry run and the real run refuse alike, pointing at the board.
-    assert plan.refused == CUDA_NOT_RUN
-    error = refused_error(plan)
-    assert error is not None and "--on-board BOARD" in str(error.hint)
+    # The provider's header-only dependencies at ORT's pins, from NVIDIA's wheels (a CPU plan has none).
+    defines_of = dict(plan.defines)
+    assert defines_of["FETCHCONTENT_SOURCE_DIR_CUTLASS"] == "/deps/cutlass/cutlass_library/source"
+    assert defines_of["FETCHCONTENT_SOURCE_DIR_CUDNN_FRONTEND"] == "/deps/cudnn_frontend"
+    assert any("CUTLASS, the cuDNN frontend" in n for n in plan.notes)
+    assert "FETCHCONTENT_SOURCE_DIR_CUTLASS" not in dict(_plan(_sysroot(tmp_path), provider="cpu").defines)
+    # Packaging checks the board's GPU stack in the sysroot's CUDA and the provider's SASS for sm_87.
+    package = plan.package_argv
+    assert "--libdir=/sysroot/usr/local/cuda/targets/aarch64-linux/lib" in package
+    assert "--gpu-arch=87" in package
+    # The whole provider: its attention kernels are kept.
+    assert not any(name in defines for name in ATTENTION_KERNELS)
+
+
+def test_a_reduced_cuda_build_leaves_out_the_attention_kernels_only_when_no_operator_uses_them(
+    tmp_path: Path,
+) -> None:
+    conv = "ai.onnx;11;Conv,Relu\ncom.microsoft;1;FusedConv\n"
+    attention = conv + "com.microsoft;1;MultiHeadAttention\n"
+    assert attention_kernels_unused(conv) and not attention_kernels_unused(attention)
+    for text, left_out in ((conv, True), (attention, False)):
+        config = OperatorConfig(text=text, models=(), operators=3)
+        profile = replace(resolve_target("jetson-orin"), os=BOOKWORM, bootstrap_suite=BOOKWORM.codename)
+        plan = make_plan(
+            profile,
+            resolve_variant("reduced"),
+            BuildOptions(
+                source=parse_source(None, version=None, suite="trixie"),
+                sysroot=_sysroot(tmp_path),
+                execution_provider="cuda",
+                operator_config=config,
+            ),
+        )
+        defines = dict(plan.defines)
+        assert all((defines.get(name) == "OFF") is left_out for name in ATTENTION_KERNELS), defines
+        assert any("attention kernels" in note for note in plan.notes) is left_out
 
 
 def test_a_nano_compiles_for_sm_53_and_another_cuda_12_release_is_noted(tmp_path: Path) -> None:

@@ -111,3 +111,39 @@ def test_describe_names_package_version_hash_and_patch() -> None:
         == "onnx: Debian trixie onnx 1.17.0-3 (ORT pins v1.17.0; sha256 abababababab), ORT patch onnx/onnx.patch"
     )
     assert lines[1] == "utf8_range: inside Protobuf (third_party/utf8_range)"
+
+
+def test_a_cuda_build_adds_the_providers_header_only_dependencies_from_nvidias_wheels_at_orts_pins() -> None:
+    cpu, gpu = load_table("1.21.0"), load_table("1.21.0", gpu=True)
+    assert cpu is not None and gpu is not None
+    by_name = {d.name: d for d in gpu.dependencies}
+    # ORT 1.21.0's cmake/deps.txt pins CUTLASS v3.5.1 and the cuDNN frontend v1.7.0.
+    assert (by_name["cutlass"].package, by_name["cutlass"].version, by_name["cutlass"].kind) == (
+        "nvidia-cutlass",
+        "3.5.1.0",
+        "wheel",
+    )
+    assert (
+        by_name["cudnn_frontend"].version == "1.7.0" and by_name["cudnn_frontend"].project == "cudnn_frontend"
+    )
+    assert dict(gpu.defines())["FETCHCONTENT_SOURCE_DIR_CUTLASS"] == "/deps/cutlass/cutlass_library/source"
+    # A CPU build's table (and so its prepared tree's name) is unchanged by them.
+    assert "cutlass" not in {d.name for d in cpu.dependencies} and cpu.digest != gpu.digest
+    assert cpu.digest == load_table("1.21.0").digest  # type: ignore[union-attr]
+
+
+def test_a_release_without_a_cuda_table_and_a_missing_project_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "9.9.9.yaml").write_text("dependencies: {a: {package: p, version: 1-1, pins: x}}\n")
+    (tmp_path / "cuda").mkdir()
+    monkeypatch.setattr("orchestrator.builds.sources.dependency_table.TABLES_DIR", tmp_path)
+    monkeypatch.setattr("orchestrator.builds.sources.dependency_table.GPU_TABLES_DIR", tmp_path / "cuda")
+    with pytest.raises(BuildError, match=r"no table of the CUDA provider.s dependencies for ORT 9\.9\.9"):
+        load_table("9.9.9", gpu=True)
+    (tmp_path / "cuda" / "9.9.9.yaml").write_text(
+        "dependencies: {b: {package: q, version: '1.0', kind: wheel, pins: v1, project: nowhere}}\n"
+    )
+    with pytest.raises(BuildError, match="project 'nowhere'") as caught:
+        load_table("9.9.9", gpu=True)
+    assert "cuda/9.9.9.yaml" in caught.value.message

@@ -54,7 +54,7 @@ from orchestrator.builds.pgo.stored import (
     source_identity_now,
     stored_profile_dir,
 )
-from orchestrator.builds.plan import BuildPlan, refused_error
+from orchestrator.builds.plan import BuildPlan
 from orchestrator.builds.request import BuildRequest, PlanContext, TrainRequest, plan_build
 from orchestrator.builds.variants import Variant
 from orchestrator.errors import BuildError, UsageError
@@ -160,10 +160,6 @@ def run_profile_guided(
     if request.dry_run:
         raise ValueError("a dry run shows the loop's plan and runs nothing")
     started = time.monotonic()
-    for build in (plan.instrumented, plan.base):
-        refusal = refused_error(build)
-        if refusal is not None:
-            raise refusal
     engine = Engine()
     options = ExecuteOptions(force_flags=request.force_flags, preflight=request.preflight)
     first = None

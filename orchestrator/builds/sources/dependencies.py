@@ -1,7 +1,8 @@
 """ORT's dependencies built from source (the self-contained route), made ready to mount.
 
 ``toolchains/deps/<ort-version>.yaml`` names, for each dependency ORT declares with FetchContent,
-the Debian package of the same upstream release; ``dependency_table`` reads and validates it
+the Debian package of the same upstream release (for the CUDA provider's, ``deps/cuda/``: NVIDIA's
+wheels of the pinned release, fetched with pip); ``dependency_table`` reads and validates it
 (pure). ``prepare_dependencies`` downloads what is missing with apt in a container of
 the suite (``docker/build/fetch_debian_source.sh``: the machine's own Debian mirror), unpacks each
 into ``$ORCH_HOME/sources/deps/``, applies ORT's own patch for it and records every file's sha256.
@@ -14,15 +15,22 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 import tarfile
 import tempfile
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.adapters import process
-from orchestrator.builds.sources.dependency_table import Dependency, DependencyTable, table_path
+from orchestrator.builds.sources.dependency_table import (
+    PROJECTS_DIR,
+    Dependency,
+    DependencyTable,
+    table_path,
+)
 from orchestrator.common.digests import file_sha256
 from orchestrator.errors import BuildError
 from orchestrator.paths import DOCKER_DIR, orch_home
@@ -48,7 +56,11 @@ class PreparedDependencies:
 
 
 def _downloaded(directory: Path, dependency: Dependency) -> Path | None:
-    if dependency.kind == "headers":
+    if dependency.kind == "wheel":
+        found = sorted(
+            directory.glob(f"{str(dependency.package).replace('-', '_')}-{dependency.version}-*.whl")
+        )
+    elif dependency.kind == "headers":
         found = sorted(
             directory.glob(f"{dependency.package}_{str(dependency.version).replace(':', '%3a')}_*.deb")
         )
@@ -93,7 +105,51 @@ def download(
     return {d.name: path for d in dependencies if (path := _downloaded(dest, d)) is not None}
 
 
+# Wheels are taken for their headers, which are the same in every platform's wheel: one platform,
+# so that every machine downloads the same file (and records the same digest).
+_WHEEL_PLATFORM = ("--platform", "manylinux_2_28_x86_64", "--python-version", "3.11")
+
+
+def download_wheels(dependencies: tuple[Dependency, ...], log: Log, *, dest: Path) -> dict[str, Path]:
+    """Each ``kind: wheel`` dependency's wheel in ``dest``, from the machine's pip source (once)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    missing = [d for d in dependencies if _downloaded(dest, d) is None]
+    if missing:
+        specs = [f"{d.package}=={d.version}" for d in missing]
+        log(f"fetching {len(missing)} dependency wheel(s) with pip: {', '.join(specs)}")
+        with tempfile.TemporaryDirectory(dir=dest) as staging:
+            result = process.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    *_WHEEL_PLATFORM,
+                    "--dest",
+                    staging,
+                    *specs,
+                ]
+            )
+            for item in Path(staging).glob("*.whl"):
+                item.rename(dest / item.name)
+        still = [d for d in missing if _downloaded(dest, d) is None]
+        if still:
+            raise BuildError(
+                "could not download "
+                + ", ".join(f"{d.package} {d.version}" for d in still)
+                + f" with pip:\n{result.tail()}",
+                hint="the machine's pip source (pip config list) must carry them",
+            )
+    return {d.name: path for d in dependencies if (path := _downloaded(dest, d)) is not None}
+
+
 def _unpack(archive: Path, dependency: Dependency, dest: Path) -> None:
+    if dependency.kind == "wheel":
+        with zipfile.ZipFile(archive) as wheel:
+            wheel.extractall(dest)  # zipfile drops absolute paths and ".." components
+        return
     if dependency.kind == "headers":
         result = process.run(["dpkg-deb", "-x", str(archive), str(dest)])
         if not result.ok:
@@ -122,8 +178,10 @@ def prepare_dependencies(
     done = work / "orch-deps.json"
     if done.is_file():
         return PreparedDependencies(path=work / "tree", records=tuple(json.loads(done.read_text())))
-    fetched = table.fetched()
-    files: dict[str, Path] = {}
+    fetched = tuple(d for d in table.fetched() if d.kind != "wheel")
+    files = download_wheels(
+        tuple(d for d in table.fetched() if d.kind == "wheel"), log, dest=root / "downloads"
+    )
     for suite in sorted({d.suite for d in fetched}):
         files |= download(
             engine, base_image, tuple(d for d in fetched if d.suite == suite), log, dest=root / "downloads"
@@ -151,6 +209,10 @@ def prepare_dependencies(
             record |= {"within": dependency.within, "subdir": str(dependency.subdir)}
             if not (tree / dependency.within / str(dependency.subdir)).is_dir():
                 raise BuildError(f"{dependency.name}: {dependency.within} has no {dependency.subdir}")
+        if dependency.project:
+            project = PROJECTS_DIR / f"{dependency.project}.cmake"
+            shutil.copyfile(project, tree / dependency.name / "CMakeLists.txt")
+            record |= {"project": dependency.project, "project_sha256": file_sha256(project)}
         if dependency.patch:
             patch = ort_tree / "cmake" / "patches" / dependency.patch
             log(f"applying ORT's {dependency.patch} to {dependency.name}")

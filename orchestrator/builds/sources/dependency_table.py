@@ -19,8 +19,12 @@ from orchestrator.paths import TOOLCHAINS_DIR
 
 DEPS = "/deps"  # where the unpacked dependencies are mounted in the build container
 TABLES_DIR = TOOLCHAINS_DIR / "deps"
-_KINDS = ("source", "headers")
-_KEYS = {"package", "version", "suite", "pins", "patch", "kind", "within", "subdir", "define"}
+# The CUDA provider's own dependencies (cross CUDA builds only): a second table, so that adding
+# them changes nothing of a CPU build (its table's digest names its prepared tree).
+GPU_TABLES_DIR = TABLES_DIR / "cuda"
+PROJECTS_DIR = TABLES_DIR / "projects"  # CMake projects orch gives to dependencies that ship none
+_KINDS = ("source", "headers", "wheel")
+_KEYS = {"package", "version", "suite", "pins", "patch", "kind", "within", "subdir", "define", "project"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,11 +36,15 @@ class Dependency:
     package: str | None = None
     version: str | None = None  # the Debian version (upstream + Debian revision)
     suite: str = "trixie"
-    kind: str = "source"  # "source": orig tarball; "headers": an architecture-independent -dev package
+    # "source": orig tarball; "headers": an architecture-independent -dev package; "wheel": a
+    # Python wheel from the machine's pip source (its headers: NVIDIA ships CUTLASS and the cuDNN
+    # frontend at ORT's pinned releases that way, Debian not)
+    kind: str = "source"
     patch: str | None = None  # ORT's patch for it, relative to <ORT>/cmake/patches
     within: str | None = None  # a directory of another dependency's tree ...
     subdir: str | None = None  # ... at this path
     define: tuple[str, str] | None = None  # (CMake variable, path inside the unpacked tree)
+    project: str | None = None  # PROJECTS_DIR/<project>.cmake becomes the tree's CMakeLists.txt
 
     @property
     def upstream_version(self) -> str:
@@ -63,11 +71,13 @@ class DependencyTable:
     ort_version: str
     dependencies: tuple[Dependency, ...]
     path: Path
+    gpu_path: Path | None = None  # the CUDA provider's table, merged in for --ep cuda builds
 
     @property
     def digest(self) -> str:
-        """Names the prepared tree: the table's bytes (versions, patches, layout)."""
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()[:12]
+        """Names the prepared tree: the tables' bytes (versions, patches, layout)."""
+        files = (self.path, *([self.gpu_path] if self.gpu_path else []))
+        return hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()[:12]
 
     def defines(self) -> list[tuple[str, str]]:
         return [dependency.cmake_define() for dependency in self.dependencies]
@@ -84,11 +94,31 @@ def known_versions() -> list[str]:
     return sorted(path.stem for path in TABLES_DIR.glob("*.yaml"))
 
 
-def load_table(ort_version: str) -> DependencyTable | None:
-    """The dependency table of an ORT release, or None when orch has none for it."""
+def load_table(ort_version: str, *, gpu: bool = False) -> DependencyTable | None:
+    """The dependency table of an ORT release (with ``gpu``, its CUDA provider's dependencies too),
+    or None when orch has none for it."""
     path = table_path(ort_version)
     if not path.is_file():
         return None
+    parsed = _read_table(path)
+    gpu_path = GPU_TABLES_DIR / f"{ort_version}.yaml"
+    if gpu and not gpu_path.is_file():
+        raise BuildError(
+            f"orch has no table of the CUDA provider's dependencies for ORT {ort_version} ({gpu_path})",
+            hint=f"known: {', '.join(sorted(p.stem for p in GPU_TABLES_DIR.glob('*.yaml'))) or 'none'}",
+        )
+    if gpu:
+        parsed += _read_table(gpu_path)
+    names = {dependency.name for dependency in parsed}
+    for dependency in parsed:
+        if dependency.within and dependency.within not in names:
+            raise BuildError(f"{path}: {dependency.name}: 'within: {dependency.within}' names no dependency")
+    return DependencyTable(
+        ort_version=ort_version, dependencies=parsed, path=path, gpu_path=gpu_path if gpu else None
+    )
+
+
+def _read_table(path: Path) -> tuple[Dependency, ...]:
     try:
         document = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
@@ -96,12 +126,7 @@ def load_table(ort_version: str) -> DependencyTable | None:
     if not isinstance(document, dict) or not isinstance(document.get("dependencies"), dict):
         raise BuildError(f"{path}: needs a mapping 'dependencies: {{NAME: {{package, version, pins}}}}'")
     suite = str(document.get("suite", "trixie"))
-    entries = document["dependencies"]
-    parsed = tuple(_dependency(path, name, entry, suite) for name, entry in entries.items())
-    for dependency in parsed:
-        if dependency.within and dependency.within not in entries:
-            raise BuildError(f"{path}: {dependency.name}: 'within: {dependency.within}' names no dependency")
-    return DependencyTable(ort_version=ort_version, dependencies=parsed, path=path)
+    return tuple(_dependency(path, name, entry, suite) for name, entry in document["dependencies"].items())
 
 
 def _dependency(path: Path, name: object, entry: object, suite: str) -> Dependency:
@@ -132,6 +157,9 @@ def _dependency(path: Path, name: object, entry: object, suite: str) -> Dependen
                 f"{where}: define must be NAME=relative/path inside the package, not {values['define']!r}"
             )
         define = (variable, relative)
+    project = values.get("project")
+    if project is not None and not (PROJECTS_DIR / f"{project}.cmake").is_file():
+        raise BuildError(f"{where}: project {project!r}: orch has no {PROJECTS_DIR / project}.cmake")
     return Dependency(
         name=str(name),
         pins=values["pins"],
@@ -143,6 +171,7 @@ def _dependency(path: Path, name: object, entry: object, suite: str) -> Dependen
         within=values.get("within"),
         subdir=values.get("subdir"),
         define=define,
+        project=project,
     )
 
 
@@ -154,8 +183,9 @@ def describe(records: tuple[Mapping[str, str], ...]) -> list[str]:
             lines.append(f"{record['name']}: inside {record['within']} ({record['subdir']})")
             continue
         patch = f", ORT patch {record['patch']}" if "patch" in record else ""
+        origin = "wheel" if record.get("kind") == "wheel" else f"Debian {record['suite']}"
         lines.append(
-            f"{record['name']}: Debian {record['suite']} {record['package']} {record['version']}"
+            f"{record['name']}: {origin} {record['package']} {record['version']}"
             f" (ORT pins {record['pins']}; sha256 {record['sha256'][:12]}){patch}"
         )
     return lines
