@@ -4,8 +4,9 @@ What a user notices: `orch sysroot stand-in` makes, without a board, a sysroot t
 Jetson's (CUDA 12.4 and cuDNN 9 where JetPack puts them, no static libraries, no driver); and the
 image the CUDA plan names compiles one of ORT 1.21's CUDA kernels for the Orin's sm_87 (SASS and PTX,
 nothing for another GPU) and the CUDA provider's bridge and factory for aarch64 against that
-sysroot, linked by lld against the sysroot's CUDA runtime. The whole provider and its wheel are
-`full` work (the plan refuses to run them yet: test_cuda_plan.py).
+sysroot, linked by lld against the sysroot's CUDA runtime; and the pre-flight of a CUDA wheel gets
+the board's CUDA runtime from the sysroot and reports, in the runtime's words, that no GPU is there.
+The whole provider and its wheel are `full` work (test_cuda_wheel.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from orchestrator.adapters.engine import Engine
 from orchestrator.builds.cuda_route import nvcc_host_flags
 from orchestrator.builds.image import ensure_base_image_on, ensure_build_image
 from orchestrator.builds.plan import BuildOptions, BuildPlan, make_plan
+from orchestrator.builds.preflight import GpuLibraries, run_preflight
 from orchestrator.builds.sources.dependencies import prepare_dependencies
 from orchestrator.builds.sources.dependency_table import load_table
 from orchestrator.builds.sources.ort import prepare_source
@@ -121,6 +123,29 @@ def test_the_plans_image_compiles_orts_cuda_kernel_for_sm_87_against_the_stand_i
     readelf = (out / "readelf.txt").read_text()
     assert "AArch64" in readelf and "[libcudart.so.12]" in readelf
     assert "ARM aarch64" in (out / "file.txt").read_text()
+
+
+def test_a_cuda_preflight_loads_the_sysroots_cuda_runtime_and_fails_a_wheel_without_the_provider(
+    stand_in: StandIn, stock_wheel: Path, engine: Engine
+) -> None:
+    """The GPU half of the pre-flight, on the official CPU wheel with the stand-in's CUDA runtime: the
+    CPU result is compared as always; the board's libcudart (the sysroot's, mounted read-only) loads
+    and says there is no driver; a wheel without the CUDA provider fails, naming the missing file."""
+    cuda_lib = "usr/local/cuda-12.4/targets/aarch64-linux/lib"
+    runtime = (stand_in.tree / cuda_lib / "libcudart.so.12").resolve().name
+    libraries = GpuLibraries(
+        sysroot=stand_in.tree, files={"libcudart.so.12": f"/sysroot/{cuda_lib}/{runtime}"}
+    )
+    said: list[str] = []
+    verdict = run_preflight(engine, resolve_target("lab"), stock_wheel, log=said.append, gpu=libraries)
+    assert verdict.details["comparison"]["match"] is True  # the CPU path, as for every wheel
+    gpu = verdict.details["gpu"]
+    assert gpu["provider_listed"] is False and gpu["provider_loads"] is False
+    assert "libonnxruntime_providers_cuda.so" in gpu["load_error"]
+    # libcudart 12.4 itself ran on the emulated board and found no driver (no libcuda.so.1 there).
+    assert gpu["devices"] == 0 and "driver" in gpu["runtime_says"].lower(), gpu
+    assert not verdict.ok and str(verdict.error).startswith("CUDA provider: the CUDA provider does not load")
+    assert any(line.startswith("pre-flight, CUDA provider: the CUDA provider does not load") for line in said)
 
 
 def _probe(stand_in: StandIn, plan: BuildPlan, tmp_path: Path) -> Path:
