@@ -236,6 +236,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
+def gpu_onnxruntime(request: pytest.FixtureRequest) -> Path:
+    """A directory for PYTHONPATH holding the official x86 onnxruntime-gpu 1.21.0 (the release orch
+    cross-builds the CUDA provider of): its CUDA provider is in the build, and cannot be created here
+    (no NVIDIA driver, no CUDA libraries), as on an emulated board with a CUDA wheel. Downloaded once
+    with pip, unpacked once."""
+    root = Path(request.config.cache.mkdir("orch-gpu-onnxruntime"))
+    unpacked = root / f"onnxruntime-gpu-{GPU_RELEASE}"
+    if (unpacked / "onnxruntime" / "__init__.py").is_file():
+        return unpacked
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", str(root)]
+    done = subprocess.run(
+        [*argv, f"onnxruntime-gpu=={GPU_RELEASE}"], capture_output=True, text=True, check=False
+    )
+    wheels = sorted(root.glob(f"onnxruntime_gpu-{GPU_RELEASE}-*.whl"))
+    if done.returncode != 0 or not wheels:
+        pytest.fail(f"could not download onnxruntime-gpu with pip:\n{done.stderr[-2000:]}", pytrace=False)
+    partial = root / "unpacking"
+    subprocess.run([sys.executable, "-m", "zipfile", "-e", str(wheels[-1]), str(partial)], check=True)
+    partial.rename(unpacked)
+    return unpacked
+
+
+GPU_RELEASE = "1.21.0"
+
+
+@pytest.fixture(scope="session")
 def stock_wheel(request: pytest.FixtureRequest) -> Path:
     """The official onnxruntime wheel for cp313 manylinux aarch64 (the lab's boards)."""
     return download_stock(Path(request.config.cache.mkdir("orch-deploy-stock-wheel")))

@@ -101,6 +101,13 @@ class Preflight:
     def to_json(self) -> dict[str, object]:
         return {**self.details, **_recorded(self, skip=("details",))}
 
+    @property
+    def gpu_verdict(self) -> str | None:
+        """A CUDA wheel's own GPU verdict ("GPU path not run (...)", "GPU result matches x86"); None
+        for a CPU wheel."""
+        gpu = self.details.get("gpu")
+        return str(gpu.get("verdict")) if isinstance(gpu, Mapping) else None
+
     @classmethod
     def read(cls, f: JsonFields) -> Preflight:
         return cls(

@@ -477,6 +477,20 @@ def _session(ort: Any, args: argparse.Namespace, model: Path, document: dict[str
         raise AgentError("session", f"cannot create a session for {model.name}: {error}") from None
     document["timing"]["session_create_s"] = time.perf_counter() - begin
     document["timing"]["launch_to_session_ms"] = since_launch_ms()
+    asked = plan.providers[0] if isinstance(plan.providers[0], str) else plan.providers[0][0]
+    if asked not in session.get_providers():
+        # onnxruntime quietly makes the session without a provider it cannot create (a CUDA wheel on a
+        # board without an NVIDIA driver): timing that would report the CPU as the GPU.
+        raise AgentError(
+            "session",
+            f"{asked} is in this build but onnxruntime could not create it on this board (the session got"
+            f" {', '.join(session.get_providers())}): nothing measured for --ep {args.ep}"
+            + (
+                " (no NVIDIA driver or GPU here?)"
+                if asked in {"CUDAExecutionProvider", "TensorrtExecutionProvider"}
+                else ""
+            ),
+        )
     used = session.get_session_options()
     document["session"] = {
         "providers": session.get_providers(),

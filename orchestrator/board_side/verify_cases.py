@@ -21,8 +21,9 @@ save its outputs as the expected ones; how a deployed model's case gets its expe
 
 Comparison as ONNX's backend test runner does it (``assert_similar_outputs``): same number of
 outputs, same shapes, same dtype, strings equal, numbers within ``rtol``/``atol`` of the case
-(``np.testing.assert_allclose``, NaN equal to NaN). Sessions use the CPU execution provider,
-the default graph optimisation level and one thread (a thread pool per session would cost more
+(``np.testing.assert_allclose``, NaN equal to NaN). Sessions use the CPU execution provider (``--ep
+cuda``: the CUDA provider first, the CPU for what it cannot run; a board where onnxruntime cannot
+create it gets no case run, only the reason), the default graph optimisation level and one thread (a thread pool per session would cost more
 than most cases under emulation, and the kernels are the same).
 """
 
@@ -93,13 +94,51 @@ def _output_problem(want: Any, have: Any, rtol: float, atol: float) -> str | Non
     return None
 
 
-def run_case(ort: Any, bundle: str, case: dict[str, Any], options: Any) -> dict[str, Any]:
+_PROVIDERS = {
+    "cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider", "xnnpack": "XnnpackExecutionProvider",
+}  # fmt: skip
+
+
+def providers_for(ep: str) -> list[str]:
+    """``--ep cuda`` -> the session's providers: the provider first, the CPU for what it cannot run."""
+    name = _PROVIDERS.get(ep, ep)
+    return [name] if name == "CPUExecutionProvider" else [name, "CPUExecutionProvider"]
+
+
+def provider_problem(ort: Any, providers: list[str], model: str, options: Any) -> str | None:
+    """Why the cases cannot run with ``providers[0]`` on this board, or None. onnxruntime quietly
+    makes a session without a provider it cannot create (a CUDA wheel on a board without an NVIDIA
+    driver): cases run that way would verify the CPU under the provider's name."""
+    wanted = providers[0]
+    available = ort.get_available_providers()
+    if wanted not in available:
+        return f"{wanted} is not in this build (it has {', '.join(available)})"
+    if wanted == "CPUExecutionProvider":
+        return None
+    try:
+        got = ort.InferenceSession(model, options, providers=providers).get_providers()
+    except Exception as error:  # noqa: BLE001 - whatever onnxruntime raised is the reason
+        return f"{wanted} could not be created on this board: {type(error).__name__}: {error}"
+    if wanted not in got:
+        gpu = (
+            " (no NVIDIA driver or GPU here?)"
+            if wanted in ("CUDAExecutionProvider", "TensorrtExecutionProvider")
+            else ""
+        )
+        return f"{wanted} is in this build but onnxruntime could not create it on this board{gpu}: nothing verified"
+    return None
+
+
+def run_case(
+    ort: Any, bundle: str, case: dict[str, Any], options: Any, providers: list[str] | None = None
+) -> dict[str, Any]:
     """One case: load, run, compare. Never raises for the case's own failure."""
     out: dict[str, Any] = {"case": case["name"]}
     started = time.perf_counter()
     try:
         session = ort.InferenceSession(
-            os.path.join(bundle, case["model"]), options, providers=["CPUExecutionProvider"]
+            os.path.join(bundle, case["model"]), options, providers=providers or ["CPUExecutionProvider"]
         )
     except Exception as error:  # noqa: BLE001 - onnxruntime raises several unrelated types
         text = f"{type(error).__name__}: {error}"
@@ -129,7 +168,9 @@ def _emit(document: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def write_expected(ort: Any, bundle: str, case: dict[str, Any], options: Any) -> dict[str, Any]:
+def write_expected(
+    ort: Any, bundle: str, case: dict[str, Any], options: Any, providers: list[str] | None = None
+) -> dict[str, Any]:
     """A deployed model's case on the workstation's reference onnxruntime: run it and keep its
     outputs as the expected ones (``<case dir>/output_<i>.npy``)."""
     out: dict[str, Any] = {"case": case["name"]}
@@ -178,6 +219,20 @@ def main(argv: list[str]) -> int:
             wanted = json.load(handle)
     else:
         wanted = json.loads(sys.stdin.read() or "[]")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # the cases' own warnings (opset under development, ...) are noise here
+    providers = providers_for((_option(argv, "--ep") or ["cpu"])[0])
+    first = next((cases[name] for name in wanted if name in cases), None)
+    problem = (
+        provider_problem(ort, providers, os.path.join(first[0], first[1]["model"]), options)
+        if first
+        else None
+    )
+    if problem is not None:
+        _emit({"hello": None, "error": problem})
+        return 1
     _emit(
         {
             "hello": {
@@ -185,15 +240,12 @@ def main(argv: list[str]) -> int:
                 "file": os.path.realpath(ort.__file__),
                 "build_info": ort.get_build_info() if hasattr(ort, "get_build_info") else "",
                 "numpy": np.__version__,
+                "providers": providers,
             }
         }
     )
     if hasattr(ort, "set_default_logger_severity"):
         ort.set_default_logger_severity(4)  # kernels log their own refusals as errors: the JSON line says it
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3  # the cases' own warnings (opset under development, ...) are noise here
     step = write_expected if "--write-expected" in argv else run_case
     for name in wanted:
         if name not in cases:
@@ -201,7 +253,7 @@ def main(argv: list[str]) -> int:
             continue
         bundle, case = cases[name]
         with np.errstate(all="ignore"):
-            _emit(step(ort, bundle, case, options))
+            _emit(step(ort, bundle, case, options, providers))
     _emit({"done": True})
     return 0
 

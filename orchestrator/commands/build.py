@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.artifacts.store import list_artifacts
+from orchestrator.artifacts.store import Manifest, list_artifacts
 from orchestrator.builds import plan_view
 from orchestrator.builds.batch import BatchBuild
 from orchestrator.builds.clean import CleanRequest, clean_builds
@@ -294,7 +295,7 @@ def _list(*, as_json: bool) -> int:
             a.ort_version,
             a.manifest.wheel or "none: C library build",
             f"{size / 1e6:.1f} MB" if size else "",
-            "ok" if a.manifest.preflight_ok else "[red]failed[/]",
+            _preflight_cell(a.manifest),
             f"{(duration or 0) / 60:.1f} min",
             _cache_cell(a.manifest.build.ccache),
             # The footprint a product without Python ships: ORT's C library and the runner.
@@ -304,6 +305,14 @@ def _list(*, as_json: bool) -> int:
         )
     print_whole(table)  # at 80 columns (a log, a pipe) one block per artifact
     return 0
+
+
+def _preflight_cell(manifest: Manifest) -> str:
+    """ "ok", "failed", or for a CUDA wheel the CPU's and the GPU's verdicts apart ("CPU ok; GPU path not run")."""
+    if not manifest.preflight_ok:
+        return "[red]failed[/]"
+    gpu = manifest.preflight.gpu_verdict if manifest.preflight else None
+    return f"CPU ok; [yellow]{escape(gpu.split(' (')[0])}[/]" if gpu else "ok"
 
 
 def _cache_cell(ccache: dict[str, Any] | None) -> str:

@@ -35,6 +35,7 @@ def show_built(built: ContainerBuild, *, as_json: bool) -> None:
     )
     if result.artifact:
         _show_footprint(result.artifact.manifest)
+        _show_gpu(result.artifact.manifest)
     if result.library is not None:
         library = result.library
         needs = "; ".join(f"{lib}: {versions[-1]}" for lib, versions in library.needs.items() if versions)
@@ -83,6 +84,32 @@ def _show_footprint(manifest: Manifest) -> None:
         f"native runner {runner.size / 1e3:.0f} kB" if runner.size else f"no native runner: {runner.skipped}"
     )
     console.print(f"footprint: {escape(library)}; {escape(made)}", soft_wrap=True)
+
+
+def _show_gpu(manifest: Manifest) -> None:
+    """A CUDA wheel: the GPU code in its provider, the board's GPU libraries it links (from the
+    sysroot, not in the wheel) and the pre-flight's GPU verdict, apart from the CPU's."""
+    cuda = manifest.build.cuda
+    if not cuda:
+        return
+    code = cuda.get("gpu_code") or {}
+    libraries = cuda.get("board_libraries") or {}
+    if isinstance(code, dict):
+        console.print(
+            f"CUDA provider: SASS for {', '.join(code.get('sass', [])) or 'no GPU'} in {code.get('sass_files', 0)}"
+            f" cubins, PTX for {', '.join(code.get('ptx', [])) or 'none'}",
+            soft_wrap=True,
+        )
+    if isinstance(libraries, dict):
+        linked = ", ".join(
+            f"{name} -> {str(path).rsplit('/', 1)[-1]}" for name, path in sorted(libraries.items())
+        )
+        console.print(
+            f"the board's GPU libraries it links (not in the wheel): {escape(linked)}", soft_wrap=True
+        )
+    verdict = manifest.preflight.gpu_verdict if manifest.preflight else None
+    if verdict:
+        console.print(f"pre-flight: CPU result matches x86; [yellow]{escape(verdict)}[/]", soft_wrap=True)
 
 
 def show_stock(stock: StockWheel, *, as_json: bool) -> None:

@@ -20,7 +20,7 @@ from orchestrator.errors import PartialFailure, VerifyError
 from orchestrator.fleet.parallel import print_failures
 from orchestrator.paths import results_dir
 from orchestrator.verify.execute import VERIFY_PREFIX, BoardVerify, BoardVerifyDocument, VerifyRun, run_verify
-from orchestrator.verify.plan import VerifyPlan, VerifyPlanDocument, make_plan
+from orchestrator.verify.plan import EXECUTION_PROVIDERS, VerifyPlan, VerifyPlanDocument, make_plan
 
 NAME = "verify"
 HELP = "run ONNX's conformance cases and your deployed models on the boards, against stock onnxruntime"
@@ -77,6 +77,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="N node cases spread evenly over the operators (a fast pre-flight); default: all",
     )
     what.add_argument(
+        "--ep",
+        choices=EXECUTION_PROVIDERS,
+        default="cpu",
+        help="the execution provider each case runs with (default cpu); a board where onnxruntime"
+        " cannot create it (no NVIDIA driver for cuda) is named and not verified",
+    )
+    what.add_argument(
         "--no-models", action="store_true", help="node cases only, not the models deployed in the release"
     )
     parser.add_argument(
@@ -102,6 +109,7 @@ class VerifyRequest:
     ort_version: str | None
     subset: int | None
     no_models: bool
+    execution_provider: str
     parallel: int
     timeout: float
     json: bool = False
@@ -115,6 +123,7 @@ class VerifyRequest:
             ort_version=args.ort_version,
             subset=args.subset,
             no_models=args.no_models,
+            execution_provider=args.ep,
             parallel=args.parallel,
             timeout=args.timeout,
             json=args.json,
@@ -131,6 +140,7 @@ def make_verify_plan(request: VerifyRequest) -> VerifyPlan:
         models=not request.no_models,
         parallel=request.parallel,
         timeout_s=request.timeout,
+        execution_provider=request.execution_provider,
     )
 
 

@@ -189,6 +189,8 @@ def run_build(
     argv = [release.python, posixpath.join(bundles[0], RUNNER)]
     for bundle in bundles:
         argv += ["--bundle", bundle]
+    if plan.execution_provider != "cpu":
+        argv += ["--ep", plan.execution_provider]
     while todo:
         processes += 1
         result = session.run(argv, stdin=json.dumps(todo).encode(), timeout=plan.timeout_s, check=False)

@@ -48,6 +48,12 @@ class VerifyPlanDocument(TypedDict):
     reference: str
     parallel: int
     timeout_s: float
+    execution_provider: str
+
+
+# `orch verify --ep`: the providers the runner makes each case's session with (ORT puts the nodes
+# a provider cannot run on the CPU, as in an application).
+EXECUTION_PROVIDERS = ("cpu", "cuda", "tensorrt", "xnnpack")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +66,7 @@ class VerifyPlan:
     parallel: int = 4
     timeout_s: float = 3600.0  # one runner process (all cases of one build)
     max_crashes: int = MAX_CRASHES
+    execution_provider: str = "cpu"  # --ep: a board where it cannot be created is named, not verified
 
     def as_dict(self) -> VerifyPlanDocument:
         return VerifyPlanDocument(
@@ -75,6 +82,7 @@ class VerifyPlan:
             reference="x86-64 stock onnxruntime of each build's release, on the workstation",
             parallel=self.parallel,
             timeout_s=self.timeout_s,
+            execution_provider=self.execution_provider,
         )
 
 
@@ -87,6 +95,7 @@ def make_plan(  # noqa: PLR0913 -- one keyword per option of `orch verify`, each
     models: bool = True,
     parallel: int = 4,
     timeout_s: float = 3600.0,
+    execution_provider: str = "cpu",
 ) -> VerifyPlan:
     if len(set(variants)) != len(variants):
         raise UsageError(f"--variant lists a variant twice: {','.join(variants)}")
@@ -98,6 +107,8 @@ def make_plan(  # noqa: PLR0913 -- one keyword per option of `orch verify`, each
         raise UsageError("--parallel must be >= 1 and --timeout > 0")
     if not boards:
         raise UsageError("no board selected", hint="use --host NAME, --group NAME or --all-devices")
+    if execution_provider not in EXECUTION_PROVIDERS:
+        raise UsageError(f"--ep {execution_provider}: one of {', '.join(EXECUTION_PROVIDERS)}")
     return VerifyPlan(
         boards=tuple(boards),
         variants=tuple(variants),
@@ -106,6 +117,7 @@ def make_plan(  # noqa: PLR0913 -- one keyword per option of `orch verify`, each
         models=models,
         parallel=parallel,
         timeout_s=timeout_s,
+        execution_provider=execution_provider,
     )
 
 

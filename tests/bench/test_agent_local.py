@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,9 @@ from bench_models import conv_model
 AGENT = Path(__file__).resolve().parents[2] / "orchestrator" / "board_side" / "bench_agent.py"
 
 
-def run_agent(*args: str) -> tuple[int, dict]:
+def run_agent(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
     done = subprocess.run(
-        [sys.executable, str(AGENT), *args], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, str(AGENT), *args], capture_output=True, text=True, timeout=120, check=False, env=env
     )
     return done.returncode, json.loads(done.stdout)  # exactly one JSON document, whatever happened
 
@@ -181,6 +182,21 @@ def test_failures_are_a_json_document_naming_the_cause(model, args, stage, words
     code, doc = run_agent(*argv)
     assert code == 1
     assert doc["ok"] is False and doc["stage"] == stage and words in doc["error"]
+
+
+def test_a_provider_onnxruntime_cannot_create_is_not_timed_as_the_cpu(model, gpu_onnxruntime):
+    """`orch bench --ep cuda` with a CUDA wheel on a board without an NVIDIA driver (here: the official
+    x86 onnxruntime-gpu, no driver): onnxruntime would quietly run the session on the CPU."""
+    env = {**os.environ, "PYTHONPATH": str(gpu_onnxruntime)}
+    argv = ["--model", str(model), "--min-runs", "1", "--min-duration", "0", "--ep", "cuda"]
+    code, doc = run_agent(*argv, env=env)
+    assert "CUDAExecutionProvider" in doc["ort"]["available_providers"]  # the GPU build, as on the board
+    assert code == 1 and doc["ok"] is False and doc["stage"] == "session"
+    assert doc["error"].startswith(
+        "CUDAExecutionProvider is in this build but onnxruntime could not create it"
+    )
+    assert "the session got CPUExecutionProvider" in doc["error"] and "no NVIDIA driver" in doc["error"]
+    assert "latency" not in json.dumps(doc.get("results", {}))  # nothing measured
 
 
 def test_corrupt_model_fails_at_session_creation(tmp_path):

@@ -115,6 +115,7 @@ def test_a_missing_build_is_refused_naming_what_is_deployed() -> None:
         ({"ort_version": "latest"}, "--ort-version 'latest': expected a release number"),
         ({"subset": 0}, "--subset 0: must be at least 1"),
         ({"variants": ["tuned", "tuned"]}, "--variant lists a variant twice"),
+        ({"execution_provider": "gpu"}, "--ep gpu: one of cpu, cuda, tensorrt, xnnpack"),
     ],
 )
 def test_bad_plans_are_refused(kwargs: dict, message: str) -> None:
@@ -127,3 +128,5 @@ def test_the_plan_says_which_tolerances_and_reference_apply() -> None:
     assert document["node_cases"] == "subset of 50"
     assert "rtol 1e-3, atol 1e-7" in document["tolerances"]["node_cases"]
     assert "x86-64 stock onnxruntime" in document["reference"]
+    assert document["execution_provider"] == "cpu"
+    assert make_plan([BOARD], execution_provider="cuda").as_dict()["execution_provider"] == "cuda"

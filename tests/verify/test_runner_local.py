@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,14 +69,17 @@ def write_bundle(root: Path, entries: list[tuple[str, onnx.ModelProto, np.ndarra
     return root
 
 
-def run(bundle: Path, names: list[str]) -> subprocess.CompletedProcess[str]:
+def run(
+    bundle: Path, names: list[str], *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(RUNNER), "--bundle", str(bundle)],
+        [sys.executable, str(RUNNER), "--bundle", str(bundle), *extra],
         input=json.dumps(names),
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env=env,
     )
 
 
@@ -114,6 +118,29 @@ def test_pass_fail_and_unsupported_come_out_one_line_per_case(tmp_path: Path) ->
     assert by["no_such_op"].status == "unsupported" and by["no_such_op"].stage == "load"
     assert by["opset_from_the_future"].status == "unsupported"
     assert by["not_there"].status == "fail" and by["not_there"].stage == "bundle"
+
+
+def test_a_provider_that_is_not_there_or_cannot_be_created_runs_no_case_and_says_why(
+    tmp_path: Path, gpu_onnxruntime: Path
+) -> None:
+    """`orch verify --ep cuda`: onnxruntime quietly makes a session without a provider it cannot
+    create, so the runner checks first; cases run on the CPU would verify the CPU under the GPU's name."""
+    x = np.ones((2, 3), np.float32)
+    bundle = write_bundle(tmp_path / "b", [("abs", one_node_model("Abs"), x, x)])
+    on_cpu = run(bundle, ["abs"])
+    assert outcome.parse_run(on_cpu.stdout).hello["providers"] == ["CPUExecutionProvider"]  # type: ignore[index]
+    cpu_only = run(bundle, ["abs"], "--ep", "cuda")
+    parsed = outcome.parse_run(cpu_only.stdout)
+    assert cpu_only.returncode == 1 and parsed.hello is None and not parsed.results
+    assert parsed.error.startswith("CUDAExecutionProvider is not in this build (it has ")
+    # The official x86 onnxruntime-gpu: the CUDA provider is in the build, but this machine has no driver.
+    gpu = run(bundle, ["abs"], "--ep", "cuda", env={**os.environ, "PYTHONPATH": str(gpu_onnxruntime)})
+    parsed = outcome.parse_run(gpu.stdout)
+    assert gpu.returncode == 1 and parsed.hello is None and not parsed.results, gpu.stderr[-2000:]
+    assert parsed.error == (
+        "CUDAExecutionProvider is in this build but onnxruntime could not create it on this board"
+        " (no NVIDIA driver or GPU here?): nothing verified"
+    )
 
 
 def test_a_runner_that_dies_is_resumed_after_the_case_it_died_in(tmp_path: Path) -> None:
