@@ -215,6 +215,9 @@ def main() -> int:
     parser.add_argument("--no-bundle", action="store_true")
     # A CUDA build: the board's GPU architectures (87), checked in the provider's code with cuobjdump.
     parser.add_argument("--gpu-arch", action="append", default=[])
+    # ... and the board's CUDA release: setup.py then names the wheel onnxruntime-gpu and records the
+    # release, as build.py's own wheel step (--wheel_name_suffix=gpu --cuda_version=X) does.
+    parser.add_argument("--cuda-version")
     # The sysroot route runs the build machine's Python: the wheel is tagged for the board's (cp311).
     parser.add_argument("--python-tag")
     args = parser.parse_args()
@@ -229,6 +232,11 @@ def main() -> int:
             args.plat_name,
             "-d",
             str(dist),
+            *(
+                ["--wheel_name_suffix=gpu", f"--cuda_version={args.cuda_version}"]
+                if args.cuda_version
+                else []
+            ),
         ],
         cwd=args.build_dir,
         check=True,

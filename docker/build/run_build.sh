@@ -23,6 +23,12 @@ if [ -n "${ORCH_CONFIGURE_STAMP:-}" ] && [ -f "${ORCH_CONFIG_DIR:-/build}/build.
     [ "$arg" = --update ] || set -- "$@" "$arg"
   done
 fi
+# The sysroot route's compilers are links its toolchain file makes in the container's /tmp
+# (toolchains/clang-sysroot.cmake): a build directory CMake does not configure again needs them too.
+if [ -n "${ORCH_CLANG_BIN:-}" ]; then
+  mkdir -p "$ORCH_CLANG_BIN"
+  for driver in clang clang++; do ln -sf "/usr/bin/$driver" "$ORCH_CLANG_BIN/aarch64-linux-gnu-$driver"; done
+fi
 if [ "$configure" = ran ]; then
   # CMake keeps every -D of an earlier configure in its cache: a define the new arguments no longer
   # give (a flag taken back out) would stay in force. The objects and ninja's log stay, so only

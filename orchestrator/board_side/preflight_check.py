@@ -13,6 +13,8 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -52,19 +54,41 @@ def cuda_runtime(soname: str) -> dict[str, object]:
     return {"devices": 0, "runtime_says": cudart.cudaGetErrorString(code).decode()}
 
 
+def provider_libraries(provider: Path) -> dict[str, object]:
+    """Whether every library the CUDA provider needs is on this board, asked of the dynamic loader
+    (``ldd``) without loading the provider: its constructors open the NVIDIA driver, and where
+    there is none ORT 1.21's abort the process (CUDADriverWrapper)."""
+    listed = subprocess.run(["ldd", str(provider)], capture_output=True, text=True, check=False)
+    if listed.returncode != 0:
+        return {"provider_loads": False, "load_error": (listed.stderr or listed.stdout).strip()}
+    found = dict(re.findall(r"^\s*(\S+) => (.+?)(?: \(0x[0-9a-f]+\))?$", listed.stdout, flags=re.MULTILINE))
+    missing = sorted(name for name, where in found.items() if where == "not found")
+    if missing:
+        return {"provider_loads": False, "load_error": f"not found on this board: {', '.join(missing)}"}
+    return {"provider_loads": True, "provider_needs": found}
+
+
 def cuda_path() -> dict[str, object]:
-    """A CUDA wheel (ORCH_PREFLIGHT_GPU): is the provider listed, does it load (every library it
-    needs found on this board), what the CUDA runtime finds, and with a GPU, the CUDA provider alone
-    runs the model (output in /pf/output_gpu.npy)."""
+    """A CUDA wheel (ORCH_PREFLIGHT_GPU): is the provider listed, is every library it needs here,
+    what the CUDA runtime finds, and with an NVIDIA driver, the CUDA provider alone runs the model
+    (output in /pf/output_gpu.npy)."""
     found: dict[str, object] = {"provider_listed": "CUDAExecutionProvider" in ort.get_available_providers()}
     found |= cuda_runtime(os.environ.get("ORCH_CUDA_RUNTIME", "libcudart.so.12"))
-    provider = Path(ort.__file__).parent / "capi" / "libonnxruntime_providers_cuda.so"
-    try:
-        ctypes.CDLL(str(provider))
-        found["provider_loads"] = True
-    except OSError as error:
-        found |= {"provider_loads": False, "load_error": str(error)}
+    found |= provider_libraries(Path(ort.__file__).parent / "capi" / "libonnxruntime_providers_cuda.so")
+    if not found["provider_loads"]:
         return found
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        said = found.get("runtime_says")
+        found |= {
+            "driver": False,
+            "ran": False,
+            "reason": "no NVIDIA driver on this board: no libcuda.so.1"
+            + (f"; the CUDA runtime says: {said}" if said else ""),
+        }
+        return found
+    found["driver"] = True
     # The CUDA provider alone: where it cannot be created ORT falls back to the CPU, which is no
     # GPU result; what the session really got is what is reported.
     options = ort.SessionOptions()
@@ -76,13 +100,10 @@ def cuda_path() -> dict[str, object]:
         return found
     found["session_providers"] = cuda.get_providers()
     if "CUDAExecutionProvider" not in cuda.get_providers():
-        said = found.get("runtime_says")
-        reason = (
-            f"no NVIDIA GPU usable on this board: {said}"
-            if said
-            else "ORT could not create the CUDA provider"
-        )
-        found |= {"ran": False, "reason": reason}
+        found |= {
+            "ran": False,
+            "reason": f"ORT could not create the CUDA provider ({found.get('runtime_says')})",
+        }
         return found
     np.save("/pf/output_gpu.npy", cuda.run(None, feed)[0])
     found["ran"] = True

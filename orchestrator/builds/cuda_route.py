@@ -192,7 +192,7 @@ def _check_major(what: str, found: str, majors: tuple[int, ...], version: str, n
 
 def nvcc_version_note(setting: CudaSetting) -> str | None:
     """The build image's nvcc against another CUDA 12 release of the board, said in the plan."""
-    board = ".".join(setting.cuda.split(".")[:2])
+    board = cuda_release(setting)
     if board == setting.nvcc:
         return None
     return (
@@ -200,6 +200,11 @@ def nvcc_version_note(setting: CudaSetting) -> str | None:
         " CUDA's minor-version compatibility; its PTX needs a driver of CUDA"
         f" {setting.nvcc} or newer"
     )
+
+
+def cuda_release(setting: CudaSetting) -> str:
+    """The sysroot's CUDA as build.py and setup.py take it: ``12.4``."""
+    return ".".join(setting.cuda.split(".")[:2])
 
 
 def cuda_build_args(setting: CudaSetting, provider: str, sysroot: str = SYSROOT) -> list[str]:
@@ -212,7 +217,7 @@ def cuda_build_args(setting: CudaSetting, provider: str, sysroot: str = SYSROOT)
         "--cudnn_home",
         posixpath.join(sysroot, "usr"),
         "--cuda_version",
-        ".".join(setting.cuda.split(".")[:2]),
+        cuda_release(setting),
     ]
     if provider == "tensorrt":
         args = ["--use_tensorrt", "--tensorrt_home", posixpath.join(sysroot, "usr"), *args]
@@ -225,6 +230,7 @@ def cuda_package_args(setting: CudaSetting, sysroot: str = SYSROOT) -> list[str]
     return [
         f"--libdir={posixpath.join(sysroot, CUDA_LIBRARIES)}",
         *(f"--gpu-arch={a}" for a in setting.architectures),
+        f"--cuda-version={cuda_release(setting)}",
     ]
 
 

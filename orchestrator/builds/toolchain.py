@@ -85,11 +85,20 @@ def python_defines(toolchain: Toolchain, profile: TargetProfile) -> list[tuple[s
     ]
 
 
+CLANG_BIN = "/tmp/orch-clang-bin"  # toolchains/clang-sysroot.cmake's ORCH_CLANG_BIN
+
+
 def toolchain_environment(toolchain: Toolchain, profile: TargetProfile) -> dict[str, str]:
     """What the build container's environment adds for the toolchain (the board interpreter's path)."""
     if toolchain != "clang-sysroot":
         return {}
-    return {"ORCH_SYSROOT": SYSROOT, "ORCH_BOARD_PYTHON": board_interpreter(profile)}
+    return {
+        "ORCH_SYSROOT": SYSROOT,
+        "ORCH_BOARD_PYTHON": board_interpreter(profile),
+        # Where the toolchain file links clang under the target's name (run_build.sh makes them again
+        # when CMake does not run: the container's /tmp is new each build).
+        "ORCH_CLANG_BIN": CLANG_BIN,
+    }
 
 
 def sysroot_libdirs() -> list[str]:

@@ -109,10 +109,17 @@ def ensure_dependencies_volume(
 # A sysroot's absolute links (``libfoo.so -> /lib/aarch64-linux-gnu/libfoo.so.1``) name the board's
 # root: in the volume they are made to point inside the mount, or they would resolve in the build
 # container's own (x86-64) root.
+# A merged-/usr sysroot (lib -> usr/lib) gets include -> usr/include: clang names libstdc++'s headers
+# lib/gcc/<triple>/<N>/../../../../include/c++/<N> and folds that to /sysroot/include/c++/<N>, a path
+# that does not exist without the link; ninja then finds a header of every C++ object missing and
+# compiles everything again on each build of a kept build directory.
+_INCLUDE_LINK = '{ [ ! -L "$1/lib" ] || [ -e "$1/include" ] || ln -s usr/include "$1/include"; }'
 _RELINK_ABSOLUTE = (
     'find "$1" -type l -lname "/*" | while IFS= read -r link; do'
-    ' ln -sfn "$1$(readlink "$link")" "$link"; done && touch "$1/.orch-sysroot-complete"'
+    f' ln -sfn "$1$(readlink "$link")" "$link"; done && {_INCLUDE_LINK} && touch "$1/.orch-sysroot-complete"'
 )
+# A volume filled before the link was made gets it too.
+_SYSROOT_READY = f'test -f "$1/.orch-sysroot-complete" && {_INCLUDE_LINK}'
 
 
 def ensure_sysroot_volume(engine: Engine, image: str, ref: SysrootRef, log: Callable[[str], None]) -> str:
@@ -120,10 +127,7 @@ def ensure_sysroot_volume(engine: Engine, image: str, ref: SysrootRef, log: Call
     name = f"orch-sysroot-{ref.digest[:16]}"
     engine.ensure_volume(name, labels={LABEL_ROLE: "sysroot", "orch.sysroot": ref.name})
     mount = {name: {"bind": SYSROOT, "mode": "rw"}}
-    if (
-        engine.run(image, ["test", "-f", f"{SYSROOT}/.orch-sysroot-complete"], volumes=mount, network="none")
-        == 0
-    ):
+    if engine.run(image, ["sh", "-c", _SYSROOT_READY, "ready", SYSROOT], volumes=mount, network="none") == 0:
         return name
     log(f"copying sysroot {ref.name!r} ({ref.digest[:12]}) into volume {name} on {engine.label}")
     code = engine.run(

@@ -83,7 +83,7 @@ def test_a_cuda_plan_compiles_for_the_boards_gpu_against_the_sysroots_cuda(tmp_p
     # Packaging checks the board's GPU stack in the sysroot's CUDA and the provider's SASS for sm_87.
     package = plan.package_argv
     assert "--libdir=/sysroot/usr/local/cuda/targets/aarch64-linux/lib" in package
-    assert "--gpu-arch=87" in package
+    assert "--gpu-arch=87" in package and "--cuda-version=12.4" in package  # setup.py: onnxruntime-gpu
     # The whole provider: its attention kernels are kept.
     assert not any(name in defines for name in ATTENTION_KERNELS)
 
