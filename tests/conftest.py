@@ -209,13 +209,15 @@ def orch_cli_fixture() -> Callable[..., subprocess.CompletedProcess[str]]:
 def _remove_test_build_volumes(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[None]:
-    """Build directories live in Docker volumes (several GB for a wheel): the test homes' go at the end."""
+    """Build directories live in Docker volumes (several GB for a wheel): the test homes' go at the end,
+    with their live checkouts' source volumes (one per home)."""
     yield
     if not any(item.get_closest_marker("integration") for item in request.session.items):
         return  # a unit run never touches an engine
     try:
         engine = Engine()
-        for name in build_volumes_under(engine, tmp_path_factory.getbasetemp()):
+        base = tmp_path_factory.getbasetemp()
+        for name in [*build_volumes_under(engine, base), *build_volumes_under(engine, base, role="source")]:
             engine.remove_volume(name)
     except OrchError as error:
         sys.stderr.write(f"warning: could not remove the tests' build volumes: {error}\n")

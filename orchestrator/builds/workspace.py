@@ -67,9 +67,12 @@ def build_volume_name(plan: BuildPlan) -> str:
 def ensure_source_volume(engine: Engine, image: str, tree: SourceTree, log: Callable[[str], None]) -> str:
     """The volume holding ``tree`` at /src on ``engine``, copied there when it is not complete yet."""
     name = source_volume_name(tree)
-    engine.ensure_volume(name, labels={LABEL_ROLE: "source", "orch.ort-version": tree.version})
-    mount = {name: {"bind": SRC, "mode": "rw"}}
     live = tree.spec.kind == "dir"
+    labels = {LABEL_ROLE: "source", "orch.ort-version": tree.version}
+    # A live checkout's volume is this home's alone (its name has the home's key): labelled so, it
+    # goes with the home's build directories.
+    engine.ensure_volume(name, labels={**labels, LABEL_HOME: str(orch_home().resolve())} if live else labels)
+    mount = {name: {"bind": SRC, "mode": "rw"}}
     if not live and engine.run(image, ["test", "-f", _COMPLETE], volumes=mount, network="none") == 0:
         return name
     size = sum(p.stat().st_size for p in tree.path.rglob("*") if p.is_file() and not p.is_symlink())
@@ -157,10 +160,12 @@ def ensure_build_volume(engine: Engine, plan: BuildPlan) -> str:
     )
 
 
-def build_volumes_under(engine: Engine, root: Path, target: str | None = None) -> list[str]:
-    """Build-directory volumes made on ``engine`` by ORCH_HOMEs at or under ``root`` (for clean-up),
-    only ``target``'s when given."""
-    found = engine.volumes({LABEL_ROLE: "build-dir", LABEL_HOME: None})
+def build_volumes_under(
+    engine: Engine, root: Path, target: str | None = None, *, role: str = "build-dir"
+) -> list[str]:
+    """Build-directory volumes (or with ``role="source"``, live checkouts' source volumes) made on
+    ``engine`` by ORCH_HOMEs at or under ``root`` (for clean-up), only ``target``'s when given."""
+    found = engine.volumes({LABEL_ROLE: role, LABEL_HOME: None})
     return sorted(
         name
         for name, labels in found.items()
@@ -170,9 +175,12 @@ def build_volumes_under(engine: Engine, root: Path, target: str | None = None) -
 
 
 def volumes_to_clean(engine: Engine, *, target: str | None, ccache: bool, sources: bool) -> list[str]:
-    """What ``orch build clean`` removes: this home's build directories, and on request the compiler
-    caches (shared by every home) and the source volumes (shared, refilled from the workstation)."""
+    """What ``orch build clean`` removes: this home's build directories (and its live checkouts'
+    source volumes), and on request the compiler caches (shared by every home) and the source
+    volumes (shared, refilled from the workstation)."""
     names = build_volumes_under(engine, orch_home(), target)
+    if target is None and not sources:
+        names += build_volumes_under(engine, orch_home(), role="source")
     if ccache:
         caches = engine.volumes(prefix="orch-ccache-")
         names += sorted(name for name in caches if target is None or name == f"orch-ccache-{target}")

@@ -26,9 +26,14 @@ def test_clean_removes_only_this_homes_build_directories(
     home = Path(orch_env["ORCH_HOME"])
     mine = _build_volume(engine, home, "lab")
     someone_elses = _build_volume(engine, tmp_path / "another-home", "lab")
+    # A live checkout's source volume (--ort-source DIR) is this home's alone.
+    checkout = engine.ensure_volume(
+        f"orch-src-test-{uuid.uuid4().hex[:8]}",
+        labels={"orch.role": "source", "orch.home": str(home.resolve())},
+    )
     try:
         dry = json.loads(orch_cli(orch_env, "build", "clean", "--dry-run", "--json", check=True).stdout)
-        assert dry["volumes"] == [mine] and dry["dry_run"]
+        assert dry["volumes"] == [mine, checkout] and dry["dry_run"]
         assert engine.volumes(prefix=mine), "--dry-run must not remove anything"
 
         other_target = orch_cli(orch_env, "build", "clean", "--target", "rpi4", check=True)
@@ -38,13 +43,13 @@ def test_clean_removes_only_this_homes_build_directories(
             orch_cli(orch_env, "build", "clean", "--ccache", "--dry-run", "--json", check=True).stdout
         )
         assert mine in caches["volumes"] and all(
-            v == mine or v.startswith("orch-ccache-") for v in caches["volumes"]
+            v in (mine, checkout) or v.startswith("orch-ccache-") for v in caches["volumes"]
         )
 
         done = orch_cli(orch_env, "build", "clean", check=True)
-        assert f"removed volume {mine}" in done.stderr
-        assert not engine.volumes(prefix=mine)
+        assert f"removed volume {mine}" in done.stderr and f"removed volume {checkout}" in done.stderr
+        assert not engine.volumes(prefix=mine) and not engine.volumes(prefix=checkout)
         assert engine.volumes(prefix=someone_elses), "another ORCH_HOME's build directory was removed"
     finally:
-        engine.remove_volume(mine)
-        engine.remove_volume(someone_elses)
+        for name in (mine, someone_elses, checkout):
+            engine.remove_volume(name)
