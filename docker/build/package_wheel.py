@@ -141,23 +141,28 @@ def bundle_library(library: Path, out: Path, readelf: str, libdirs: list[Path]) 
 def gpu_code(provider: Path, architectures: list[str]) -> dict[str, object]:
     """The GPU code in the CUDA provider, read with the toolkit's cuobjdump: its SASS (cubins) must
     be for the board's architectures exactly, or the build fails here."""
-    found: dict[str, object] = {}
-    for kind in ("elf", "ptx"):
+    codes: dict[str, list[str]] = {}
+    for kind, name in (("elf", "sass"), ("ptx", "ptx")):
         listed = subprocess.run(
             ["cuobjdump", f"--list-{kind}", str(provider)], check=True, capture_output=True, text=True
         ).stdout
         # "ELF file    1: libonnxruntime_providers_cuda.1.sm_87.cubin"
-        files = re.findall(rf"^{kind.upper()} file\s+\d+: \S+\.(sm_\d+)\.\w+$", listed, flags=re.MULTILINE)
-        name = "sass" if kind == "elf" else "ptx"
-        found[name] = sorted(set(files))
-        found[f"{name}_files"] = len(files)
+        codes[name] = re.findall(
+            rf"^{kind.upper()} file\s+\d+: \S+\.(sm_\d+)\.\w+$", listed, flags=re.MULTILINE
+        )
     wanted = sorted(f"sm_{a}" for a in architectures)
-    if found["sass"] != wanted:
+    sass = sorted(set(codes["sass"]))
+    if sass != wanted:
         sys.exit(
-            f"package_wheel: {provider.name} has SASS for {', '.join(found['sass']) or 'no GPU'},"  # type: ignore[arg-type]
+            f"package_wheel: {provider.name} has SASS for {', '.join(sass) or 'no GPU'},"
             f" not exactly {', '.join(wanted)} (the board's GPU)"
         )
-    return found
+    return {
+        "sass": sass,
+        "sass_files": len(codes["sass"]),
+        "ptx": sorted(set(codes["ptx"])),
+        "ptx_files": len(codes["ptx"]),
+    }
 
 
 def pin_numpy_abi(root: Path) -> None:

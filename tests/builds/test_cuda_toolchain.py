@@ -123,6 +123,34 @@ def test_the_plans_image_compiles_orts_cuda_kernel_for_sm_87_against_the_stand_i
     readelf = (out / "readelf.txt").read_text()
     assert "AArch64" in readelf and "[libcudart.so.12]" in readelf
     assert "ARM aarch64" in (out / "file.txt").read_text()
+    # The packaging's check of a provider's GPU code (package_wheel.py), on the probe's library:
+    # right for the Orin, and a build for a Xavier (sm_72) would fail with this code in it.
+    assert _gpu_code(cuda_plan, out / "libprobe.so", "87") == (
+        '{"sass": ["sm_87"], "sass_files": 1, "ptx": ["sm_87"], "ptx_files": 1}'
+    )
+    assert "has SASS for sm_87, not exactly sm_72 (the board's GPU)" in _gpu_code(
+        cuda_plan, out / "libprobe.so", "72"
+    )
+
+
+def _gpu_code(plan: BuildPlan, library: Path, architecture: str) -> str:
+    """package_wheel.gpu_code on ``library`` in the plan's image (its cuobjdump): its JSON, or its refusal."""
+    script = (
+        "import json, sys; sys.path.insert(0, '/tmp'); from pathlib import Path; import package_wheel as p;"
+        f" print(json.dumps(p.gpu_code(Path('/tmp/{library.name}'), ['{architecture}'])))"
+    )
+    said: list[str] = []
+    Engine().run(
+        plan.image.tag,
+        ["python3", "-c", script],
+        network="none",
+        copy_in=[
+            (DOCKER_DIR / "build" / "package_wheel.py", "/tmp/package_wheel.py"),
+            (library, f"/tmp/{library.name}"),
+        ],
+        on_log=said.append,
+    )
+    return "\n".join(said).strip()
 
 
 def test_a_cuda_preflight_loads_the_sysroots_cuda_runtime_and_fails_a_wheel_without_the_provider(
