@@ -318,16 +318,13 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         *(["--enable_lto"] if lto else []),
         *variant_args(variant, flags, newer_compiler=toolchain == "clang-sysroot"),
     ]
-    cuda = plan_cuda(profile, provider, options.source.version, options.sysroot) if gpu else None
-    args += cuda_build_args(cuda, provider) if cuda else provider_args(provider, profile, args)
-    if cuda:
-        defines += cuda_defines(cuda)
+    gpu_part = _gpu_part(profile, options) if gpu else _GpuPart()
+    cuda = gpu_part.cuda
+    args += gpu_part.args if cuda else provider_args(provider, profile, args)
+    defines += gpu_part.defines
     config = options.operator_config
     if config is not None:
         args += reduced_args(config)
-    attention_off = cuda is not None and config is not None and attention_kernels_unused(config.text)
-    if attention_off:
-        defines += attention_defines()
     kleidiai = kleidiai_setting(profile, variant, options.source.version)
     if kleidiai.define is not None:
         defines.append(kleidiai.define)
@@ -336,9 +333,9 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         *([LTO_OFF_FOR_CUDA] if variant.lto and not lto else []),
         *_forced_names(variant, options),
         *toolchain_notes,
-        *(cuda_notes(cuda) if cuda else []),
+        *gpu_part.notes,
         *([reduced_note(config)] if config is not None else []),
-        *([ATTENTION_OFF_NOTE] if attention_off else []),
+        *([ATTENTION_OFF_NOTE] if gpu_part.attention_off else []),
         kleidiai.note,
         *_sysroot_notes(profile, options.sysroot),
         *route.notes,
@@ -371,6 +368,34 @@ def make_plan(profile: TargetProfile, variant: Variant, options: BuildOptions) -
         operator_config=config,
         network_needs=route.needs,
         dependencies_wanted=options.dependencies,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _GpuPart:
+    """What the CUDA route adds to a plan (nothing for a CPU provider)."""
+
+    cuda: CudaSetting | None = None
+    args: tuple[str, ...] = ()
+    defines: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+    attention_off: bool = False  # a reduced build's attention kernels left out (said after the reduction)
+
+
+def _gpu_part(profile: TargetProfile, options: BuildOptions) -> _GpuPart:
+    """--ep cuda/tensorrt: the board's GPU and the sysroot's CUDA stack (refused here when they cannot
+    give the provider), and a reduced build's attention kernels left out when its operators do not
+    use them."""
+    provider = options.execution_provider
+    cuda = plan_cuda(profile, provider, options.source.version, options.sysroot)
+    config = options.operator_config
+    attention_off = config is not None and attention_kernels_unused(config.text)
+    return _GpuPart(
+        cuda=cuda,
+        args=tuple(cuda_build_args(cuda, provider)),
+        defines=(*cuda_defines(cuda), *(attention_defines() if attention_off else [])),
+        notes=tuple(cuda_notes(cuda)),
+        attention_off=attention_off,
     )
 
 
