@@ -24,6 +24,7 @@ from stock_baseline import StockBuild, build_stock, download_stock
 
 from orchestrator import lab_state
 from orchestrator.adapters.engine import Engine
+from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.board import Board
 from orchestrator.builds.sources.ort import fetch_debian_tarball
 from orchestrator.builds.workspace import build_volumes_under
@@ -247,10 +248,8 @@ def gpu_onnxruntime(request: pytest.FixtureRequest) -> Path:
     unpacked = root / f"onnxruntime-gpu-{GPU_RELEASE}"
     if (unpacked / "onnxruntime" / "__init__.py").is_file():
         return unpacked
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", str(root)]
-    done = subprocess.run(
-        [*argv, f"onnxruntime-gpu=={GPU_RELEASE}"], capture_output=True, text=True, check=False
-    )
+    argv = pip_download_argv([f"onnxruntime-gpu=={GPU_RELEASE}"], dest=root, with_dependencies=False)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
     wheels = sorted(root.glob(f"onnxruntime_gpu-{GPU_RELEASE}-*.whl"))
     if done.returncode != 0 or not wheels:
         pytest.fail(f"could not download onnxruntime-gpu with pip:\n{done.stderr[-2000:]}", pytrace=False)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sys
 import tarfile
 import tempfile
 import zipfile
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.adapters import process
+from orchestrator.artifacts.pip_download import pip_download_argv
 from orchestrator.builds.sources.dependency_table import (
     PROJECTS_DIR,
     Dependency,
@@ -107,7 +107,7 @@ def download(
 
 # Wheels are taken for their headers, which are the same in every platform's wheel: one platform,
 # so that every machine downloads the same file (and records the same digest).
-_WHEEL_PLATFORM = ("--platform", "manylinux_2_28_x86_64", "--python-version", "3.11")
+_WHEEL_PLATFORM, _WHEEL_PYTHON = "manylinux_2_28_x86_64", "3.11"
 
 
 def download_wheels(dependencies: tuple[Dependency, ...], log: Log, *, dest: Path) -> dict[str, Path]:
@@ -119,18 +119,13 @@ def download_wheels(dependencies: tuple[Dependency, ...], log: Log, *, dest: Pat
         log(f"fetching {len(missing)} dependency wheel(s) with pip: {', '.join(specs)}")
         with tempfile.TemporaryDirectory(dir=dest) as staging:
             result = process.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "download",
-                    "--no-deps",
-                    "--only-binary=:all:",
-                    *_WHEEL_PLATFORM,
-                    "--dest",
-                    staging,
-                    *specs,
-                ]
+                pip_download_argv(
+                    specs,
+                    dest=Path(staging),
+                    python_version=_WHEEL_PYTHON,
+                    platforms=[_WHEEL_PLATFORM],
+                    with_dependencies=False,
+                )
             )
             for item in Path(staging).glob("*.whl"):
                 item.rename(dest / item.name)
@@ -178,10 +173,9 @@ def prepare_dependencies(
     done = work / "orch-deps.json"
     if done.is_file():
         return PreparedDependencies(path=work / "tree", records=tuple(json.loads(done.read_text())))
-    fetched = tuple(d for d in table.fetched() if d.kind != "wheel")
-    files = download_wheels(
-        tuple(d for d in table.fetched() if d.kind == "wheel"), log, dest=root / "downloads"
-    )
+    wheels = tuple(d for d in table.fetched() if d.kind == "wheel")
+    fetched = tuple(d for d in table.fetched() if d not in wheels)
+    files = download_wheels(wheels, log, dest=root / "downloads")
     for suite in sorted({d.suite for d in fetched}):
         files |= download(
             engine, base_image, tuple(d for d in fetched if d.suite == suite), log, dest=root / "downloads"

@@ -102,12 +102,12 @@ def load_table(ort_version: str, *, gpu: bool = False) -> DependencyTable | None
         return None
     parsed = _read_table(path)
     gpu_path = GPU_TABLES_DIR / f"{ort_version}.yaml"
-    if gpu and not gpu_path.is_file():
-        raise BuildError(
-            f"orch has no table of the CUDA provider's dependencies for ORT {ort_version} ({gpu_path})",
-            hint=f"known: {', '.join(sorted(p.stem for p in GPU_TABLES_DIR.glob('*.yaml'))) or 'none'}",
-        )
     if gpu:
+        if not gpu_path.is_file():
+            raise BuildError(
+                f"orch has no table of the CUDA provider's dependencies for ORT {ort_version} ({gpu_path})",
+                hint=f"known: {', '.join(sorted(p.stem for p in GPU_TABLES_DIR.glob('*.yaml'))) or 'none'}",
+            )
         parsed += _read_table(gpu_path)
     names = {dependency.name for dependency in parsed}
     for dependency in parsed:
