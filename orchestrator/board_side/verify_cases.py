@@ -23,8 +23,9 @@ Comparison as ONNX's backend test runner does it (``assert_similar_outputs``): s
 outputs, same shapes, same dtype, strings equal, numbers within ``rtol``/``atol`` of the case
 (``np.testing.assert_allclose``, NaN equal to NaN). Sessions use the CPU execution provider (``--ep
 cuda``: the CUDA provider first, the CPU for what it cannot run; a board where onnxruntime cannot
-create it gets no case run, only the reason), the default graph optimisation level and one thread (a thread pool per session would cost more
-than most cases under emulation, and the kernels are the same).
+create it gets no case run, only the reason), the default graph optimisation level and one thread
+(a thread pool per session would cost more than most cases under emulation, and the kernels are
+the same).
 """
 
 from __future__ import annotations
@@ -172,7 +173,8 @@ def write_expected(
     ort: Any, bundle: str, case: dict[str, Any], options: Any, providers: list[str] | None = None
 ) -> dict[str, Any]:
     """A deployed model's case on the workstation's reference onnxruntime: run it and keep its
-    outputs as the expected ones (``<case dir>/output_<i>.npy``)."""
+    outputs as the expected ones (``<case dir>/output_<i>.npy``). Always on the CPU: ``providers``
+    (``run_case``'s) is taken so that both are one step of ``main``, and not used."""
     out: dict[str, Any] = {"case": case["name"]}
     try:
         session = ort.InferenceSession(
