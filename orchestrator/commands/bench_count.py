@@ -23,7 +23,6 @@ from orchestrator.bench.counting.mlas_plan import (
     choose_builds,
 )
 from orchestrator.bench.counting.plan import (
-    BASE_INFERENCES,
     COUNT_ENVIRONMENT,
     TARGET_INSTRUCTIONS,
     CountPlan,
@@ -243,7 +242,9 @@ def _show_plan(plan: BenchPlan, count: CountPlan, *, as_json: bool) -> None:
         count,
         as_json=as_json,
         metric="instructions",
-        how=f"k chosen per model so that k inferences retire >= {TARGET_INSTRUCTIONS:,} instructions",
+        per_round="one process per release and model: start-up and the first inference, then children"
+        " forked from it running 0, k and 0 inferences (k's count: the k-child's less the 0-children's"
+        f" mean); k chosen per model so that k inferences retire >= {TARGET_INSTRUCTIONS:,} instructions",
         note=WHAT_A_COUNT_IS,
         fail_above=count.fail_above,
     )
@@ -255,7 +256,7 @@ def show_count_plan(  # noqa: PLR0913 -- the plan, then what its document says, 
     *,
     as_json: bool,
     metric: str,
-    how: str,
+    per_round: str,
     note: str,
     **more: object,
 ) -> None:
@@ -269,8 +270,7 @@ def show_count_plan(  # noqa: PLR0913 -- the plan, then what its document says, 
         "opt_level": count.opt_level,
         "ep": count.ep,
         **more,
-        "per_round": f"{BASE_INFERENCES} and {BASE_INFERENCES}+k inferences, one process each, per release"
-        f" and model; {how}",
+        "per_round": per_round,
         "environment": list(COUNT_ENVIRONMENT),
         "note": note,
     }

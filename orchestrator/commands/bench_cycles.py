@@ -10,7 +10,7 @@ from rich.markup import escape
 from orchestrator.bench.counting.execute import measure_on_boards
 from orchestrator.bench.counting.perf_counters import CYCLES, EVENTS, SEPARATOR
 from orchestrator.bench.counting.perf_execute import NoCounters, PerfMeter
-from orchestrator.bench.counting.plan import CountPlan
+from orchestrator.bench.counting.plan import BASE_INFERENCES, CountPlan
 from orchestrator.bench.counting.verdict import comparisons
 from orchestrator.bench.plan import BenchPlan
 from orchestrator.bench.results import new_run_id
@@ -84,7 +84,8 @@ def _show_plan(plan: BenchPlan, count: CountPlan, *, as_json: bool) -> None:
         count,
         as_json=as_json,
         metric="cycles",
-        how=f"each under perf stat -x {SEPARATOR} -e {','.join(EVENTS)}",
+        per_round=f"{BASE_INFERENCES} and {BASE_INFERENCES}+k inferences, one process each, per release"
+        f" and model; each under perf stat -x {SEPARATOR} -e {','.join(EVENTS)}",
         note=WHAT_CYCLES_ARE,
         boards_without_counters="named in one line each and left out; the board's facts say why"
         " (orch inventory show NAME --probe)",

@@ -15,8 +15,10 @@ from orchestrator.bench.counting.plan import (
     TARGET_INSTRUCTIONS,
     CountPlan,
     count_argv,
+    extra_from_children,
     extra_inferences,
     parse_total,
+    parse_totals,
 )
 from orchestrator.bench.counting.store import SCHEMA, CountRunDocument, load_counts, write_counts
 from orchestrator.bench.counting.verdict import MIN_CHANGE, NOISE_MARGIN, CountSeries, comparisons
@@ -62,7 +64,7 @@ def test_the_count_runs_the_release_python_under_the_counting_qemu_with_one_thre
         log_file="orch/counting-qemu/abc/count.log",
         release=release,
         model="m.onnx",
-        inferences=21,
+        extra=21,
         agent_text="print()",
         plan=CountPlan(opt_level="basic"),
     )
@@ -73,13 +75,17 @@ def test_the_count_runs_the_release_python_under_the_counting_qemu_with_one_thre
     assert argv[argv.index("-plugin") + 1] == "orch/counting-qemu/abc/plugins/libinsn.so,inline=on"
     assert argv[argv.index("-D") + 1] == "orch/counting-qemu/abc/count.log"
     python = argv.index("orch/releases/stock-1/venv/bin/python")
-    assert argv[python + 1 : python + 6] == [
+    # One process per round, its forked children running 0, k and 0 inferences after the first.
+    assert argv[python + 1 : python + 8] == [
         "-c",
         "print()",
         "orch/releases/stock-1/agent",
         "orch/releases/stock-1/models/m.onnx",
+        "0",
         "21",
+        "0",
     ]
+    assert "--fork" in argv[python:]
     assert argv[argv.index("--opt-level") + 1] == "basic"
 
 
@@ -88,6 +94,23 @@ def test_the_plugin_total_is_read_and_its_absence_is_seen() -> None:
     assert parse_total(text) == 484447306
     assert parse_total("cpu 0 insns: 5\n") is None
     assert parse_total("") is None
+
+
+def test_the_k_childs_inferences_are_its_total_less_the_mean_of_the_zero_childrens() -> None:
+    """Totals as the counting qemu printed them for one round's process (the children's, then the
+    parent's; fold.onnx under ORT 1.32.0, 1175 inferences): the parent's fork between the children
+    cancels, the parent's own total and its threads' instructions play no part."""
+    text = (
+        "cpu 0 insns: 485162960\ncpu 1 insns: 542051\ntotal insns: 485899384\n"
+        "cpu 0 insns: 1682428629\ncpu 1 insns: 542051\ntotal insns: 1683165053\n"
+        "cpu 0 insns: 485248334\ncpu 1 insns: 1354592\ntotal insns: 485984758\n"
+        "cpu 0 insns: 541703466\ncpu 1 insns: 1379593\ntotal insns: 543741042\n"
+    )
+    totals = parse_totals(text)
+    assert totals == [485899384, 1683165053, 485984758, 543741042]
+    assert extra_from_children(totals) == 1683165053 - (485899384 + 485984758) / 2
+    assert extra_from_children(totals[:3]) is None  # a child or the parent printed nothing
+    assert extra_from_children([]) is None
 
 
 def test_identical_builds_are_no_change_and_a_larger_count_beyond_the_noise_is_called() -> None:

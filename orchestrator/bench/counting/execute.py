@@ -16,13 +16,14 @@ from rich.markup import escape
 from orchestrator.adapters import ssh
 from orchestrator.adapters.session import BoardSession
 from orchestrator.bench.counting.plan import (
-    BASE_INFERENCES,
     CALIBRATION_EXTRA,
     CountPlan,
     count_argv,
+    extra_from_children,
     extra_inferences,
     kit_path,
     parse_total,
+    parse_totals,
 )
 from orchestrator.bench.counting.verdict import CountSeries
 from orchestrator.bench.execute import board_locked
@@ -51,8 +52,8 @@ class Meter(Protocol):
         """The CPU the counts are tied to (said in the results); raises when this board cannot count."""
         ...
 
-    def measure(self, session: BoardSession, release: ReleaseRef, model: str, inferences: int) -> int:
-        """The count of one process running ``inferences`` inferences (after the first) of ``model``."""
+    def extra_count(self, session: BoardSession, release: ReleaseRef, model: str, extra: int) -> float:
+        """The count of ``extra`` inferences of ``model`` (after the first), start-up cancelled."""
         ...
 
 
@@ -160,7 +161,7 @@ class QemuMeter:
         self._directory = send_kit(session, self.kit, say)
         return self._cpu
 
-    def measure(self, session: BoardSession, release: ReleaseRef, model: str, inferences: int) -> int:
+    def extra_count(self, session: BoardSession, release: ReleaseRef, model: str, extra: int) -> float:
         log_file = posixpath.join(self._directory, "count.log")
         argv = count_argv(
             kit=self._directory,
@@ -168,13 +169,20 @@ class QemuMeter:
             log_file=log_file,
             release=release,
             model=model,
-            inferences=inferences,
+            extra=extra,
             agent_text=read_text("count_agent.py"),
             plan=self.count,
         )
         session.run(["rm", "-f", log_file], timeout=60)  # never a total from an earlier count
         run_counted(session, argv, f"{model} in {release.id}")
-        return total_of(session, log_file, model)
+        totals = parse_totals(session.run(["cat", log_file], timeout=60).stdout)
+        counted = extra_from_children(totals)
+        if counted is None:
+            raise BenchError(
+                f"{session.board.name}: the counting qemu printed {len(totals)} totals counting {model}"
+                f" in {release.id}, not one per forked child and one for their parent"
+            )
+        return counted
 
 
 def run_counted(session: BoardSession, argv: list[str], what: str) -> None:
@@ -232,6 +240,4 @@ class _Counter:
         return counts
 
     def _per_inference(self, release: ReleaseRef, model: str, extra: int) -> float:
-        base = self.meter.measure(self.session, release, model, BASE_INFERENCES)
-        more = self.meter.measure(self.session, release, model, BASE_INFERENCES + extra)
-        return (more - base) / extra
+        return self.meter.extra_count(self.session, release, model, extra) / extra

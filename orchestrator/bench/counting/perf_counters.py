@@ -3,8 +3,9 @@
 
 The board's PMU counts what its own CPU retires and spends: ``instructions:u`` and ``cycles:u``
 (user space only, which perf_event_paranoid 2 allows without root). Each round runs BASE and
-BASE + k inferences in two processes, as the emulated count does, so that start-up, imports and the
-model's loading cancel in the difference. Cycles, unlike instructions, see memory stalls, caches
+BASE + k inferences in two processes, so that start-up, imports and the model's loading cancel in
+the difference (not in forked children, as the emulated count does: perf stat adds a child's count
+to its parent's). Cycles, unlike instructions, see memory stalls, caches
 and the clock: they vary from run to run more than instruction counts do, and the verdict's noise
 term (the spread between rounds) says by how much on this board.
 """

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from orchestrator.adapters.session import BoardSession
 from orchestrator.bench.counting.execute import run_counted
 from orchestrator.bench.counting.perf_counters import CYCLES, parse_perf_csv, perf_argv, unread_events
-from orchestrator.bench.counting.plan import COUNT_ENVIRONMENT, CountPlan, agent_argv
+from orchestrator.bench.counting.plan import BASE_INFERENCES, COUNT_ENVIRONMENT, CountPlan, agent_argv
 from orchestrator.bench.plan import ReleaseRef
 from orchestrator.board_side import read_text
 from orchestrator.deploy import releases
@@ -43,11 +43,16 @@ class PerfMeter:
         self._output = posixpath.join(workdir, "perf-count.csv")
         return ", ".join(counters.cpu_pmus)
 
-    def measure(self, session: BoardSession, release: ReleaseRef, model: str, inferences: int) -> int:
+    def extra_count(self, session: BoardSession, release: ReleaseRef, model: str, extra: int) -> float:
+        # Two processes, 1 and 1 + k inferences: perf stat counts a forked child into its parent.
+        base = self._measure(session, release, model, BASE_INFERENCES)
+        return self._measure(session, release, model, BASE_INFERENCES + extra) - base
+
+    def _measure(self, session: BoardSession, release: ReleaseRef, model: str, inferences: int) -> int:
         agent = agent_argv(
             release=release,
             model=model,
-            inferences=inferences,
+            inferences=(inferences,),
             agent_text=read_text("count_agent.py"),
             plan=self.count,
         )

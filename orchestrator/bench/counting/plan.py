@@ -1,11 +1,15 @@
 """What an instruction count runs on a board, decided before it runs: the command under the counting
 qemu, how many inferences make the difference, and how its output is read. Pure.
 
-The count of one process includes Python's start-up, the imports and the model's loading, which
-vary by a few hundred thousand instructions from process to process (addresses, allocation). Each
-round therefore runs BASE and BASE + k inferences in two processes; the difference divided by k is
-the instructions of one inference, start-up cancelled. k is chosen so that the k inferences retire
-at least TARGET_INSTRUCTIONS, which keeps that start-up jitter under 0.1% of the difference.
+The count of a process includes Python's start-up, the imports and the model's loading, which vary
+from process to process: by about a million instructions for onnxruntime 1.32, whose threads (started
+at import, waiting with timeouts) wake up more often the longer a loaded machine takes. Each round
+is therefore one process that starts, loads the model, runs the first inference and then forks three
+children in turn, running 0, k and 0 inferences. Each child's total includes the parent's work up to
+its fork, the same start-up for all three, and none of the parent's other threads (a child has only
+the thread that forked). The parent's own count grows by one fork's cost between children, so the
+k-child's total less the mean of the two 0-children's is the k inferences alone. k is chosen so that
+they retire at least TARGET_INSTRUCTIONS, which keeps what still varies far under 0.1%.
 """
 
 from __future__ import annotations
@@ -17,9 +21,9 @@ from dataclasses import dataclass
 
 from orchestrator.bench.plan import ReleaseRef
 
-BASE_INFERENCES = 1  # after the first inference, which both processes run
-# The first pair of a model measures its size, to choose k: 100 inferences, so that start-up's
-# jitter (up to a few million instructions seen) cannot pass for the inferences of a small model.
+BASE_INFERENCES = 1  # perf's two processes (orch bench --metric cycles): 1 and 1 + k after the first
+# The first count of a model measures its size, to choose k: 100 inferences, so that start-up's
+# jitter (a few million instructions, on perf's two processes) cannot pass for a small model's.
 CALIBRATION_EXTRA = 100
 TARGET_INSTRUCTIONS = 300_000_000
 MIN_EXTRA, MAX_EXTRA = 20, 5000
@@ -89,6 +93,11 @@ def counter_argv(*, kit: str, cpu: str, log_file: str) -> list[str]:
     ]
 
 
+def forked_inferences(extra: int) -> tuple[int, int, int]:
+    """What the children of one counted process run, in turn: 0, ``extra`` and 0 inferences."""
+    return (0, extra, 0)
+
+
 def count_argv(  # noqa: PLR0913 -- the count's parts, each keyword-only
     *,
     kit: str,
@@ -96,29 +105,31 @@ def count_argv(  # noqa: PLR0913 -- the count's parts, each keyword-only
     log_file: str,
     release: ReleaseRef,
     model: str,
-    inferences: int,
+    extra: int,
     agent_text: str,
     plan: CountPlan,
 ) -> list[str]:
-    """The argv that runs ``inferences`` inferences of ``model`` in ``release``'s Python under the
-    counting qemu emulating ``cpu``, its count written to ``log_file``."""
-    return [
-        *counter_argv(kit=kit, cpu=cpu, log_file=log_file),
-        *agent_argv(release=release, model=model, inferences=inferences, agent_text=agent_text, plan=plan),
-    ]
+    """The argv of one round's process: ``model`` in ``release``'s Python under the counting qemu
+    emulating ``cpu``, its children running ``forked_inferences(extra)``, every total written to
+    ``log_file``."""
+    agent = agent_argv(
+        release=release, model=model, inferences=forked_inferences(extra), agent_text=agent_text, plan=plan
+    )
+    return [*counter_argv(kit=kit, cpu=cpu, log_file=log_file), *agent, "--fork"]
 
 
 def agent_argv(
-    *, release: ReleaseRef, model: str, inferences: int, agent_text: str, plan: CountPlan
+    *, release: ReleaseRef, model: str, inferences: tuple[int, ...], agent_text: str, plan: CountPlan
 ) -> list[str]:
-    """The counting agent in ``release``'s Python: ``inferences`` inferences of ``model`` after the first."""
+    """The counting agent in ``release``'s Python: ``inferences`` inferences of ``model`` after the first
+    (without ``--fork``, one number)."""
     return [
         release.python,
         "-c",
         agent_text,
         posixpath.dirname(release.agent),
         release.model_path(model),
-        str(inferences),
+        *(str(number) for number in inferences),
         "--opt-level",
         plan.opt_level,
         "--ep",
@@ -127,6 +138,22 @@ def agent_argv(
 
 
 def parse_total(text: str) -> int | None:
-    """The plugin's "total insns: N" line (None: qemu ended before it printed one)."""
+    """The plugin's "total insns: N" line of a process that forks none (None: qemu ended before it
+    printed one)."""
     match = _TOTAL.search(text)
     return int(match.group(1)) if match else None
+
+
+def parse_totals(text: str) -> list[int]:
+    """The plugin's "total insns: N" lines, one per process in the order they ended (children first)."""
+    return [int(total) for total in _TOTAL.findall(text)]
+
+
+def extra_from_children(totals: list[int]) -> float | None:
+    """The instructions of the k-child's inferences alone, from the totals of one counted process
+    (its three children's, then its own): the k-child's less the mean of the two 0-children's, which
+    cancels the fork the parent made between them. None: not the four totals expected."""
+    if len(totals) != len(forked_inferences(0)) + 1:
+        return None
+    before, counted, after, _parent = totals
+    return counted - (before + after) / 2
